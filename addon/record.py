@@ -1,0 +1,174 @@
+"""The record: one row per request, and the timing arithmetic that fills it.
+
+Every interval is milliseconds from ``t0`` (the moment the proxy had the client's request
+headers), measured with ``time.perf_counter``. Only ``started_at`` is wall-clock time.
+The field names here are the column names in SQLite and the keys of ``logs --json``;
+docs/record.md describes each one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+#: token-bearing events kept per request (offsets in ms); longer streams keep the first N.
+MAX_EVENT_OFFSETS = 4096
+
+
+@dataclass
+class Record:
+    id: str
+    started_at: str
+    state: str = "in_flight"  # in_flight | done
+    phase: str = "connecting"  # connecting | waiting_headers | prefill | streaming | done
+    route: str | None = None
+    upstream: str | None = None
+    method: str | None = None
+    path: str | None = None  # the path the client sent
+    upstream_url: str | None = None  # where it was forwarded (query string dropped)
+    api: str = "other"  # openai.chat | openai.completions | openai.responses | anthropic.messages | other
+    model: str | None = None
+    stream: bool | None = None  # as requested in the body
+    max_tokens: int | None = None
+    experiment: str | None = None
+    # response
+    status: int | None = None
+    content_type: str | None = None
+    content_encoding: str | None = None
+    upstream_request_id: str | None = None
+    # timings (ms from t0)
+    connect_ms: float | None = None
+    conn_reused: bool | None = None
+    ttfb_ms: float | None = None
+    first_byte_ms: float | None = None
+    first_token_ms: float | None = None
+    ttft_ms: float | None = None
+    gap_ms: float | None = None
+    total_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p95_ms: float | None = None
+    itl_max_ms: float | None = None
+    tpot_ms: float | None = None
+    events: int = 0
+    event_offsets: list[float] = field(default_factory=list)
+    sse_comments: int = 0
+    # what the stream / body said
+    usage_prompt_tokens: int | None = None
+    usage_completion_tokens: int | None = None
+    usage_cached_tokens: int | None = None
+    usage_cache_creation_tokens: int | None = None
+    usage_reasoning_tokens: int | None = None
+    output_chars: int = 0
+    reasoning_chars: int = 0
+    finish_reason: str | None = None
+    stream_done: bool | None = None  # saw [DONE] / message_stop / response.completed
+    upstream_error: str | None = None  # error object the upstream sent (body or mid-stream event)
+    upstream_error_type: str | None = None
+    no_choices: str | None = None  # snippet of a 200 body/chunk lacking choices/content
+    malformed_events: int = 0
+    malformed_sample: str | None = None
+    # transport
+    error: str | None = None  # mitmproxy's error text
+    client_aborted: bool = False
+    request_bytes: int = 0
+    response_bytes: int = 0
+    # key fingerprint (never the key)
+    key_header: str | None = None
+    key_fingerprint: str | None = None
+    key_scheme: str | None = None
+    key_length: int | None = None
+    key_facts: list[str] = field(default_factory=list)
+    # tokens (filled off the event loop)
+    request_error: str | None = None  # why the request body could not be read
+    tokenizer: str | None = None
+    tokens_exact: bool | None = None
+    prompt_tokens_est: int | None = None
+    system_tokens: int | None = None
+    tools_tokens: int | None = None
+    last_user_tokens: int | None = None
+    messages: int | None = None
+    images: int | None = None
+    output_tokens_est: int | None = None
+    usage_ratio: float | None = None  # server prompt tokens / our estimate
+    prefix_hash: str | None = None
+    prefix_tokens: int | None = None
+    prefix_seen_before: int | None = None
+    # diagnosis
+    findings: list[dict[str, Any]] = field(default_factory=list)
+    top_code: str | None = None
+    top_severity: str | None = None
+    # bodies, only with --save-bodies (redacted, capped)
+    request_body: str | None = None
+    response_body: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The record as a flat dict for SQLite / JSON."""
+        return dataclasses.asdict(self)
+
+
+FIELDS = [f.name for f in dataclasses.fields(Record)]
+JSON_FIELDS = {"event_offsets", "key_facts", "findings"}
+
+
+def _ms(a: float | None, t0: float) -> float | None:
+    return None if a is None else round((a - t0) * 1000.0, 3)
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of an already sorted list."""
+    if not sorted_values:
+        raise ValueError("percentile of empty list")
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@dataclass
+class Clock:
+    """Raw perf_counter stamps for one request; ``apply`` turns them into record fields."""
+
+    t0: float
+    connect_start: float | None = None
+    connect_end: float | None = None
+    conn_reused: bool | None = None
+    headers: float | None = None
+    first_byte: float | None = None
+    first_token: float | None = None
+    first_visible: float | None = None
+    last_byte: float | None = None
+    end: float | None = None
+    token_events: list[float] = field(default_factory=list)
+
+    def apply(self, rec: Record, output_tokens: int | None) -> None:
+        t0 = self.t0
+        if self.connect_start is not None and self.connect_end is not None:
+            rec.connect_ms = round((self.connect_end - self.connect_start) * 1000.0, 3)
+        rec.conn_reused = self.conn_reused
+        rec.ttfb_ms = _ms(self.headers, t0)
+        rec.first_byte_ms = _ms(self.first_byte, t0)
+        rec.first_token_ms = _ms(self.first_token, t0)
+        rec.ttft_ms = _ms(self.first_visible, t0)
+        end = self.last_byte if self.last_byte is not None else self.end
+        rec.total_ms = _ms(end, t0)
+        if rec.ttft_ms is not None and rec.ttfb_ms is not None:
+            rec.gap_ms = round(rec.ttft_ms - rec.ttfb_ms, 3)
+        ev = self.token_events
+        rec.events = len(ev)
+        rec.event_offsets = [round((t - t0) * 1000.0, 1) for t in ev[:MAX_EVENT_OFFSETS]]
+        if len(ev) >= 2:
+            gaps = sorted((b - a) * 1000.0 for a, b in zip(ev, ev[1:]))
+            rec.itl_p50_ms = round(statistics.median(gaps), 3)
+            rec.itl_p95_ms = round(percentile(gaps, 95), 3)
+            rec.itl_max_ms = round(gaps[-1], 3)
+        if (
+            output_tokens is not None
+            and output_tokens > 1
+            and rec.total_ms is not None
+            and rec.ttft_ms is not None
+        ):
+            rec.tpot_ms = round((rec.total_ms - rec.ttft_ms) / (output_tokens - 1), 3)
