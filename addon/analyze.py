@@ -1,0 +1,205 @@
+"""The analysis worker: everything that grows with the prompt or the body, off the event loop.
+
+Jobs run in arrival order on one thread: ``parse`` (request JSON, prompt tokens) as soon as
+the request has been forwarded, ``finish`` (timings, output tokens, diagnosis, the final
+row) once the response has ended. A job that fails still writes the row it has.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import queue
+import threading
+from typing import Any, Callable
+
+from . import tokens
+from .diagnose import diagnose
+from .flight import Flight
+from .secrets import redact_text
+from .store.writer import Writer
+
+log = logging.getLogger("firsttoken")
+
+MAX_SAVED_BODY = 256 * 1024
+_STOP = object()
+
+
+class Settings:
+    def __init__(self, save_bodies: bool = False, warn_prompt_tokens: int = 8000, stall_ms: float = 1000.0, lang: str = "en"):
+        self.save_bodies = save_bodies
+        self.warn_prompt_tokens = warn_prompt_tokens
+        self.stall_ms = stall_ms
+        self.lang = lang
+
+
+class Analyzer:
+    def __init__(self, writer: Writer, settings: Settings, on_done: Callable[[Flight], None] | None = None):
+        self.writer = writer
+        self.settings = settings
+        self.on_done = on_done
+        self.prefixes = tokens.PrefixTracker()
+        self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
+        self.q: queue.Queue[Any] = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
+        self._thread.start()
+
+    def parse(self, flight: Flight) -> None:
+        self.q.put(("parse", flight))
+
+    def finish(self, flight: Flight) -> None:
+        self.q.put(("finish", flight))
+
+    def close(self, timeout: float = 30.0) -> None:
+        if self._thread.is_alive():
+            self.q.put(_STOP)
+            self._thread.join(timeout)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        done = threading.Event()
+        self.q.put(done)
+        done.wait(timeout)
+        self.writer.flush(timeout)
+
+    # -- thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            job = self.q.get()
+            if job is _STOP:
+                return
+            if isinstance(job, threading.Event):
+                job.set()
+                continue
+            kind, flight = job
+            try:
+                if kind == "parse":
+                    self._parse(flight)
+                else:
+                    self._finish(flight)
+            except Exception as e:  # never lose the row
+                log.exception("firsttoken: analysis of %s failed", flight.record.id)
+                flight.record.request_error = flight.record.request_error or f"analysis failed: {e}"
+                if kind == "finish":
+                    self._write(flight)
+
+    def _parse(self, flight: Flight) -> None:
+        rec = flight.record
+        raw = flight.body or b""
+        if flight.body_encoding:
+            try:
+                from mitmproxy.net.encoding import decode
+
+                raw = decode(raw, flight.body_encoding)
+            except Exception as e:
+                rec.request_error = f"request body has Content-Encoding {flight.body_encoding!r} that could not be decoded: {e}"
+                return
+        if not raw.strip():
+            return
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            if rec.api != "other":
+                rec.request_error = f"request body is not valid JSON ({e})"
+            return
+        if not isinstance(body, dict):
+            if rec.api != "other":
+                rec.request_error = f"request body is JSON but not an object (got {type(body).__name__})"
+            return
+        model = body.get("model")
+        if isinstance(model, str):
+            rec.model = model
+        if isinstance(body.get("stream"), bool):
+            rec.stream = body["stream"]
+        elif rec.api != "other":
+            rec.stream = False
+        for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+            v = body.get(k)
+            if isinstance(v, int) and not isinstance(v, bool):
+                rec.max_tokens = v
+                break
+        if rec.api == "other":
+            return
+        tc = tokens.count_request(rec.api, body, rec.model)
+        rec.tokenizer = tc.tokenizer
+        rec.tokens_exact = tc.exact
+        rec.prompt_tokens_est = tc.prompt_tokens_est
+        rec.system_tokens = tc.system_tokens
+        rec.tools_tokens = tc.tools_tokens
+        rec.last_user_tokens = tc.last_user_tokens
+        rec.messages = tc.messages
+        rec.images = tc.images
+        rec.prefix_hash = tc.prefix_hash
+        rec.prefix_tokens = tc.prefix_tokens
+        if tc.prefix_hash:
+            rec.prefix_seen_before = self.prefixes.seen(tc.prefix_hash)
+        if not flight.finished:
+            self.writer.put({k: getattr(rec, k) for k in _PARSE_FIELDS})
+
+    def _finish(self, flight: Flight) -> None:
+        rec, tap = flight.record, flight.tap
+        if tap is not None:
+            f = tap.facts
+            rec.model = rec.model or f.model
+            for k in ("usage_prompt_tokens", "usage_completion_tokens", "usage_cached_tokens",
+                      "usage_cache_creation_tokens", "usage_reasoning_tokens", "finish_reason"):
+                setattr(rec, k, getattr(f, k))
+            rec.upstream_error = f.error_message
+            rec.upstream_error_type = f.error_type
+            rec.no_choices = f.no_choices
+            rec.malformed_events = f.malformed
+            rec.malformed_sample = f.malformed_sample
+            rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
+            rec.output_chars = tap.output_chars
+            rec.reasoning_chars = tap.reasoning_chars
+            rec.sse_comments = tap.sse_comments
+            rec.response_bytes = tap.bytes
+            if tap.error:
+                rec.error = rec.error or f"firsttoken could not parse this response ({tap.error}); it was forwarded unchanged"
+            if tap.decode_error and not rec.error:
+                rec.error = f"{tap.decode_error}; the response was forwarded unchanged but not analysed"
+            if tap.text:
+                n, _, _ = tokens.count_text("".join(tap.text), rec.model)
+                rec.output_tokens_est = n
+        if rec.usage_prompt_tokens and rec.prompt_tokens_est:
+            rec.usage_ratio = round(rec.usage_prompt_tokens / rec.prompt_tokens_est, 4)
+        out_tokens = rec.usage_completion_tokens or rec.output_tokens_est
+        flight.clock.apply(rec, out_tokens)
+        if self.settings.save_bodies:
+            self._save_bodies(flight)
+        rec.state, rec.phase = "done", "done"
+        rec.findings = diagnose(rec, self)
+        if rec.findings:
+            rec.top_code = rec.findings[0]["code"]
+            rec.top_severity = rec.findings[0]["severity"]
+        self._write(flight)
+
+    def _write(self, flight: Flight) -> None:
+        rec = flight.record
+        rec.state, rec.phase = "done", "done"
+        self.writer.put(rec.row())
+        self.recent.append(rec)
+        flight.body = None
+        if self.on_done is not None:
+            try:
+                self.on_done(flight)
+            except Exception:
+                log.exception("firsttoken: on_done callback failed")
+
+    def _save_bodies(self, flight: Flight) -> None:
+        rec = flight.record
+        if flight.body:
+            rec.request_body = redact_text(
+                flight.body[:MAX_SAVED_BODY].decode("utf-8", "replace"), flight.secrets
+            )
+        if flight.tap is not None and flight.tap.saved:
+            rec.response_body = redact_text(
+                bytes(flight.tap.saved).decode("utf-8", "replace"), flight.secrets
+            )
+
+
+_PARSE_FIELDS = (
+    "id", "model", "stream", "max_tokens", "request_error", "tokenizer", "tokens_exact",
+    "prompt_tokens_est", "system_tokens", "tools_tokens", "last_user_tokens", "messages",
+    "images", "prefix_hash", "prefix_tokens", "prefix_seen_before",
+)

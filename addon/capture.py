@@ -1,0 +1,297 @@
+"""The mitmproxy hooks. Thin on purpose: take a timestamp, route, hand bytes to the tap,
+enqueue a row. No SQL, no tokenizing, no rendering here: that runs on other threads.
+
+Loads the same way embedded in ``firsttoken proxy`` and as ``mitmdump -s`` script (see
+script.py), configured through mitmproxy options named ``firsttoken_*``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import json
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any, Callable
+
+from mitmproxy import ctx, exceptions, http
+
+from . import routing
+from .analyze import Analyzer, Settings
+from .apis import detect_api
+from .flight import Flight
+from .record import Clock, Record
+from .secrets import fingerprint_headers, secret_values
+from .store.db import default_db_path
+from .store.writer import Writer
+from .tap import StreamTap
+
+log = logging.getLogger("firsttoken")
+
+REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid", "openai-request-id", "cf-ray")
+EXPERIMENT_HEADER = "x-firsttoken-experiment"
+
+
+class Capture:
+    def __init__(self) -> None:
+        self.routes: list[routing.Route] = []
+        self.flights: dict[str, Flight] = {}
+        self.writer: Writer | None = None
+        self.analyzer: Analyzer | None = None
+        self.settings = Settings()
+        self.listeners: list[Callable[[Record], None]] = []  # called (worker thread) per finished record
+        self._conn_start: dict[str, float] = {}
+        self._conn_end: dict[str, float] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.started = time.time()
+        self.db_path: str | None = None
+
+    # -- options -------------------------------------------------------------------
+    def load(self, loader) -> None:
+        loader.add_option("firsttoken_db", str, "", "SQLite file for firsttoken records (default: per-user data dir, or $FIRSTTOKEN_DB).")
+        loader.add_option("firsttoken_upstream", Sequence[str], [], "Upstream as URL or name=URL; repeatable. Empty: forward where mitmproxy's mode sends it.")
+        loader.add_option("firsttoken_save_bodies", bool, False, "Store request/response bodies (redacted, capped).")
+        loader.add_option("firsttoken_warn_prompt_tokens", int, 8000, "Flag prompts larger than this many tokens.")
+        loader.add_option("firsttoken_stall_ms", int, 1000, "Flag inter-token gaps longer than this (ms).")
+        loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).")
+
+    def configure(self, updated: set[str]) -> None:
+        o = ctx.options
+        if "firsttoken_upstream" in updated:
+            try:
+                self.routes = routing.parse_upstreams(list(o.firsttoken_upstream))
+            except routing.RouteError as e:
+                raise exceptions.OptionsError(str(e)) from None
+        self.settings.save_bodies = o.firsttoken_save_bodies
+        self.settings.warn_prompt_tokens = o.firsttoken_warn_prompt_tokens
+        self.settings.stall_ms = float(o.firsttoken_stall_ms)
+        self.settings.lang = o.firsttoken_lang or self.settings.lang
+        if "connection_strategy" in updated or "firsttoken_db" in updated:
+            if o.connection_strategy != "lazy":
+                # Eager connects fail before a flow exists; lazy ones become records.
+                o.connection_strategy = "lazy"
+        if self.writer is None or ("firsttoken_db" in updated and self._db_changed()):
+            self._open_store()
+
+    def _db_changed(self) -> bool:
+        return str(ctx.options.firsttoken_db or default_db_path()) != self.db_path
+
+    def _open_store(self) -> None:
+        path = str(ctx.options.firsttoken_db or default_db_path())
+        if self.analyzer is not None:
+            self.analyzer.close()
+        if self.writer is not None:
+            self.writer.close()
+        try:
+            self.writer = Writer(path)
+        except Exception as e:
+            raise exceptions.OptionsError(
+                f"firsttoken cannot open its database {path}: {e}. Pass a writable path with "
+                "--db (or --set firsttoken_db=PATH)."
+            ) from None
+        self.db_path = path
+        self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done)
+
+    def running(self) -> None:
+        self._loop = asyncio.get_running_loop()
+
+    def done(self) -> None:
+        now = time.perf_counter()
+        for flight in list(self.flights.values()):
+            flight.record.error = flight.record.error or "the proxy shut down before this request finished"
+            flight.clock.end = now
+            self._finish(flight)
+        if self.analyzer:
+            self.analyzer.close()
+        if self.writer:
+            self.writer.close()
+
+    # -- connections -----------------------------------------------------------------
+    def server_connect(self, data) -> None:
+        self._conn_start[data.server.id] = time.perf_counter()
+
+    def server_connected(self, data) -> None:
+        self._conn_end[data.server.id] = time.perf_counter()
+
+    def server_disconnected(self, data) -> None:
+        self._conn_start.pop(data.server.id, None)
+        self._conn_end.pop(data.server.id, None)
+
+    # -- request -------------------------------------------------------------------
+    def requestheaders(self, flow: http.HTTPFlow) -> None:
+        t0 = time.perf_counter()
+        req = flow.request
+        rec = Record(
+            id=flow.id,
+            started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+            method=req.method,
+            path=req.path,
+        )
+        flight = Flight(record=rec, clock=Clock(t0=t0), flow=flow)
+        headers = list(req.headers.items(multi=True))
+        fp = fingerprint_headers(headers)
+        rec.key_header, rec.key_fingerprint, rec.key_scheme = fp.header, fp.fingerprint, fp.scheme
+        rec.key_length, rec.key_facts = fp.length, fp.facts
+        flight.secrets = secret_values(headers)
+        rec.experiment = req.headers.get(EXPERIMENT_HEADER)
+        if self.routes:
+            route, rest = routing.match(self.routes, req.path)
+            if route is None:
+                mounts = ", ".join(r.mount or "/" for r in self.routes)
+                msg = (f"firsttoken has no route for {req.path!r}. Routes: {mounts}. "
+                       f"Set your client's base URL to http://{req.host_header or 'localhost'}/<route>.")
+                flow.response = http.Response.make(
+                    404, json.dumps({"error": {"message": msg, "type": "firsttoken_no_route"}}),
+                    {"content-type": "application/json"},
+                )
+                rec.error = msg
+            else:
+                rec.route = route.name or "default"
+                rec.upstream = route.url
+                req.scheme, req.port = route.scheme, route.port
+                req.host = route.host
+                req.path = route.prefix + rest
+        else:
+            rec.route = "default"
+            rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
+        rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
+        rec.api = detect_api(req.method, req.path)
+        self.flights[flow.id] = flight
+        self._put({k: getattr(rec, k) for k in _START_FIELDS})
+
+    def request(self, flow: http.HTTPFlow) -> None:
+        flight = self.flights.get(flow.id)
+        if flight is None:
+            return
+        raw = flow.request.raw_content or b""
+        flight.record.request_bytes = len(raw)
+        flight.body = raw
+        flight.body_encoding = flow.request.headers.get("content-encoding")
+        if flow.response is None:
+            flight.record.phase = "waiting_headers"
+        if self.analyzer:
+            self.analyzer.parse(flight)
+
+    # -- response ------------------------------------------------------------------
+    def responseheaders(self, flow: http.HTTPFlow) -> None:
+        flight = self.flights.get(flow.id)
+        if flight is None or flow.response is None:
+            return
+        now = time.perf_counter()
+        c, rec, resp = flight.clock, flight.record, flow.response
+        c.headers = now
+        self._connection_timing(flight, flow)
+        rec.status = resp.status_code
+        rec.content_type = resp.headers.get("content-type")
+        rec.content_encoding = resp.headers.get("content-encoding")
+        for h in REQUEST_ID_HEADERS:
+            if h in resp.headers:
+                rec.upstream_request_id = resp.headers[h][:200]
+                break
+        tap = StreamTap(
+            c, rec.api, rec.content_type, rec.content_encoding,
+            keep_body=256 * 1024 if self.settings.save_bodies else 0,
+            on_phase=lambda phase, f=flight: self._phase(f, phase),
+        )
+        flight.tap = tap
+        rec.phase = "prefill" if tap.sse else "waiting_body"
+        # Stream every response: the client gets each byte as it arrives, never a buffered body.
+        resp.stream = tap
+        self._put({"id": rec.id, "phase": rec.phase, "status": rec.status, "content_type": rec.content_type})
+
+    def response(self, flow: http.HTTPFlow) -> None:
+        flight = self.flights.get(flow.id)
+        if flight is None:
+            return
+        if flight.tap is None and flow.response is not None:  # a response made by the proxy itself
+            flight.record.status = flow.response.status_code
+            flight.record.content_type = flow.response.headers.get("content-type")
+        flight.clock.end = time.perf_counter()
+        self._finish(flight)
+
+    def error(self, flow: http.HTTPFlow) -> None:
+        flight = self.flights.get(flow.id)
+        if flight is None:
+            return
+        flight.clock.end = time.perf_counter()
+        msg = flow.error.msg if flow.error else "unknown error"
+        flight.record.error = msg
+        if "client disconnected" in msg.lower() or "client closed" in msg.lower():
+            flight.record.client_aborted = True
+        if flight.clock.headers is None:
+            self._connection_timing(flight, flow)
+        self._finish(flight)
+
+    # -- helpers -------------------------------------------------------------------
+    def _connection_timing(self, flight: Flight, flow: http.HTTPFlow) -> None:
+        sid = flow.server_conn.id if flow.server_conn else None
+        start = self._conn_start.get(sid)
+        if start is not None and start >= flight.clock.t0:
+            flight.clock.connect_start = start
+            flight.clock.connect_end = self._conn_end.get(sid)
+            flight.clock.conn_reused = False
+        elif start is not None:
+            flight.clock.conn_reused = True
+
+    def _phase(self, flight: Flight, phase: str) -> None:
+        flight.record.phase = phase
+        self._put({"id": flight.record.id, "phase": phase})
+
+    def _finish(self, flight: Flight) -> None:
+        if flight.finished:
+            return
+        flight.finished = True
+        self.flights.pop(flight.record.id, None)
+        if flight.tap is not None:
+            flight.tap.finish()
+        if self.analyzer:
+            self.analyzer.finish(flight)
+
+    def _put(self, row: dict[str, Any]) -> None:
+        if self.writer:
+            self.writer.put(row)
+
+    def _done(self, flight: Flight) -> None:
+        """Worker thread: a record is final. Tell listeners; annotate the flow for mitmweb."""
+        for fn in list(self.listeners):
+            try:
+                fn(flight.record)
+            except Exception:
+                log.exception("firsttoken: listener failed")
+        if self._loop is not None and flight.flow is not None and flight.record.findings:
+            try:
+                self._loop.call_soon_threadsafe(_annotate, flight.flow, flight.record.findings)
+            except RuntimeError:
+                pass  # loop closed during shutdown
+
+    # -- for the live view ---------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        flights = list(self.flights.values())
+        recent = list(self.analyzer.recent) if self.analyzer else []
+        return {
+            "now": time.perf_counter(),
+            "in_flight": [f.live_view() for f in flights],
+            "recent": recent,
+            "routes": self.routes,
+            "db_path": self.db_path,
+            "started": self.started,
+        }
+
+
+def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
+    flow.comment = "\n".join(f"[{f['severity']}] {f['code']}: {f['message']}" for f in findings)
+    if any(f["severity"] == "error" for f in findings):
+        flow.marked = ":exclamation:"
+    try:
+        from mitmproxy import hooks
+
+        ctx.master.addons.trigger(hooks.UpdateHook([flow]))
+    except Exception:
+        pass
+
+
+_START_FIELDS = (
+    "id", "started_at", "state", "phase", "route", "upstream", "method", "path", "upstream_url",
+    "api", "experiment", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
+)

@@ -1,0 +1,41 @@
+"""One request in flight: its record, its clock, its tap and the request body (in memory only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .record import Clock, Record
+from .tap import StreamTap
+
+
+@dataclass
+class Flight:
+    record: Record
+    clock: Clock
+    flow: Any = None  # the mitmproxy flow (for comments/marks once diagnosed)
+    tap: StreamTap | None = None
+    body: bytes | None = None  # request body, raw as received
+    body_encoding: str | None = None  # the request's Content-Encoding, if any
+    secrets: list[str] = field(default_factory=list)  # for redaction; never stored
+    finished: bool = False
+
+    def live_view(self) -> dict[str, Any]:
+        """A small dict for the live view: what is known so far."""
+        tap = self.tap
+        return {
+            "id": self.record.id,
+            "t0": self.clock.t0,
+            "phase": self.record.phase,
+            "route": self.record.route,
+            "model": self.record.model,
+            "api": self.record.api,
+            "path": self.record.path,
+            "status": self.record.status,
+            "prompt_tokens_est": self.record.prompt_tokens_est,
+            "headers_at": self.clock.headers,
+            "first_token_at": self.clock.first_token,
+            "first_visible_at": self.clock.first_visible,
+            "events": len(self.clock.token_events),
+            "output_chars": tap.output_chars if tap else 0,
+        }

@@ -1,0 +1,135 @@
+"""Keys never reach disk: fingerprints of credentials, and redaction of bodies.
+
+A fingerprint keeps just enough to explain a 401 later ("sk-…a1b2, 52 chars, trailing
+whitespace") without the secret itself.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+KEY_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
+#: headers whose values never leave memory (bodies are redacted separately)
+SECRET_HEADERS = frozenset(KEY_HEADERS + ("cookie", "set-cookie", "proxy-authorization"))
+
+_KEYLIKE = re.compile(
+    r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{12,}|Bearer\s+[A-Za-z0-9._\-]{12,}"
+    r"|AIza[0-9A-Za-z_\-]{20,}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+)"
+)
+
+
+@dataclass
+class KeyFingerprint:
+    header: str | None = None  # which header(s) carried a credential, e.g. "authorization+x-api-key"
+    fingerprint: str | None = None  # "sk-…a1b2"
+    scheme: str | None = None  # "Bearer", "Basic", "raw" (no scheme), "" when missing
+    length: int | None = None  # length of the key itself, after the scheme
+    facts: list[str] = field(default_factory=list)
+
+
+def mask(key: str) -> str:
+    """A short, non-reversible label: the key's prefix (up to 3 chars) and last 4 chars."""
+    core = key.strip().strip("\"'")
+    if len(core) < 12:
+        return f"…({len(core)} chars)"
+    head = core[:3]
+    for known in ("sk-ant-", "sk-proj-", "sk-or-", "sk-"):
+        if core.startswith(known):
+            head = known
+            break
+    return f"{head}…{core[-4:]}"
+
+
+def _facts_for(raw: str) -> list[str]:
+    facts: list[str] = []
+    if raw == "" or raw.strip() == "":
+        return ["empty"]
+    if raw != raw.lstrip():
+        facts.append("leading_whitespace")
+    if raw != raw.rstrip():
+        facts.append("trailing_whitespace")
+    if "\n" in raw or "\r" in raw:
+        facts.append("newline")
+    if "\\n" in raw or "%0A" in raw.upper():
+        facts.append("escaped_newline")
+    s = raw.strip()
+    if len(s) >= 2 and s[0] == s[-1] and s[0] in "\"'":
+        facts.append("quoted")
+    if any(c.isspace() for c in s):
+        facts.append("inner_whitespace")
+    if any(ord(c) > 126 for c in s):
+        facts.append("non_ascii")
+    if s.startswith("${") or s.startswith("$") and s[1:].isupper():
+        facts.append("unexpanded_variable")
+    return facts
+
+
+def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
+    """Fingerprint the credential headers of a request (``(name, value)`` pairs, any case)."""
+    found = [(n.lower(), v) for n, v in headers if n.lower() in KEY_HEADERS]
+    fp = KeyFingerprint()
+    if not found:
+        fp.scheme = ""
+        fp.facts = ["missing"]
+        return fp
+    names = []
+    for n, _ in found:
+        if n not in names:
+            names.append(n)
+    fp.header = "+".join(names)
+    name, value = found[0]
+    facts: list[str] = []
+    if len(names) > 1:
+        facts.append("multiple_headers")
+    if name == "authorization":
+        stripped = value.lstrip()
+        scheme, _, rest = stripped.partition(" ")
+        if scheme.lower() in ("bearer", "basic", "token") and rest:
+            fp.scheme = scheme
+            if scheme != "Bearer" and scheme.lower() == "bearer":
+                facts.append("bearer_case")
+            key = rest
+            if value != stripped:
+                facts.append("leading_whitespace")
+        else:
+            fp.scheme = "raw"
+            key = value
+            facts.append("no_scheme")
+    else:
+        fp.scheme = "raw"
+        key = value
+        if key.lower().startswith("bearer "):
+            facts.append("bearer_in_api_key")
+            key = key[7:]
+    facts += [f for f in _facts_for(key) if f not in facts]
+    if len(names) > 1:
+        # A login token and an API key together (e.g. ANTHROPIC_AUTH_TOKEN and ANTHROPIC_API_KEY).
+        other = [v for n, v in found if n != name]
+        if other and other[0].strip() != key.strip():
+            facts.append("conflicting_keys")
+    fp.fingerprint = mask(key) if "empty" not in facts else None
+    fp.length = len(key.strip())
+    fp.facts = facts
+    return fp
+
+
+def redact_text(text: str, secrets: list[str] | None = None) -> str:
+    """Remove key-like strings (and any known secrets) from a body before it is stored."""
+    for s in secrets or ():
+        s = s.strip()
+        if len(s) >= 8:
+            text = text.replace(s, "[REDACTED]")
+    return _KEYLIKE.sub("[REDACTED]", text)
+
+
+def secret_values(headers: list[tuple[str, str]]) -> list[str]:
+    """The raw credential values of a request, for redaction (kept in memory only)."""
+    out = []
+    for n, v in headers:
+        if n.lower() in SECRET_HEADERS:
+            out.append(v)
+            _, _, rest = v.strip().partition(" ")
+            if rest:
+                out.append(rest)
+    return out

@@ -1,0 +1,109 @@
+"""The one thread that writes to SQLite.
+
+Everything else enqueues rows (``put``); the writer drains the queue in batches, one
+transaction per batch, so a burst of streams costs a few commits, not hundreds. Rows are
+upserts keyed by ``id``: a partial dict updates only the columns it names, which is how an
+in-flight row is created first and completed later.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from typing import Any
+
+from .db import open_db
+
+log = logging.getLogger("firsttoken")
+
+_STOP = object()
+_JSON = ("event_offsets", "key_facts", "findings")
+
+
+class Writer:
+    def __init__(self, path: str, batch: int = 500) -> None:
+        self.path = str(path)
+        self.batch = batch
+        self.q: queue.Queue[Any] = queue.Queue()
+        self.written = 0
+        self.failed = 0
+        self.last_error: str | None = None
+        self.db = open_db(self.path)  # fail early (bad path, read-only dir) in the caller's thread
+        self._thread = threading.Thread(target=self._run, name="firsttoken-writer", daemon=True)
+        self._thread.start()
+
+    def put(self, row: dict[str, Any]) -> None:
+        self.q.put(row)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until every row put so far is committed."""
+        done = threading.Event()
+        self.q.put(done)
+        done.wait(timeout)
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self._thread.is_alive():
+            self.q.put(_STOP)
+            self._thread.join(timeout)
+
+    # -- thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        db = self.db
+        stop = False
+        while not stop:
+            items = [self.q.get()]
+            while len(items) < self.batch:
+                try:
+                    items.append(self.q.get_nowait())
+                except queue.Empty:
+                    break
+            rows, events = [], []
+            for it in items:
+                if it is _STOP:
+                    stop = True
+                elif isinstance(it, threading.Event):
+                    events.append(it)
+                else:
+                    rows.append(it)
+            if rows:
+                self._write(db, rows)
+            for e in events:
+                e.set()
+        db.conn.close()
+
+    def _write(self, db, rows: list[dict[str, Any]]) -> None:
+        try:
+            with db.conn:
+                self._apply(db, rows)
+            self.written += len(rows)
+        except Exception as e:  # one bad row must not lose the batch: retry one by one
+            log.warning("firsttoken: batch write failed (%s); retrying rows one at a time", e)
+            for r in rows:
+                try:
+                    with db.conn:
+                        self._apply(db, [r])
+                    self.written += 1
+                except Exception as e2:
+                    self.failed += 1
+                    self.last_error = f"{type(e2).__name__}: {e2}"
+                    log.error("firsttoken: could not store request %s: %s", r.get("id"), e2)
+
+    @staticmethod
+    def _apply(db, rows: list[dict[str, Any]]) -> None:
+        t = db["requests"]
+        for row in rows:
+            row = dict(row)
+            findings = row.get("findings")
+            t.upsert(row, pk="id", alter=False)
+            if findings is not None:
+                db.execute("DELETE FROM findings WHERE request_id = ?", [row["id"]])
+                seen = set()
+                for f in findings:
+                    if f["code"] in seen:
+                        continue
+                    seen.add(f["code"])
+                    db.execute(
+                        "INSERT INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
+                        [row["id"], f["code"], f["severity"]],
+                    )

@@ -1,0 +1,165 @@
+"""The stream tap: mitmproxy's ``flow.response.stream`` callable for one response.
+
+It is called once per received chunk and once with ``b""`` at the end. It always returns
+its input unchanged (the client gets exactly the upstream's bytes), never raises, and does
+O(len(chunk)) work: stamp the clock, decode a *copy* (decompress, SSE, API events), note
+token-bearing events. Anything that grows with the prompt runs elsewhere.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from typing import Callable
+
+from .apis import make_interpreter
+from .apis.base import VISIBLE, ApiFacts, Delta
+from .record import Clock
+from .sse import SSEDecoder
+
+#: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
+MAX_BODY_COPY = 16 * 1024 * 1024
+#: generated text kept for the output token estimate
+MAX_TEXT_KEEP = 4 * 1024 * 1024
+
+
+def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None:
+    enc = (encoding or "").strip().lower()
+    if enc in ("", "identity"):
+        return None
+    if enc in ("gzip", "x-gzip", "deflate"):
+        d = zlib.decompressobj(zlib.MAX_WBITS | 32)
+        return d.decompress
+    if enc == "br":
+        import brotli
+
+        return brotli.Decompressor().process
+    if enc == "zstd":
+        import zstandard
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress
+    raise ValueError(f"unsupported content-encoding {encoding!r}")
+
+
+class StreamTap:
+    def __init__(
+        self,
+        clock: Clock,
+        api: str,
+        content_type: str | None,
+        content_encoding: str | None,
+        keep_body: int = 0,
+        on_phase: Callable[[str], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.sse = "text/event-stream" in (content_type or "").lower()
+        self.interp = make_interpreter(api) if api != "other" or self.sse else None
+        if self.interp is None and self.sse:
+            self.interp = make_interpreter("openai.chat")
+        self.facts: ApiFacts = self.interp.facts if self.interp else ApiFacts()
+        self.decoder = SSEDecoder() if self.sse else None
+        self.decode_error: str | None = None
+        try:
+            self._decompress = _decompressor(content_encoding)
+        except Exception as e:  # unknown encoding: forward, don't parse
+            self._decompress = None
+            self.decode_error = str(e)
+            self.interp = None
+            self.decoder = None
+        self.body = bytearray()  # decoded copy of a non-SSE body (for parsing), capped
+        self.body_truncated = False
+        self.keep_body = keep_body  # bytes of decoded body to keep for --save-bodies
+        self.saved = bytearray()
+        self.bytes = 0
+        self.output_chars = 0
+        self.reasoning_chars = 0
+        self.text: list[str] = []
+        self._text_len = 0
+        self.closed = False
+        self.error: str | None = None  # an exception inside the tap (reported, never raised)
+        self._on_phase = on_phase
+
+    def __call__(self, chunk: bytes) -> bytes:
+        try:
+            self._feed(chunk)
+        except Exception as e:  # never let analysis break forwarding
+            if self.error is None:
+                self.error = f"{type(e).__name__}: {e}"
+            self.interp = None
+            self.decoder = None
+        return chunk
+
+    # -- internals -----------------------------------------------------------------
+    def _feed(self, chunk: bytes) -> None:
+        now = time.perf_counter()
+        c = self.clock
+        if chunk:
+            if c.first_byte is None:
+                c.first_byte = now
+            c.last_byte = now
+            self.bytes += len(chunk)
+            data = chunk
+            if self._decompress is not None:
+                try:
+                    data = self._decompress(chunk)
+                except Exception as e:
+                    self.decode_error = f"could not decompress the body: {e}"
+                    self._decompress = None
+                    self.interp = self.decoder = None
+                    return
+            if self.keep_body and len(self.saved) < self.keep_body:
+                self.saved += data[: self.keep_body - len(self.saved)]
+            if self.decoder is not None and self.interp is not None:
+                for ev in self.decoder.feed(data):
+                    self._deltas(self.interp.on_event(ev), now)
+            elif self.interp is not None:
+                if len(self.body) + len(data) <= MAX_BODY_COPY:
+                    self.body += data
+                else:
+                    self.body_truncated = True
+        else:
+            self.finish()
+
+    def finish(self) -> None:
+        """End of body (also called by the addon on errors). Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        now = time.perf_counter()
+        try:
+            if self.decoder is not None and self.interp is not None:
+                for ev in self.decoder.close():
+                    self._deltas(self.interp.on_event(ev), now)
+            elif self.interp is not None and self.body and not self.body_truncated:
+                self._deltas(self.interp.on_body(bytes(self.body)), None)
+        except Exception as e:
+            self.error = self.error or f"{type(e).__name__}: {e}"
+
+    def _deltas(self, deltas: list[Delta], now: float | None) -> None:
+        if not deltas:
+            return
+        c = self.clock
+        visible = False
+        for d in deltas:
+            n = len(d.text)
+            if d.kind in VISIBLE:
+                visible = True
+                self.output_chars += n
+            else:
+                self.reasoning_chars += n
+            if self._text_len < MAX_TEXT_KEEP and d.text:
+                self.text.append(d.text)
+                self._text_len += n
+        if now is None:  # a non-streamed body: output, but no token timing
+            return
+        c.token_events.append(now)
+        if c.first_token is None:
+            c.first_token = now
+            if self._on_phase:
+                self._on_phase("streaming")
+        if visible and c.first_visible is None:
+            c.first_visible = now
+
+    @property
+    def sse_comments(self) -> int:
+        return self.decoder.comments if self.decoder is not None else 0

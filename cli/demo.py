@@ -1,0 +1,120 @@
+"""`firsttoken demo`: the simulated upstream + the proxy + a short run of requests, offline.
+
+Healthy streams of all four APIs, a long prompt (prefill), a reasoning model, and the
+classic failures (bad key, doubled /v1, a buffered stream, no usage, an error mid-stream),
+then the table and per-model percentiles. Nothing leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import http.client
+import json
+import statistics
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from firsttoken.addon.store import queries
+from firsttoken.addon.store.db import default_db_path, open_db
+
+from . import fmt
+from .logs import table
+from .proxy import ProxyServer
+from .simulate import SimConfig, SimServer
+
+DEMO_KEY = "sk-demo-0000000000000000000000000000firsttoken"
+LONG_PROMPT = " ".join(["The quick brown fox jumps over the lazy dog."] * 450)  # ~4.5k tokens
+
+# (label, path, headers, body)
+def _scenarios() -> list[tuple[str, str, dict, dict]]:
+    chat = lambda model, content, **kw: {"model": model, "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": content}], **kw}
+    oai = {"authorization": f"Bearer {DEMO_KEY}"}
+    ant = {"x-api-key": DEMO_KEY, "anthropic-version": "2023-06-01"}
+    usage = {"stream": True, "stream_options": {"include_usage": True}}
+    return [
+        ("chat, short prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", "Say hi.", **usage)),
+        ("chat, 4.5k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", LONG_PROMPT, **usage)),
+        ("anthropic messages", "/v1/messages", ant, {"model": "claude-sonnet-4-5", "max_tokens": 256, "stream": True, "system": "You are terse.", "messages": [{"role": "user", "content": "Say hi."}]}),
+        ("responses API", "/v1/responses", oai, {"model": "gpt-4.1", "input": "Say hi.", "stream": True}),
+        ("reasoning model", "/v1/chat/completions", oai, chat("deepseek-reasoner", "Why is the sky blue?", **usage)),
+        ("non-streaming", "/v1/chat/completions", oai, chat("gpt-4o-mini", "Say hi.")),
+        ("bad API key", "/v1/chat/completions", {"authorization": "Bearer sk-wrong-key-123456789012345", "x-sim-fault": "auth"}, chat("gpt-4o-mini", "Say hi.", **usage)),
+        ("base URL ends in /v1 twice", "/v1/v1/chat/completions", oai, chat("gpt-4o-mini", "Say hi.", **usage)),
+        ("stream buffered by a gateway", "/v1/chat/completions", {**oai, "x-sim-fault": "buffered"}, chat("gpt-4o-mini", "Say hi.", **usage)),
+        ("stream without usage", "/v1/chat/completions", oai, chat("gpt-4o-mini", "Say hi.", stream=True)),
+        ("error mid-stream", "/v1/chat/completions", {**oai, "x-sim-fault": "mid_stream_error"}, chat("gpt-4o-mini", "Say hi.", **usage)),
+    ]
+
+
+def _send(port: int, path: str, headers: dict, body: dict) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("POST", path, body=json.dumps(body).encode(), headers={"content-type": "application/json", **headers})
+        resp = conn.getresponse()
+        while resp.read(4096):
+            pass
+    finally:
+        conn.close()
+
+
+def summary(rows: list[dict]) -> Table:
+    t = Table(title="per model (finished streams)", header_style="bold")
+    for c in ("model", "n", "errors", "TTFB p50", "TTFB p95", "TTFT p50", "TTFT p95", "gap p50", "gap p95"):
+        t.add_column(c, justify="left" if c == "model" else "right")
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r.get("model") or "–", []).append(r)
+
+    def pct(vals: list[float], q: float) -> str:
+        vals = sorted(v for v in vals if v is not None)
+        if not vals:
+            return "–"
+        if len(vals) == 1:
+            return fmt.ms(vals[0])
+        return fmt.ms(statistics.quantiles(vals, n=100, method="inclusive")[q - 1])
+
+    for model, rs in sorted(by.items()):
+        errs = sum(1 for r in rs if (r.get("status") or 0) >= 400 or r.get("status") is None or r.get("top_severity") == "error")
+        row = [model, str(len(rs)), str(errs)]
+        for k in ("ttfb_ms", "ttft_ms", "gap_ms"):
+            vals = [r.get(k) for r in rs]
+            row += [pct(vals, 50), pct(vals, 95)]
+        t.add_row(*row)
+    return t
+
+
+@click.command()
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="Where to record the demo (default: demo.db next to the default database).")
+@click.option("--rounds", type=int, default=1, show_default=True, help="How many times to run the scenarios.")
+def demo(db_path, rounds):
+    """Run the simulated upstream and the proxy, send a short mix of requests, show the result."""
+    out = Console(highlight=False)
+    path = Path(db_path) if db_path else default_db_path().with_name("demo.db")
+    with SimServer(SimConfig(jitter=0.15, seed=7)) as sim:
+        proxy = ProxyServer([sim.url], str(path), port=0)
+        proxy.start()
+        try:
+            out.print(f"[bold]firsttoken demo[/]: simulated upstream {sim.url}, proxy {proxy.url}, db {path}")
+            started = time.time()
+            for _ in range(max(1, rounds)):
+                scen = _scenarios()
+                with cf.ThreadPoolExecutor(4) as pool:
+                    list(pool.map(lambda s: _send(proxy.bound_port, s[1], s[2], s[3]), scen))
+            proxy.flush()
+            ids_after = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started - 1))
+        finally:
+            proxy.stop()
+    db = open_db(path, write=False)
+    rows = [r for r in queries.recent(db, limit=len(_scenarios()) * max(1, rounds)) if r["started_at"] >= ids_after]
+    rows.reverse()
+    out.print(table(rows, title="requests through the proxy"))
+    out.print(summary(rows))
+    if rows:
+        out.print(f"Next: [bold]firsttoken show {rows[1]['id'][:8]} --db {path}[/] draws one request's timeline; "
+                  f"[bold]firsttoken logs --db {path}[/] lists them. For real traffic: "
+                  "[bold]firsttoken proxy --upstream https://api.openai.com[/] and point your client's base URL at it.")

@@ -1,0 +1,119 @@
+"""Command wiring only: each command's work lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from .common import db_option
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="firsttoken")
+def cli() -> None:
+    """firsttoken: a local diagnostic proxy for LLM APIs.
+
+    Point a client's base URL at the proxy; every request is forwarded unchanged and
+    timed (TTFB, TTFT, gap, TPOT), its tokens counted, and what went wrong explained.
+    """
+
+
+@cli.command()
+@click.option("--upstream", "-u", "upstreams", multiple=True, required=True, metavar="[NAME=]URL",
+              help="Where to forward: https://host/prefix, or name=URL (repeat for several; served at /name).")
+@click.option("--port", "-p", type=int, default=8787, show_default=True, help="Port to listen on (0: any free port).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@db_option
+@click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
+@click.option("--insecure-upstream", is_flag=True, help="Skip TLS verification of the upstream (unsafe).")
+@click.option("--warn-prompt-tokens", type=int, default=8000, show_default=True, help="Flag prompts above this many tokens.")
+@click.option("--stall-ms", type=int, default=1000, show_default=True, help="Flag inter-token gaps above this.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
+@click.option("--no-live", is_flag=True, help="Print one plain line per request instead of the live view.")
+def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live):
+    """Run the proxy in front of one or more upstreams."""
+    from .run_proxy import run
+
+    run(upstreams=list(upstreams), port=port, host=host, db_path=db_path, save_bodies=save_bodies,
+        insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms,
+        lang=lang, no_live=no_live)
+
+
+@cli.command()
+@db_option
+@click.option("--model")
+@click.option("--route")
+@click.option("--api")
+@click.option("--status", help="200, 4xx, or 'error'.")
+@click.option("--code", help="Only requests with this finding code.")
+@click.option("--since", help="e.g. 30m, 2h, 7d, or an ISO time.")
+@click.option("--until")
+@click.option("--slow-ttft", type=float, help="Only requests with TTFT ≥ this many ms.")
+@click.option("--experiment")
+@click.option("--limit", type=int, default=30, show_default=True, help="0 for all.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (all columns).")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with all columns.")
+def logs(db_path, limit, as_json, as_csv, **filters):
+    """Recent requests, newest first."""
+    from firsttoken.addon.store import queries
+
+    from . import logs as logs_mod
+    from .common import console, fail, reader
+
+    db = reader(db_path)
+    try:
+        rows = queries.recent(db, queries.Filters(**filters), limit=limit or None)
+    except ValueError as e:
+        fail(str(e))
+    if as_json:
+        logs_mod.write_json(reversed(rows))
+    elif as_csv:
+        logs_mod.write_csv(list(reversed(rows)))
+    elif not rows:
+        console().print("No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.")
+    else:
+        console().print(logs_mod.table(reversed(rows)))
+
+
+@cli.command()
+@click.argument("request_id")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="The stored row as JSON.")
+def show(request_id, db_path, as_json):
+    """One request as a timeline: connect, TTFB, prefill gap, streaming, tokens, findings."""
+    import json
+
+    from firsttoken.addon.store import queries
+
+    from . import show as show_mod
+    from .common import console, fail, reader
+
+    db = reader(db_path)
+    try:
+        row = queries.get(db, request_id)
+    except queries.NotFound as e:
+        fail(str(e))
+    if as_json:
+        click.echo(json.dumps(row, ensure_ascii=False, indent=2, default=str))
+    else:
+        console().print(show_mod.render(row))
+
+
+@cli.command("script-path")
+def script_path():
+    """Print the path of the mitmproxy script (for `mitmdump -s`)."""
+    from firsttoken.addon import script
+
+    click.echo(script.__file__)
+
+
+def _register_optional() -> None:
+    """Commands that live in their own modules."""
+    from .demo import demo
+    from .simulate.command import simulate
+    from .tokenizers import tokenizers
+
+    for c in (demo, simulate, tokenizers):
+        cli.add_command(c)
+
+
+_register_optional()

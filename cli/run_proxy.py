@@ -1,0 +1,54 @@
+"""`firsttoken proxy`: start, print where to point clients, then the live view or plain lines."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from rich.console import Console
+
+from firsttoken.addon.routing import RouteError
+
+from . import plain
+from .common import fail, resolve_db
+from .proxy import ProxyServer, ProxyStartError
+
+
+def banner(server: ProxyServer, out: Console) -> None:
+    out.print(f"[bold]firsttoken[/] listening on [bold]{server.url}[/]  (db: {server.db})")
+    for r in server.routes:
+        out.print(f"  {server.url}{r.mount or ''}  →  {r.url}")
+    base = server.url + (server.routes[0].mount or "")
+    out.print(f"Point your client here, e.g. OPENAI_BASE_URL={base}{'' if base.endswith('/v1') or server.routes[0].prefix.endswith('/v1') else '/v1'}"
+              f"  or  ANTHROPIC_BASE_URL={base}  (Ctrl-C stops and writes every pending record)")
+
+
+def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live) -> None:
+    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        server = ProxyServer(
+            upstreams, resolve_db(db_path), host=host, port=port, save_bodies=save_bodies,
+            insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
+            stall_ms=stall_ms, lang=lang or "",
+        )
+    except RouteError as e:
+        fail(str(e), 2)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]warning:[/] listening on {host}: the proxy (and the API keys your clients send through it) "
+                  "is reachable from the network. Use --host 127.0.0.1 unless you mean it.")
+    if insecure_upstream:
+        err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
+
+    def on_record(rec) -> None:
+        out.print(plain.line(rec.row()), soft_wrap=True)
+
+    server.capture.listeners.append(on_record)
+    try:
+        asyncio.run(server.serve(on_ready=lambda s: banner(s, out), handle_signals=True))
+    except ProxyStartError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        pass
+    out.print("firsttoken stopped; every record is in " + server.db)
+    sys.stdout.flush()

@@ -1,0 +1,148 @@
+"""`firsttoken show ID`: one request as a waterfall, with tokens and findings.
+
+``render(row, width)`` is a pure function of the stored row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from . import fmt
+from .logs import SEVERITY_STYLE
+
+BAR = 48
+
+
+def _bar(start: float, end: float, total: float, char: str, style: str) -> Text:
+    scale = BAR / total if total > 0 else 0
+    a = max(0, min(BAR, int(round(start * scale))))
+    b = max(a + 1, min(BAR, int(round(end * scale))))
+    t = Text(" " * a)
+    t.append(char * (b - a), style=style)
+    t.append(" " * (BAR - b))
+    return t
+
+
+def _events_strip(offsets: list[float], start: float, total: float) -> Text:
+    cells = [0] * BAR
+    scale = BAR / total if total > 0 else 0
+    for o in offsets:
+        i = min(BAR - 1, max(0, int(o * scale)))
+        cells[i] += 1
+    peak = max(cells) or 1
+    shades = " ▁▂▃▄▅▆▇█"
+    out = Text()
+    for c in cells:
+        out.append(shades[0] if c == 0 else shades[max(1, round(c / peak * 8))], style="green")
+    return out
+
+
+def timeline(r: dict[str, Any]) -> Table:
+    total = r.get("total_ms") or max(
+        [v for v in (r.get("ttft_ms"), r.get("ttfb_ms"), r.get("first_byte_ms")) if v] or [1.0]
+    )
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    t.add_column("phase", no_wrap=True)
+    t.add_column(f"0 → {fmt.ms(total)}", no_wrap=True)
+    t.add_column("at", justify="right", no_wrap=True)
+    t.add_column("took", justify="right", no_wrap=True)
+    ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
+    conn = r.get("connect_ms")
+    if conn is not None:
+        t.add_row("connect (DNS+TCP+TLS)", _bar(0, conn, total, "▒", "magenta"), "", fmt.ms(conn))
+    elif r.get("conn_reused"):
+        t.add_row("connect", Text("reused connection", style="dim"), "", "0")
+    if ttfb is not None:
+        t.add_row("wait for headers (TTFB)", _bar(conn or 0, ttfb, total, "█", "blue"), fmt.ms(ttfb), fmt.ms(ttfb - (conn or 0)))
+    if ft is not None and ttft is not None and ft < ttft:
+        t.add_row("reasoning", _bar(ft, ttft, total, "▓", "yellow"), fmt.ms(ft), fmt.ms(ttft - ft))
+    if ttft is not None and ttfb is not None:
+        t.add_row("prefill gap (TTFT−TTFB)", _bar(ttfb, ttft, total, "░", "cyan"), fmt.ms(ttft), fmt.ms(ttft - ttfb))
+    offsets = r.get("event_offsets") or []
+    if offsets:
+        t.add_row(f"stream ({r.get('events', len(offsets))} events)", _events_strip(offsets, 0, total), fmt.ms(offsets[0]), fmt.ms(total - offsets[0]))
+    elif r.get("total_ms") is not None:
+        t.add_row("body", _bar(ttfb or 0, total, total, "█", "green"), fmt.ms(r.get("first_byte_ms")), fmt.ms(total - (ttfb or 0)))
+    return t
+
+
+def _kv(pairs: list[tuple[str, Any]]) -> Text:
+    out = Text()
+    for i, (k, v) in enumerate(pairs):
+        if v is None or v == "":
+            continue
+        if out:
+            out.append(" · ", style="dim")
+        out.append(f"{k} ", style="dim")
+        out.append(str(v))
+    return out
+
+
+def render(r: dict[str, Any]) -> Group:
+    parts: list[Any] = []
+    head = Text()
+    head.append(f"{r['id']}\n", style="bold")
+    head.append(f"{r.get('started_at')}  {r.get('method') or ''} {r.get('path') or ''}")
+    if r.get("upstream_url"):
+        head.append(f"  →  {r['upstream_url']}", style="dim")
+    parts.append(head)
+    parts.append(_kv([
+        ("route", r.get("route")), ("api", r.get("api")), ("model", r.get("model")),
+        ("stream", {True: "yes", False: "no"}.get(r.get("stream"))), ("status", fmt.status_text(r)),
+        ("content-type", r.get("content_type")), ("experiment", r.get("experiment")),
+    ]))
+    key = None
+    if r.get("key_header"):
+        facts = ", ".join(r.get("key_facts") or [])
+        key = f"{r['key_header']}: {r.get('key_scheme') or ''} {r.get('key_fingerprint') or ''} ({r.get('key_length')} chars{'; ' + facts if facts else ''})"
+    elif "missing" in (r.get("key_facts") or []):
+        key = "no API key header"
+    parts.append(_kv([("key", key), ("request id", r.get("upstream_request_id"))]))
+    parts.append(Text(""))
+    parts.append(timeline(r))
+    parts.append(_kv([
+        ("TTFB", fmt.ms(r.get("ttfb_ms"))), ("TTFT", fmt.ms(r.get("ttft_ms"))), ("gap", fmt.ms(r.get("gap_ms"))),
+        ("first token incl. reasoning", fmt.ms(r.get("first_token_ms"))), ("TPOT", fmt.ms(r.get("tpot_ms"))),
+        ("ITL p50/p95/max", "/".join(fmt.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
+        ("total", fmt.ms(r.get("total_ms"))),
+    ]))
+    parts.append(Text(""))
+    tok = Table(title="tokens", title_justify="left", box=None, show_header=True, header_style="bold")
+    for c in ("", "prompt", "output", "cached", "reasoning"):
+        tok.add_column(c, justify="right" if c else "left")
+    exact = r.get("tokens_exact")
+    label = f"estimate ({r.get('tokenizer')}{', exact' if exact else ', approximate'})" if r.get("tokenizer") else "estimate"
+    tok.add_row(label, fmt.num(r.get("prompt_tokens_est"), est=not exact), fmt.num(r.get("output_tokens_est"), est=True), "", "")
+    tok.add_row("server usage", fmt.num(r.get("usage_prompt_tokens")), fmt.num(r.get("usage_completion_tokens")),
+                fmt.num(r.get("usage_cached_tokens")), fmt.num(r.get("usage_reasoning_tokens")))
+    parts.append(tok)
+    parts.append(_kv([
+        ("server/estimate", r.get("usage_ratio")), ("system", r.get("system_tokens")), ("tools", r.get("tools_tokens")),
+        ("last user turn", r.get("last_user_tokens")), ("messages", r.get("messages")), ("images", r.get("images") or None),
+        ("prefix", f"{r.get('prefix_tokens')} tokens, sent {r.get('prefix_seen_before')}× before" if r.get("prefix_hash") else None),
+    ]))
+    parts.append(_kv([("request bytes", r.get("request_bytes")), ("response bytes", r.get("response_bytes")),
+                      ("finish", r.get("finish_reason")), ("stream complete", {True: "yes", False: "no"}.get(r.get("stream_done")))]))
+    for label, k in (("error", "error"), ("upstream said", "upstream_error"), ("request", "request_error")):
+        if r.get(k):
+            parts.append(Text(f"{label}: {r[k]}", style="red"))
+    parts.append(Text(""))
+    findings = r.get("findings") or []
+    if findings:
+        parts.append(Text("findings", style="bold"))
+        for f in findings:
+            line = Text(f"  {f['severity']:<5} ", style=SEVERITY_STYLE.get(f["severity"], ""))
+            line.append(f"{f['code']}: ", style="bold")
+            line.append(f["message"])
+            if f.get("hint"):
+                line.append(f"\n        → {f['hint']}", style="dim")
+            parts.append(line)
+    elif r.get("state") == "done":
+        parts.append(Text("no findings: this request looks healthy", style="green"))
+    else:
+        parts.append(Text("still in flight", style="yellow"))
+    return Group(*parts)

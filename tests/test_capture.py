@@ -1,0 +1,162 @@
+"""The capture core, end to end: real clients → the proxy → a real upstream on loopback."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import socket
+import time
+
+import httpx
+import pytest
+
+from conftest import one_row, rows
+from firsttoken.cli.proxy import ProxyServer
+from rawserver import RawUpstream
+
+CHAT = "/v1/chat/completions"
+
+
+def chat_body(content="Say hi.", model="gpt-4o-mini", **kw):
+    return {"model": model, "messages": [{"role": "user", "content": content}], "stream": True,
+            "stream_options": {"include_usage": True}, **kw}
+
+
+def _chunk(i: int, text: str) -> bytes:
+    d = {"id": "chatcmpl-x", "object": "chat.completion.chunk", "model": "m", "choices": [{"index": 0, "delta": {"content": text}}]}
+    return b"data: " + json.dumps(d).encode() + b"\n\n"
+
+
+def test_bytes_reach_the_client_unchanged_and_unbuffered(db_path):
+    # Awkward chunking on purpose: events split mid-line and mid-UTF-8 character.
+    payload = b"".join(_chunk(i, "héllo ") for i in range(8)) + b"data: [DONE]\n\n"
+    chunks = [payload[i:i + 37] for i in range(0, len(payload), 37)]
+    with RawUpstream(chunks, delay=0.03) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        got = hashlib.sha256()
+        arrivals = []
+        with httpx.stream("POST", p.url + CHAT, json=chat_body(), timeout=10) as r:
+            for part in r.iter_raw():
+                arrivals.append(time.perf_counter())
+                got.update(part)
+        assert got.hexdigest() == up.sent.hexdigest()
+        # Unbuffered: the first bytes arrive long before the last ones (upstream spreads them over ~0.5 s).
+        assert arrivals[-1] - arrivals[0] > 0.25
+        row = one_row(p, db_path)
+    assert row["status"] == 200 and row["api"] == "openai.chat"
+    assert row["events"] == 8 and row["output_chars"] == 8 * len("héllo ")
+    assert row["stream_done"] == 1
+
+
+def test_gzip_stream_forwarded_compressed_and_parsed(db_path):
+    comp = gzip.compress(b"".join(_chunk(i, "tok") for i in range(5)) + b"data: [DONE]\n\n")
+    chunks = [comp[i:i + 20] for i in range(0, len(comp), 20)]
+    with RawUpstream(chunks, headers={"content-type": "text/event-stream", "content-encoding": "gzip"}) as up, \
+            ProxyServer([up.url], str(db_path), port=0) as p:
+        with httpx.Client() as c:
+            req = c.build_request("POST", p.url + CHAT, json=chat_body(), headers={"accept-encoding": "gzip"})
+            r = c.send(req, stream=True)
+            raw = b"".join(r.iter_raw())
+            r.close()
+        assert raw == comp  # still compressed: the proxy decoded a copy only
+        row = one_row(p, db_path)
+    assert row["events"] == 5 and row["content_encoding"] == "gzip"
+
+
+def test_garbage_stream_is_forwarded_recorded_and_never_crashes(db_path):
+    junk = [b"\xff\xfe\x00garbage\r", b"\ndata: {not json}\n\n", b"data: [1,2]\n\n:comment\n", b"event: x\ndata:\n\n" * 3]
+    with RawUpstream(junk) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        r = httpx.post(p.url + CHAT, json=chat_body(), timeout=10)
+        assert r.content == b"".join(junk)
+        row = one_row(p, db_path)
+    assert row["status"] == 200 and row["events"] == 0
+    assert row["malformed_events"] >= 1 and row["stream_done"] == 0
+
+
+def test_sim_timings_match_the_schedule(sim, proxy, db_path):
+    import openai
+
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test-timing-000000000000000000")
+    stream = client.chat.completions.create(**{k: v for k, v in chat_body().items()})
+    text = "".join((c.choices[0].delta.content or "") for c in stream if c.choices)
+    assert text
+    row = one_row(proxy, db_path)
+    cfg = sim.config
+    assert row["ttfb_ms"] == pytest.approx(cfg.ttfb_ms, abs=25) or cfg.ttfb_ms <= row["ttfb_ms"] < cfg.ttfb_ms + 60
+    # first visible token: headers + prefill; the stream then takes (n-1) * tpot more
+    assert row["ttft_ms"] >= cfg.ttfb_ms + cfg.prefill_base_ms - 5
+    assert row["ttft_ms"] < cfg.ttfb_ms + cfg.prefill_base_ms + 150
+    assert row["gap_ms"] == pytest.approx(row["ttft_ms"] - row["ttfb_ms"], abs=0.01)
+    assert row["total_ms"] >= row["ttft_ms"] + (cfg.output_tokens - 1) * cfg.tpot_ms * 0.8
+    assert row["usage_completion_tokens"] == cfg.output_tokens
+    assert row["events"] == cfg.output_tokens
+    assert row["tpot_ms"] == pytest.approx(cfg.tpot_ms, rel=0.6)
+    assert row["conn_reused"] == 0 and row["connect_ms"] is not None
+
+
+def test_refused_upstream_becomes_a_record(db_path):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens here now
+    with ProxyServer([f"http://127.0.0.1:{port}"], str(db_path), port=0) as p:
+        r = httpx.post(p.url + CHAT, json=chat_body(), timeout=10)
+        assert r.status_code == 502
+        row = one_row(p, db_path)
+    assert row["status"] is None and row["state"] == "done"
+    assert "refused" in row["error"].lower()
+
+
+def test_dns_failure_becomes_a_record(db_path):
+    with ProxyServer(["https://no-such-host.invalid"], str(db_path), port=0) as p:
+        r = httpx.post(p.url + CHAT, json=chat_body(), timeout=20)
+        assert r.status_code == 502
+        row = one_row(p, db_path)
+    assert row["status"] is None and row["error"]
+
+
+def test_client_abort_mid_stream_is_recorded(db_path):
+    chunks = [_chunk(i, "x") for i in range(40)] + [b"data: [DONE]\n\n"]
+    with RawUpstream(chunks, delay=0.05) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        with httpx.stream("POST", p.url + CHAT, json=chat_body(), timeout=10) as r:
+            for i, _ in enumerate(r.iter_raw()):
+                if i >= 3:
+                    break
+        deadline = time.time() + 5
+        while time.time() < deadline and not rows(db_path, "WHERE state = 'done'"):
+            time.sleep(0.05)
+        row = one_row(p, db_path)
+    assert row["client_aborted"] == 1
+    assert row["events"] < 40
+
+
+def test_routes_prefix_concatenation_and_no_route(db_path):
+    with RawUpstream([_chunk(0, "a"), b"data: [DONE]\n\n"]) as up, \
+            ProxyServer([f"oai={up.url}/api", f"other={up.url}"], str(db_path), port=0) as p:
+        httpx.post(p.url + "/oai/v1/v1/chat/completions", json=chat_body(), timeout=10)
+        httpx.post(p.url + "/other/v1/chat/completions?x=1", json=chat_body(), timeout=10)
+        r = httpx.post(p.url + "/nowhere/v1/chat/completions", json=chat_body(), timeout=10)
+        assert r.status_code == 404 and "no route" in r.text
+        p.flush()
+        rs = rows(db_path)
+    # the doubled /v1 reaches the upstream as sent: a wrong path is diagnosed, never "fixed"
+    assert [x[0] for x in up.requests] == ["/api/v1/v1/chat/completions", "/v1/chat/completions?x=1"]
+    assert {r["route"] for r in rs} == {"oai", "other", None}
+    assert len(rs) == 3
+    host_headers = {x[1].get("Host") for x in up.requests}
+    assert host_headers == {up.url.split("//")[1]}
+
+
+def test_key_never_reaches_disk(sim, db_path, tmp_path):
+    secret = "sk-proj-SUPERSECRET0123456789abcdefXYZ"
+    with ProxyServer([sim.url], str(db_path), port=0, save_bodies=True) as p:
+        httpx.post(p.url + CHAT, json=chat_body(f"my key is {secret}"), headers={"authorization": f"Bearer {secret}"}, timeout=10)
+        httpx.post(p.url + "/v1/messages", json={"model": "claude-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+                   headers={"x-api-key": secret}, timeout=10)
+        p.flush()
+        rs = rows(db_path)
+    assert len(rs) == 2
+    assert all(r["key_fingerprint"] == "sk-proj-…tXYZ" for r in rs)
+    for f in tmp_path.iterdir():
+        assert secret.encode() not in f.read_bytes(), f"key found in {f.name}"
+        assert secret[8:30].encode() not in f.read_bytes()
