@@ -112,7 +112,7 @@ def demo(db_path, rounds):
     db = open_db(path, write=False)
     rows = [r for r in queries.recent(db, limit=len(_scenarios()) * max(1, rounds)) if r["started_at"] >= ids_after]
     rows.reverse()
-    out.print(table(rows, title="requests through the proxy"))
+    out.print(table(rows, title="requests through the proxy", width=out.width))
     out.print(summary(rows))
     if rows:
         out.print(f"Next: [bold]firsttoken show {rows[1]['id'][:8]} --db {path}[/] draws one request's timeline; "

@@ -7,6 +7,7 @@ import json
 import sys
 from typing import Any, Iterable
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -15,42 +16,67 @@ from . import fmt
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
 
-def table(rows: Iterable[dict[str, Any]], title: str | None = None, hints: bool = True) -> Table:
-    t = Table(title=title, show_lines=False, expand=False, header_style="bold")
-    t.add_column("time", no_wrap=True)
-    t.add_column("id", no_wrap=True, style="dim")
-    t.add_column("route", no_wrap=True)
-    t.add_column("model", no_wrap=True, max_width=24)
-    t.add_column("api", no_wrap=True)
-    t.add_column("st", justify="right", no_wrap=True)
-    t.add_column("prompt", justify="right", no_wrap=True)
-    t.add_column("TTFB", justify="right", no_wrap=True)
-    t.add_column("TTFT", justify="right", no_wrap=True)
-    t.add_column("gap", justify="right", no_wrap=True)
-    t.add_column("TPOT", justify="right", no_wrap=True)
-    t.add_column("out", justify="right", no_wrap=True)
-    t.add_column("total", justify="right", no_wrap=True)
-    t.add_column("finding", overflow="fold", min_width=24)
+COLUMNS = [
+    # (header, min console width to show it, justify, cell)
+    ("time", 120, "left", lambda r: fmt.local_time(r.get("started_at"))),
+    ("id", 0, "left", lambda r: r["id"][:8]),
+    ("route", 140, "left", lambda r: r.get("route") or "–"),
+    ("model", 0, "left", lambda r: _clip(r.get("model") or "–", 22)),
+    ("api", 130, "left", lambda r: (r.get("api") or "other").replace("openai.", "oai.").replace("anthropic.", "ant.")),
+    ("st", 0, "right", lambda r: _status(r)),
+    ("prompt", 0, "right", lambda r: fmt.prompt_tokens(r)),
+    ("TTFB", 0, "right", lambda r: fmt.ms(r.get("ttfb_ms"))),
+    ("TTFT", 0, "right", lambda r: fmt.ms(r.get("ttft_ms"))),
+    ("gap", 0, "right", lambda r: fmt.ms(r.get("gap_ms"))),
+    ("TPOT", 110, "right", lambda r: fmt.ms(r.get("tpot_ms"))),
+    ("out", 100, "right", lambda r: fmt.output_tokens(r)),
+    ("total", 0, "right", lambda r: fmt.ms(r.get("total_ms"))),
+]
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[: n - 1] + "…"
+
+
+def _status(r: dict[str, Any]) -> Text:
+    st = fmt.status_text(r)
+    bad = st in ("ERR", "aborted") or (r.get("status") or 0) >= 400
+    return Text(st, style="red" if bad else "")
+
+
+GLYPH = {"error": ("✗", "bold red"), "warn": ("!", "yellow"), "info": ("·", "cyan")}
+WIDE = 120  # below this, findings move under the table instead of a squeezed column
+
+
+def table(rows: Iterable[dict[str, Any]], title: str | None = None, hints: bool = True, width: int = 160):
+    """Requests as a table; on narrow terminals columns are dropped (never wrapped) and the
+    findings are listed below the table, one per line, keyed by id."""
+    rows = list(rows)
+    cols = [c for c in COLUMNS if width >= c[1]]
+    wide = width >= WIDE
+    t = Table(title=title, expand=False, header_style="bold underline", box=None, pad_edge=False, padding=(0, 1))
+    for name, _, justify, _ in cols:
+        t.add_column(name, justify=justify, no_wrap=True)
+    t.add_column("finding" if wide else "", overflow="fold", min_width=20 if wide else 1, no_wrap=not wide)
+    notes = []
     for r in rows:
-        st = fmt.status_text(r)
-        st_style = "red" if st in ("ERR", "aborted") or (r.get("status") or 0) >= 400 else ""
-        t.add_row(
-            fmt.local_time(r.get("started_at")),
-            r["id"][:8],
-            r.get("route") or "–",
-            r.get("model") or "–",
-            (r.get("api") or "other").replace("openai.", "oai.").replace("anthropic.", "ant."),
-            Text(st, style=st_style),
-            fmt.prompt_tokens(r),
-            fmt.ms(r.get("ttfb_ms")),
-            fmt.ms(r.get("ttft_ms")),
-            fmt.ms(r.get("gap_ms")),
-            fmt.ms(r.get("tpot_ms")),
-            fmt.output_tokens(r),
-            fmt.ms(r.get("total_ms")),
-            finding_text(r, hints),
-        )
-    return t
+        fnd = r.get("findings") or []
+        if wide:
+            last = finding_text(r, hints)
+        else:
+            glyph, style = GLYPH.get(fnd[0]["severity"], ("?", "")) if fnd else ("", "")
+            last = Text(glyph, style=style)
+            if fnd:
+                notes.append((r, finding_text(r, hints)))
+        t.add_row(*[cell(r) for _, _, _, cell in cols], last)
+    if wide or not notes:
+        return t
+    lines = [t]
+    for r, text in notes:
+        line = Text(f"{r['id'][:8]} ", style="dim")
+        line.append_text(text)
+        lines.append(line)
+    return Group(*lines)
 
 
 def finding_text(r: dict[str, Any], hint: bool = True) -> Text:

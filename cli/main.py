@@ -71,7 +71,8 @@ def logs(db_path, limit, as_json, as_csv, **filters):
     elif not rows:
         console().print("No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.")
     else:
-        console().print(logs_mod.table(reversed(rows)))
+        c = console()
+        c.print(logs_mod.table(reversed(rows), width=c.width))
 
 
 @cli.command()
@@ -95,7 +96,8 @@ def show(request_id, db_path, as_json):
     if as_json:
         click.echo(json.dumps(row, ensure_ascii=False, indent=2, default=str))
     else:
-        console().print(show_mod.render(row))
+        c = console()
+        c.print(show_mod.render(row, width=c.width))
 
 
 @cli.command("script-path")
@@ -108,11 +110,12 @@ def script_path():
 
 def _register_optional() -> None:
     """Commands that live in their own modules."""
+    from .bench import bench
     from .demo import demo
     from .simulate.command import simulate
     from .tokenizers import tokenizers
 
-    for c in (demo, simulate, tokenizers):
+    for c in (bench, demo, simulate, tokenizers):
         cli.add_command(c)
 
 

@@ -45,6 +45,7 @@ class ProxyServer:
         stall_ms: int = 1000,
         lang: str = "",
         extra_options: dict[str, Any] | None = None,
+        addon: Any = None,
     ) -> None:
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
         if not self.routes:
@@ -66,8 +67,10 @@ class ProxyServer:
             firsttoken_stall_ms=stall_ms,
             firsttoken_lang=lang,
         )
+        self.capture = addon if addon is not None else Capture()
+        if not isinstance(self.capture, Capture):  # another addon (benchmarks: bare mitmproxy)
+            self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
         self.options.update(extra_options or {})
-        self.capture = Capture()
         self.master = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.bound_port: int | None = None
@@ -164,7 +167,7 @@ class ProxyServer:
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every finished request so far is in the database."""
-        if self.capture.analyzer is not None:
+        if getattr(self.capture, "analyzer", None) is not None:
             self.capture.analyzer.flush(timeout)
 
     def __enter__(self) -> "ProxyServer":

@@ -14,7 +14,7 @@ from rich.text import Text
 from . import fmt
 from .logs import SEVERITY_STYLE
 
-BAR = 48
+BAR = 48  # set per render from the console width
 
 
 def _bar(start: float, end: float, total: float, char: str, style: str) -> Text:
@@ -53,18 +53,18 @@ def timeline(r: dict[str, Any]) -> Table:
     ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
     conn = r.get("connect_ms")
     if conn is not None:
-        t.add_row("connect (DNS+TCP+TLS)", _bar(0, conn, total, "▒", "magenta"), "", fmt.ms(conn))
+        t.add_row("connect", _bar(0, conn, total, "▒", "magenta"), "", fmt.ms(conn))
     elif r.get("conn_reused"):
         t.add_row("connect", Text("reused connection", style="dim"), "", "0")
     if ttfb is not None:
-        t.add_row("wait for headers (TTFB)", _bar(conn or 0, ttfb, total, "█", "blue"), fmt.ms(ttfb), fmt.ms(ttfb - (conn or 0)))
+        t.add_row("TTFB", _bar(conn or 0, ttfb, total, "█", "blue"), fmt.ms(ttfb), fmt.ms(ttfb - (conn or 0)))
     if ft is not None and ttft is not None and ft < ttft:
         t.add_row("reasoning", _bar(ft, ttft, total, "▓", "yellow"), fmt.ms(ft), fmt.ms(ttft - ft))
     if ttft is not None and ttfb is not None:
-        t.add_row("prefill gap (TTFT−TTFB)", _bar(ttfb, ttft, total, "░", "cyan"), fmt.ms(ttft), fmt.ms(ttft - ttfb))
+        t.add_row("gap (prefill)", _bar(ttfb, ttft, total, "░", "cyan"), fmt.ms(ttft), fmt.ms(ttft - ttfb))
     offsets = r.get("event_offsets") or []
     if offsets:
-        t.add_row(f"stream ({r.get('events', len(offsets))} events)", _events_strip(offsets, 0, total), fmt.ms(offsets[0]), fmt.ms(total - offsets[0]))
+        t.add_row(f"stream ×{r.get('events', len(offsets))}", _events_strip(offsets, 0, total), fmt.ms(offsets[0]), fmt.ms(total - offsets[0]))
     elif r.get("total_ms") is not None:
         t.add_row("body", _bar(ttfb or 0, total, total, "█", "green"), fmt.ms(r.get("first_byte_ms")), fmt.ms(total - (ttfb or 0)))
     return t
@@ -82,7 +82,9 @@ def _kv(pairs: list[tuple[str, Any]]) -> Text:
     return out
 
 
-def render(r: dict[str, Any]) -> Group:
+def render(r: dict[str, Any], width: int = 100) -> Group:
+    global BAR
+    BAR = max(12, min(64, width - 40))
     parts: list[Any] = []
     head = Text()
     head.append(f"{r['id']}\n", style="bold")
@@ -115,12 +117,12 @@ def render(r: dict[str, Any]) -> Group:
     for c in ("", "prompt", "output", "cached", "reasoning"):
         tok.add_column(c, justify="right" if c else "left")
     exact = r.get("tokens_exact")
-    label = f"estimate ({r.get('tokenizer')}{', exact' if exact else ', approximate'})" if r.get("tokenizer") else "estimate"
-    tok.add_row(label, fmt.num(r.get("prompt_tokens_est"), est=not exact), fmt.num(r.get("output_tokens_est"), est=True), "", "")
+    tok.add_row("estimate" if exact or not r.get("tokenizer") else "estimate ~", fmt.num(r.get("prompt_tokens_est"), est=not exact), fmt.num(r.get("output_tokens_est"), est=True), "", "")
     tok.add_row("server usage", fmt.num(r.get("usage_prompt_tokens")), fmt.num(r.get("usage_completion_tokens")),
                 fmt.num(r.get("usage_cached_tokens")), fmt.num(r.get("usage_reasoning_tokens")))
     parts.append(tok)
     parts.append(_kv([
+        ("tokenizer", f"{r['tokenizer']} ({'exact' if exact else 'approximate'})" if r.get("tokenizer") else None),
         ("server/estimate", r.get("usage_ratio")), ("system", r.get("system_tokens")), ("tools", r.get("tools_tokens")),
         ("last user turn", r.get("last_user_tokens")), ("messages", r.get("messages")), ("images", r.get("images") or None),
         ("prefix", f"{r.get('prefix_tokens')} tokens, sent {r.get('prefix_seen_before')}× before" if r.get("prefix_hash") else None),
