@@ -8,7 +8,6 @@ row) once the response has ended. A job that fails still writes the row it has.
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import queue
 import threading
@@ -17,12 +16,16 @@ from typing import Any, Callable
 from . import tokens
 from .diagnose import diagnose
 from .flight import Flight
+from .request_facts import request_facts
 from .secrets import redact_text
 from .store.writer import Writer
 
 log = logging.getLogger("firsttoken")
 
 MAX_SAVED_BODY = 256 * 1024
+#: larger request bodies are parsed only once their response has ended: parsing and
+#: tokenizing a megabyte costs milliseconds of GIL and CPU the request itself must not pay
+PARSE_EARLY_MAX = 128 * 1024
 _STOP = object()
 
 
@@ -85,54 +88,11 @@ class Analyzer:
 
     def _parse(self, flight: Flight) -> None:
         rec = flight.record
-        raw = flight.body or b""
-        if flight.body_encoding:
-            try:
-                from mitmproxy.net.encoding import decode
-
-                raw = decode(raw, flight.body_encoding)
-            except Exception as e:
-                rec.request_error = f"request body has Content-Encoding {flight.body_encoding!r} that could not be decoded: {e}"
-                return
-        if not raw.strip():
-            return
-        try:
-            body = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            if rec.api != "other":
-                rec.request_error = f"request body is not valid JSON ({e})"
-            return
-        if not isinstance(body, dict):
-            if rec.api != "other":
-                rec.request_error = f"request body is JSON but not an object (got {type(body).__name__})"
-            return
-        model = body.get("model")
-        if isinstance(model, str):
-            rec.model = model
-        if isinstance(body.get("stream"), bool):
-            rec.stream = body["stream"]
-        elif rec.api != "other":
-            rec.stream = False
-        for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-            v = body.get(k)
-            if isinstance(v, int) and not isinstance(v, bool):
-                rec.max_tokens = v
-                break
-        if rec.api == "other":
-            return
-        tc = tokens.count_request(rec.api, body, rec.model)
-        rec.tokenizer = tc.tokenizer
-        rec.tokens_exact = tc.exact
-        rec.prompt_tokens_est = tc.prompt_tokens_est
-        rec.system_tokens = tc.system_tokens
-        rec.tools_tokens = tc.tools_tokens
-        rec.last_user_tokens = tc.last_user_tokens
-        rec.messages = tc.messages
-        rec.images = tc.images
-        rec.prefix_hash = tc.prefix_hash
-        rec.prefix_tokens = tc.prefix_tokens
-        if tc.prefix_hash:
-            rec.prefix_seen_before = self.prefixes.seen(tc.prefix_hash)
+        facts = request_facts(flight.body or b"", flight.body_encoding, rec.api)
+        for k, v in facts.items():
+            setattr(rec, k, v)
+        if rec.prefix_hash:
+            rec.prefix_seen_before = self.prefixes.seen(rec.prefix_hash)
         if not flight.finished:
             self.writer.put({k: getattr(rec, k) for k in _PARSE_FIELDS})
 

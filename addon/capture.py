@@ -11,6 +11,7 @@ import asyncio
 import datetime as _dt
 import json
 import logging
+import sys
 import time
 from collections.abc import Sequence
 from typing import Any, Callable
@@ -18,7 +19,7 @@ from typing import Any, Callable
 from mitmproxy import ctx, exceptions, http
 
 from . import routing
-from .analyze import Analyzer, Settings
+from .analyze import PARSE_EARLY_MAX, Analyzer, Settings
 from .apis import detect_api
 from .flight import Flight
 from .record import Clock, Record
@@ -95,6 +96,9 @@ class Capture:
 
     def running(self) -> None:
         self._loop = asyncio.get_running_loop()
+        # The worker and writer threads share the GIL with the event loop; a short switch
+        # interval (default 5 ms) keeps them from delaying a chunk on its way to the client.
+        sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
 
     def done(self) -> None:
         now = time.perf_counter()
@@ -157,6 +161,10 @@ class Capture:
             rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
         rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
         rec.api = detect_api(req.method, req.path)
+        if flow.response is None:
+            # Forward the request body as it arrives too; keep a capped copy for analysis.
+            flight.body_copy = BodyCopy()
+            req.stream = flight.body_copy
         self.flights[flow.id] = flight
         self._put({k: getattr(rec, k) for k in _START_FIELDS})
 
@@ -164,14 +172,23 @@ class Capture:
         flight = self.flights.get(flow.id)
         if flight is None:
             return
-        raw = flow.request.raw_content or b""
-        flight.record.request_bytes = len(raw)
-        flight.body = raw
+        copy = flight.body_copy
+        if copy is not None:
+            flight.record.request_bytes = copy.size
+            flight.body = bytes(copy.buf) if not copy.truncated else None
+            if copy.truncated:
+                flight.record.request_error = f"request body larger than {copy.cap // 2**20} MiB: forwarded, not analysed"
+        else:
+            flight.body = flow.request.raw_content or b""
+            flight.record.request_bytes = len(flight.body)
         flight.body_encoding = flow.request.headers.get("content-encoding")
+        flight.body_done = True
         if flow.response is None:
             flight.record.phase = "waiting_headers"
-        if self.analyzer:
-            self.analyzer.parse(flight)
+        # Parsing waits for the response headers (or the end): a JSON parse holds the GIL,
+        # and a 1 MB prompt must not delay its own request on the way out.
+        if flight.clock.headers is not None:
+            self._parse(flight, early=True)
 
     # -- response ------------------------------------------------------------------
     def responseheaders(self, flow: http.HTTPFlow) -> None:
@@ -195,6 +212,7 @@ class Capture:
             on_phase=lambda phase, f=flight: self._phase(f, phase),
         )
         flight.tap = tap
+        self._parse(flight, early=True)
         rec.phase = "prefill" if tap.sse else "waiting_body"
         # Stream every response: the client gets each byte as it arrives, never a buffered body.
         resp.stream = tap
@@ -234,6 +252,13 @@ class Capture:
         elif start is not None:
             flight.clock.conn_reused = True
 
+    def _parse(self, flight: Flight, early: bool = False) -> None:
+        if early and flight.body is not None and len(flight.body) > PARSE_EARLY_MAX:
+            return  # a very large prompt is analysed once its response has ended
+        if flight.body_done and not flight.parsed and self.analyzer is not None:
+            flight.parsed = True
+            self.analyzer.parse(flight)
+
     def _phase(self, flight: Flight, phase: str) -> None:
         flight.record.phase = phase
         self._put({"id": flight.record.id, "phase": phase})
@@ -245,6 +270,8 @@ class Capture:
         self.flights.pop(flight.record.id, None)
         if flight.tap is not None:
             flight.tap.finish()
+        flight.body_done = True
+        self._parse(flight)
         if self.analyzer:
             self.analyzer.finish(flight)
 
@@ -277,6 +304,26 @@ class Capture:
             "db_path": self.db_path,
             "started": self.started,
         }
+
+
+class BodyCopy:
+    """The request's stream callable: forwards each chunk as is, keeps a capped copy."""
+
+    def __init__(self, cap: int = 64 * 2**20) -> None:
+        self.buf = bytearray()
+        self.cap = cap
+        self.size = 0
+        self.truncated = False
+
+    def __call__(self, chunk: bytes) -> bytes:
+        self.size += len(chunk)
+        if not self.truncated:
+            if len(self.buf) + len(chunk) <= self.cap:
+                self.buf += chunk
+            else:
+                self.truncated = True
+                self.buf = bytearray()
+        return chunk
 
 
 def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:

@@ -18,6 +18,9 @@ class Flight:
     body: bytes | None = None  # request body, raw as received
     body_encoding: str | None = None  # the request's Content-Encoding, if any
     secrets: list[str] = field(default_factory=list)  # for redaction; never stored
+    body_copy: Any = None  # capture.BodyCopy while the request body streams through
+    body_done: bool = False  # the whole request body has been seen
+    parsed: bool = False  # the request body was handed to the analyzer
     finished: bool = False
 
     def live_view(self) -> dict[str, Any]:

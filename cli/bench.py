@@ -9,10 +9,15 @@ proxy nothing on the request path (tokenizing runs off the event loop).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
+import signal
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,18 +26,53 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .proxy import ProxyServer
-from .simulate import SimConfig, SimServer
+BIN = Path(sys.executable).parent
 
 
 _CONTENT = re.compile(rb'"content":\s*"[^"]')
 
 
-class BareStreaming:
-    """Plain mitmproxy with response streaming switched on: the floor firsttoken is compared to."""
+# The floor firsttoken is compared with: plain mitmproxy streaming both bodies, nothing else.
+BARE_SCRIPT = """
+def requestheaders(flow):
+    flow.request.stream = True
 
-    def responseheaders(self, flow) -> None:
-        flow.response.stream = True
+def responseheaders(flow):
+    flow.response.stream = True
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise click.ClickException(f"a benchmark server exited early (code {proc.returncode})")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise click.ClickException(f"nothing listened on port {port} within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def _server(argv: list[str], port: int):
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+    try:
+        _wait_port(port, proc)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def one(port: int, body: bytes) -> tuple[float, float]:
@@ -64,32 +104,54 @@ def chat(prompt: str) -> bytes:
                        "messages": [{"role": "user", "content": prompt}]}).encode()
 
 
-def measure(port: int, body: bytes, n: int, warmup: int = 3) -> tuple[float, float]:
+def measure(port: int, body: bytes, n: int, warmup: int = 3, pause: float = 0.0) -> tuple[float, float]:
+    """Median client-side (TTFB, TTFT); ``pause`` lets the previous request's analysis (and the
+    simulator's own token counting) finish, so each request is timed on a quiet machine."""
     for _ in range(warmup):
         one(port, body)
-    ttfb, ttft = zip(*(one(port, body) for _ in range(n)))
+    samples = []
+    for _ in range(n):
+        time.sleep(pause)
+        samples.append(one(port, body))
+    ttfb, ttft = zip(*samples)
     return statistics.median(ttfb), statistics.median(ttft)
+
+
+def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    return measure(port, small, n, warmup=1, pause=0.4), measure(port, big, n, warmup=1, pause=0.4)
 
 
 @click.command()
 @click.option("--requests", "n", type=int, default=60, show_default=True, help="Requests per path.")
 def bench(n: int) -> None:
-    """Measure the proxy's own overhead on loopback (prints numbers)."""
+    """Measure the proxy's own overhead on loopback (prints numbers).
+
+    The simulated upstream, bare mitmproxy and firsttoken each run in their own process,
+    as they would for a user; the client here only sends and times.
+    """
     out = Console(highlight=False)
-    cfg = SimConfig(ttfb_ms=5, prefill_base_ms=5, prefill_ms_per_1k_tokens=0, tpot_ms=1, output_tokens=8)
     small = chat("Say hi.")
     big = chat(" ".join(["The quick brown fox jumps over the lazy dog."] * 20000))  # ~200k tokens
-    with tempfile.TemporaryDirectory() as tmp, SimServer(cfg) as sim:
-        res = {"direct": measure(sim.port, small, n)}
-        with ProxyServer([sim.url], str(Path(tmp) / "bare.db"), port=0, addon=BareStreaming()) as bare:
-            res["bare mitmproxy (streaming)"] = measure(bare.bound_port, small, n)
-        with ProxyServer([sim.url], str(Path(tmp) / "ft.db"), port=0) as ft:
-            res["firsttoken"] = measure(ft.bound_port, small, n)
-            big_n = max(5, n // 6)
-            ft_small = measure(ft.bound_port, small, big_n, warmup=1)
-            ft_big = measure(ft.bound_port, big, big_n, warmup=1)
-            ft.flush(60)
-    t = Table(title=f"median over {n} streaming requests, loopback, simulated upstream (TTFB {cfg.ttfb_ms} ms)")
+    sp, bp, fp = _free_port(), _free_port(), _free_port()
+    sim_argv = [str(BIN / "firsttoken"), "simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5",
+                "--prefill-base-ms", "5", "--prefill-ms-per-1k", "0", "--tpot-ms", "1", "--output-tokens", "8"]
+    with tempfile.TemporaryDirectory() as tmp, _server(sim_argv, sp):
+        script = Path(tmp) / "bare_streaming.py"
+        script.write_text(BARE_SCRIPT)
+        bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
+                     "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
+        big_n = max(5, n // 8)
+        res = {"direct": measure(sp, small, n)}
+        size = {"direct": sizes(sp, small, big, big_n)}
+        with _server(bare_argv, bp):
+            res["bare mitmproxy (streaming)"] = measure(bp, small, n)
+            size["bare mitmproxy (streaming)"] = sizes(bp, small, big, big_n)
+        ft_argv = [str(BIN / "firsttoken"), "proxy", "--no-live", "--port", str(fp), "--upstream", f"http://127.0.0.1:{sp}",
+                   "--db", str(Path(tmp) / "bench.db")]
+        with _server(ft_argv, fp):
+            res["firsttoken"] = measure(fp, small, n)
+            size["firsttoken"] = sizes(fp, small, big, big_n)
+    t = Table(title=f"median over {n} streaming requests on loopback (simulated upstream: TTFB 5 ms, first token +5 ms)")
     for c in ("path", "TTFB", "TTFT", "added TTFB", "added TTFT"):
         t.add_column(c, justify="left" if c == "path" else "right")
     d_ttfb, d_ttft = res["direct"]
@@ -98,5 +160,11 @@ def bench(n: int) -> None:
     out.print(t)
     over = res["firsttoken"][1] - res["bare mitmproxy (streaming)"][1]
     out.print(f"firsttoken over bare mitmproxy streaming: {over:+.2f} ms TTFT")
-    out.print(f"prompt size through firsttoken: 10-token TTFB {ft_small[0]:.2f} ms, ~200k-token TTFB {ft_big[0]:.2f} ms "
-              f"(difference {ft_big[0] - ft_small[0]:+.2f} ms; the body is {len(big) / 1e6:.1f} MB, so part of it is transfer)")
+    t2 = Table(title=f"prompt size: a 10-token vs a ~200k-token request ({len(big) / 1e6:.1f} MB body), median TTFB")
+    for c in ("path", "10 tokens", "~200k tokens", "difference"):
+        t2.add_column(c, justify="left" if c == "path" else "right")
+    for name, (a, b) in size.items():
+        t2.add_row(name, f"{a[0]:.2f} ms", f"{b[0]:.2f} ms", f"{b[0] - a[0]:+.2f} ms")
+    out.print(t2)
+    extra = (size["firsttoken"][1][0] - size["firsttoken"][0][0]) - (size["direct"][1][0] - size["direct"][0][0])
+    out.print(f"what a ~200k-token prompt costs through firsttoken beyond sending it directly: {extra:+.2f} ms TTFB")
