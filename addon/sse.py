@@ -1,8 +1,44 @@
-"""Incremental Server-Sent Events decoder (to be written: see tests/test_sse.py)."""
+"""Incremental Server-Sent Events decoder (WHATWG EventSource parsing rules).
+
+Pure and incremental: feed it the response body in whatever chunks the network delivered
+and it returns the events completed so far. Any chunking of the same bytes yields the same
+events. It never raises on any input.
+
+Rules (https://html.spec.whatwg.org/multipage/server-sent-events.html#parsing-an-event-stream):
+
+* lines end with ``\\n``, ``\\r\\n`` or ``\\r``; a ``\\r`` ending one chunk and a ``\\n``
+  starting the next are one line end;
+* the bytes are UTF-8 (characters may be split across chunks), invalid sequences become
+  U+FFFD; one leading BOM is dropped;
+* ``field: value`` (one optional space after the colon), a line without a colon is a field
+  with an empty value; ``data`` lines are joined with ``\\n``; ``event`` sets the type
+  (default ``message``); ``id`` sets the last event id (kept across events, ignored if it
+  contains NUL); ``retry`` (digits only) is kept in ``retry``; other fields are ignored;
+* lines starting with ``:`` are comments: counted in ``comments``, never emitted;
+* a blank line dispatches the pending event, unless it had no ``data`` line at all.
+
+Deviations, for real-world servers:
+
+* a bare ``error: <value>`` field line (sent by some gateways) is emitted at once as
+  ``SSEEvent(event="error", data=<value>)``, without touching the pending event;
+* ``close()`` treats an unterminated last line as a complete line and dispatches a pending
+  event that lacked its final blank line (the spec would discard both).
+
+Memory is bounded: a partial line is kept (as bytes) up to ``MAX_LINE`` bytes and the data of
+one event up to ``MAX_EVENT_DATA`` characters; anything beyond is dropped (``truncated``
+counts it). Work per ``feed`` is linear in the chunk (plus, once, the line it completes).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: longest partial line buffered while waiting for its line end (bytes)
+MAX_LINE = 8 * 1024 * 1024
+#: most data characters accumulated for one event
+MAX_EVENT_DATA = 8 * 1024 * 1024
+
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(slots=True)
@@ -15,11 +51,144 @@ class SSEEvent:
 class SSEDecoder:
     """feed(bytes) -> list[SSEEvent]; close() -> list[SSEEvent]. Counts comments in ``comments``."""
 
-    def __init__(self) -> None:
-        self.comments = 0
+    __slots__ = (
+        "comments",
+        "retry",
+        "truncated",
+        "_head",
+        "_pending_cr",
+        "_buf",
+        "_event",
+        "_data",
+        "_data_len",
+        "_last_id",
+        "_closed",
+    )
 
+    def __init__(self) -> None:
+        self.comments = 0  # comment lines seen (keep-alives)
+        self.retry: int | None = None  # last valid `retry:` value (ms)
+        self.truncated = 0  # lines/data cut to keep memory bounded
+        self._head: bytes | None = b""  # first bytes, held until we know if they are a BOM; None after
+        self._pending_cr = False  # the last byte seen was a \r line end
+        self._buf = bytearray()  # the current unterminated line (raw bytes)
+        self._event = ""  # event type buffer
+        self._data: list[str] = []  # data lines of the pending event
+        self._data_len = 0
+        self._last_id: str | None = None
+        self._closed = False
+
+    # -- public ------------------------------------------------------------------
     def feed(self, data: bytes) -> list[SSEEvent]:
-        raise NotImplementedError
+        out: list[SSEEvent] = []
+        if self._closed or not data:
+            return out
+        if not isinstance(data, bytes):
+            if not isinstance(data, (bytearray, memoryview)):
+                return out
+            data = bytes(data)
+        if self._head is not None:
+            data = self._head + data
+            if len(data) < 3 and _BOM.startswith(data):
+                self._head = data  # could still be a BOM
+                return out
+            self._head = None
+            if data.startswith(_BOM):
+                data = data[3:]
+        self._bytes(data, out)
+        return out
 
     def close(self) -> list[SSEEvent]:
-        raise NotImplementedError
+        """End of stream: flush a partial line and a pending event. Idempotent."""
+        out: list[SSEEvent] = []
+        if self._closed:
+            return out
+        self._closed = True
+        if self._head:  # a stream of 1-2 bytes that looked like the start of a BOM
+            self._bytes(self._head, out)
+        self._head = None
+        if self._buf:
+            line = self._buf.decode("utf-8", "replace")
+            self._buf = bytearray()
+            self._line(line, out)
+        self._dispatch(out)
+        return out
+
+    # -- internals ---------------------------------------------------------------
+    def _bytes(self, data: bytes, out: list[SSEEvent]) -> None:
+        # \r and \n never occur inside a multi-byte UTF-8 sequence, so lines are split as
+        # bytes and each complete line decoded on its own (same result as decoding the
+        # whole stream); the partial line is kept as bytes: compact, amortised O(1) appends.
+        if not data:
+            return
+        if self._pending_cr:
+            self._pending_cr = False
+            if data[0] == 10:  # the \n of a \r\n split across feeds
+                data = data[1:]
+                if not data:
+                    return
+        if b"\r" in data:
+            self._pending_cr = data[-1] == 13
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = data.split(b"\n")
+        last = lines.pop()  # the unterminated rest (b"" when data ended with a line end)
+        if lines:
+            first = lines[0]
+            if self._buf:
+                self._add(first)
+                first = self._buf
+                self._buf = bytearray()
+            self._line(first.decode("utf-8", "replace"), out)
+            for i in range(1, len(lines)):
+                self._line(lines[i].decode("utf-8", "replace"), out)
+        if last:
+            self._add(last)
+
+    def _add(self, b: bytes) -> None:
+        room = MAX_LINE - len(self._buf)
+        if len(b) > room:
+            self.truncated += 1
+            if room <= 0:
+                return
+            b = b[:room]
+        self._buf += b
+
+    def _line(self, line: str, out: list[SSEEvent]) -> None:
+        if not line:
+            self._dispatch(out)
+            return
+        if line[0] == ":":
+            self.comments += 1
+            return
+        name, colon, value = line.partition(":")
+        if colon and value[:1] == " ":
+            value = value[1:]
+        if name == "data":
+            n = len(value) + 1
+            if self._data_len + n > MAX_EVENT_DATA:
+                self.truncated += 1
+                room = MAX_EVENT_DATA - self._data_len - 1
+                if room <= 0:
+                    return
+                value = value[:room]
+                n = room + 1
+            self._data.append(value)
+            self._data_len += n
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\x00" not in value:
+                self._last_id = value
+        elif name == "retry":
+            if value.isascii() and value.isdigit():
+                self.retry = int(value)
+        elif name == "error":
+            out.append(SSEEvent("error", value, self._last_id))
+
+    def _dispatch(self, out: list[SSEEvent]) -> None:
+        data = self._data
+        if data:
+            out.append(SSEEvent(self._event or "message", "\n".join(data), self._last_id))
+            self._data = []
+            self._data_len = 0
+        self._event = ""

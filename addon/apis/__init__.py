@@ -1,0 +1,71 @@
+"""Which LLM API a request speaks, and the interpreter for its responses."""
+
+from __future__ import annotations
+
+from .anthropic_messages import AnthropicMessages
+from .base import ApiFacts, Delta, Interpreter
+from .openai_chat import OpenAIChat
+from .openai_completions import OpenAICompletions
+from .openai_responses import OpenAIResponses
+
+API_NAMES = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "other")
+
+INTERPRETERS: dict[str, type] = {
+    OpenAIChat.api: OpenAIChat,
+    OpenAICompletions.api: OpenAICompletions,
+    OpenAIResponses.api: OpenAIResponses,
+    AnthropicMessages.api: AnthropicMessages,
+}
+
+__all__ = [
+    "API_NAMES",
+    "INTERPRETERS",
+    "AnthropicMessages",
+    "ApiFacts",
+    "Delta",
+    "Interpreter",
+    "OpenAIChat",
+    "OpenAICompletions",
+    "OpenAIResponses",
+    "detect_api",
+    "make_interpreter",
+]
+
+
+def detect_api(method: str, path: str) -> str:
+    """The API of a request, judged by its method and path (query string ignored).
+
+    Only POST is an API call. The path's ending decides, so prefixes (``/v1``, ``/api/v1``,
+    ``/openai/deployments/<name>``, a gateway's route) don't matter:
+    ``.../chat/completions`` -> openai.chat, ``.../completions`` -> openai.completions,
+    ``.../responses`` -> openai.responses, ``.../messages`` -> anthropic.messages (but not
+    OpenAI Assistants' ``.../threads/<id>/messages``). Sub-resources such as
+    ``/v1/messages/count_tokens``, ``/v1/messages/batches`` or ``/v1/responses/<id>`` are "other".
+    """
+    if type(method) is not str or type(path) is not str or method.upper() != "POST":
+        return "other"
+    p = path
+    for sep in ("?", "#"):
+        i = p.find(sep)
+        if i >= 0:
+            p = p[:i]
+    if "://" in p:  # absolute-form request target
+        rest = p.split("://", 1)[1]
+        i = rest.find("/")
+        p = rest[i:] if i >= 0 else "/"
+    p = "/" + p.strip("/").lower()
+    if p.endswith("/chat/completions"):
+        return "openai.chat"
+    if p.endswith("/completions"):
+        return "openai.completions"
+    if p.endswith("/responses"):
+        return "openai.responses"
+    if p.endswith("/messages") and "/threads/" not in p:
+        return "anthropic.messages"
+    return "other"
+
+
+def make_interpreter(api: str) -> Interpreter | None:
+    """A fresh interpreter for ``api``, or None for "other" / unknown names."""
+    cls = INTERPRETERS.get(api)
+    return cls() if cls is not None else None

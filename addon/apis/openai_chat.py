@@ -1,0 +1,178 @@
+"""OpenAI Chat Completions (``POST .../chat/completions``) and the many servers that copy it.
+
+Stream: ``data: {chat.completion.chunk}`` events, then ``data: [DONE]``.
+
+* ``choices[].delta.content`` -> TEXT (a string, or a list of ``{"type": "text", "text"}``
+  parts; ``{"type": "thinking"}`` parts -> REASONING);
+* reasoning -> REASONING: ``delta.reasoning_content`` (DeepSeek, vLLM) or ``delta.reasoning``
+  (OpenRouter, newer vLLM); only when neither carries text, ``delta.reasoning_details[]``
+  (``text`` or ``summary``), because OpenRouter sends the same text in both;
+* ``delta.refusal`` -> REFUSAL;
+* tool calls -> TOOL: the function name, the first time a name is seen for a tool call
+  (keyed by choice and tool-call index), then every ``function.arguments`` fragment; custom
+  tools' ``custom.name`` / ``custom.input`` and the legacy ``delta.function_call`` likewise.
+  The model generates the name, so a name-only first fragment is output (it stops the TTFT
+  clock); an id-only fragment or empty arguments are not;
+* ``finish_reason`` (the last non-null one), ``usage`` (a final ``choices: []`` chunk or the
+  finish chunk; values are totals, so they overwrite), ``model`` / ``id`` (first non-empty);
+* ``{"error": {...}}`` mid-stream -> error fields; a chunk with none of ``choices``,
+  ``usage``, ``error`` -> ``no_choices``.
+
+Role-only deltas (``{"role": "assistant", "content": ""}``), empty and null content are not
+tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._util import (
+    JsonInterpreter,
+    add,
+    apply_openai_usage,
+    as_text,
+    error_of,
+    note_ids,
+    note_no_choices,
+    set_error,
+)
+from .base import REASONING, REFUSAL, TEXT, TOOL, Delta
+
+
+def _content(c: Any, out: list[Delta]) -> None:
+    if type(c) is str:
+        if c:
+            out.append(Delta(TEXT, c))
+    elif type(c) is list:  # content parts (Mistral and others)
+        for part in c:
+            if type(part) is str:
+                add(out, TEXT, part)
+            elif type(part) is dict:
+                t = part.get("type")
+                if t == "thinking":
+                    _thinking(part.get("thinking"), out)
+                elif t is None or t == "text" or t == "output_text":
+                    add(out, TEXT, part.get("text"))
+
+
+def _thinking(v: Any, out: list[Delta]) -> None:
+    if type(v) is str:
+        add(out, REASONING, v)
+    elif type(v) is list:
+        for p in v:
+            if type(p) is dict:
+                add(out, REASONING, p.get("text"))
+            else:
+                add(out, REASONING, p)
+
+
+def _reasoning(d: dict, out: list[Delta]) -> None:
+    r = d.get("reasoning_content")
+    if type(r) is not str or not r:
+        r = d.get("reasoning")
+    if type(r) is str and r:
+        out.append(Delta(REASONING, r))
+        return
+    details = d.get("reasoning_details")
+    if type(details) is list:
+        for item in details:
+            if type(item) is dict:
+                t = item.get("text")
+                if type(t) is not str or not t:
+                    t = item.get("summary")
+                add(out, REASONING, t)
+
+
+class OpenAIChat(JsonInterpreter):
+    api = "openai.chat"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._named: set = set()  # tool calls whose name was already counted
+
+    # -- stream ------------------------------------------------------------------
+    def _done_marker(self) -> None:
+        self.facts.done = True
+
+    def _chunk(self, obj: dict, raw: str, event: str, out: list[Delta]) -> None:
+        f = self.facts
+        note_ids(f, obj.get("model"), obj.get("id"))
+        choices = obj.get("choices")
+        usage = obj.get("usage")
+        err = error_of(obj)
+        if err is not None:
+            set_error(f, *err)
+        if type(usage) is dict:
+            apply_openai_usage(f, usage)
+        if type(choices) is list:
+            for ch in choices:
+                if type(ch) is not dict:
+                    continue
+                d = ch.get("delta")
+                if type(d) is not dict:
+                    d = ch.get("message")  # a few servers stream whole messages
+                if type(d) is dict:
+                    self._delta(d, ch.get("index"), out)
+                fr = ch.get("finish_reason")
+                if type(fr) is str and fr:
+                    f.finish_reason = fr
+        elif err is None and type(usage) is not dict and "moderation" not in obj:
+            if event == "message":
+                note_no_choices(f, raw)
+
+    def _delta(self, d: dict, choice: Any, out: list[Delta]) -> None:
+        _reasoning(d, out)
+        _content(d.get("content"), out)
+        add(out, REFUSAL, d.get("refusal"))
+        calls = d.get("tool_calls")
+        if type(calls) is list:
+            for i, tc in enumerate(calls):
+                if type(tc) is dict:
+                    idx = tc.get("index")
+                    if type(idx) is not int:
+                        idx = tc.get("id") or i
+                    fn = tc.get("function")
+                    if type(fn) is dict:
+                        self._tool(choice, idx, fn.get("name"), fn.get("arguments"), out)
+                    else:
+                        fn = tc.get("custom")
+                        if type(fn) is dict:
+                            self._tool(choice, idx, fn.get("name"), fn.get("input"), out)
+        fc = d.get("function_call")
+        if type(fc) is dict:
+            self._tool(choice, "function_call", fc.get("name"), fc.get("arguments"), out)
+
+    def _tool(self, choice: Any, idx: Any, name: Any, args: Any, out: list[Delta]) -> None:
+        if type(name) is str and name:
+            key = (choice if type(choice) is int else 0, idx if type(idx) in (int, str) else 0)
+            if key not in self._named:
+                self._named.add(key)
+                out.append(Delta(TOOL, name))
+        if type(args) is str:
+            if args:
+                out.append(Delta(TOOL, args))
+        elif type(args) is dict and args:  # some servers send parsed arguments
+            out.append(Delta(TOOL, as_text(args, 1 << 30)))
+
+    # -- body --------------------------------------------------------------------
+    def _body(self, obj: dict, raw: str, out: list[Delta]) -> None:
+        f = self.facts
+        choices = self._body_head(obj, raw, "choices")
+        usage = obj.get("usage")
+        if type(usage) is dict:
+            apply_openai_usage(f, usage)
+        if choices is None:
+            return
+        for ch in choices:
+            if type(ch) is not dict:
+                continue
+            m = ch.get("message")
+            if type(m) is not dict:
+                m = ch.get("delta")
+            if type(m) is dict:
+                self._delta(m, ch.get("index"), out)
+            elif type(ch.get("text")) is str:  # a completions-shaped choice
+                add(out, TEXT, ch.get("text"))
+            fr = ch.get("finish_reason")
+            if type(fr) is str and fr:
+                f.finish_reason = fr
