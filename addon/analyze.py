@@ -18,6 +18,7 @@ from .diagnose import diagnose
 from .flight import Flight
 from .request_facts import request_facts
 from .secrets import redact_text
+from .store.db import open_db
 from .store.writer import Writer
 
 log = logging.getLogger("firsttoken")
@@ -43,6 +44,7 @@ class Analyzer:
         self.settings = settings
         self.on_done = on_done
         self.prefixes = tokens.PrefixTracker()
+        self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
         self.q: queue.Queue[Any] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
@@ -67,6 +69,7 @@ class Analyzer:
 
     # -- thread ----------------------------------------------------------------------
     def _run(self) -> None:
+        self._seed()
         while True:
             job = self.q.get()
             if job is _STOP:
@@ -121,8 +124,7 @@ class Analyzer:
             if tap.text:
                 n, _, _ = tokens.count_text("".join(tap.text), rec.model)
                 rec.output_tokens_est = n
-        if rec.usage_prompt_tokens and rec.prompt_tokens_est:
-            rec.usage_ratio = round(rec.usage_prompt_tokens / rec.prompt_tokens_est, 4)
+        self._calibrate(rec)
         out_tokens = rec.usage_completion_tokens or rec.output_tokens_est
         flight.clock.apply(rec, out_tokens)
         if self.settings.save_bodies:
@@ -133,6 +135,41 @@ class Analyzer:
             rec.top_code = rec.findings[0]["code"]
             rec.top_severity = rec.findings[0]["severity"]
         self._write(flight)
+
+    def _calibrate(self, rec) -> None:
+        """Reconcile our estimate with the server's count, and learn a per-model factor."""
+        if not rec.prompt_tokens_est or not rec.model:
+            return
+        pairs = self.calibration.setdefault(rec.model, collections.deque(maxlen=200))
+        if rec.usage_prompt_tokens:
+            rec.usage_ratio = round(rec.usage_prompt_tokens / rec.prompt_tokens_est, 4)
+            pairs.append((rec.prompt_tokens_est, rec.usage_prompt_tokens))
+        factor = tokens.calibration_factor(pairs)
+        if factor is not None:
+            rec.calibration_factor = round(factor, 4)
+            if rec.usage_prompt_tokens is None:
+                rec.prompt_tokens_calibrated = tokens.corrected(rec.prompt_tokens_est, factor)
+
+    def _seed(self) -> None:
+        """Start from the recorded history: prefix counts and calibration pairs."""
+        try:
+            db = open_db(self.writer.path, write=False)
+            try:
+                self.prefixes.seed(dict(db.execute(
+                    "SELECT prefix_hash, count(*) FROM (SELECT prefix_hash FROM requests "
+                    "WHERE prefix_hash IS NOT NULL ORDER BY started_at DESC LIMIT 20000) GROUP BY prefix_hash"
+                ).fetchall()))
+                for model, est, server in db.execute(
+                    "SELECT model, prompt_tokens_est, usage_prompt_tokens FROM requests WHERE model IS NOT NULL "
+                    "AND prompt_tokens_est > 0 AND usage_prompt_tokens > 0 ORDER BY started_at DESC LIMIT 5000"
+                ):
+                    pairs = self.calibration.setdefault(model, collections.deque(maxlen=200))
+                    if len(pairs) < pairs.maxlen:
+                        pairs.appendleft((est, server))
+            finally:
+                db.conn.close()
+        except Exception as e:  # history is a bonus; never block the proxy on it
+            log.warning("firsttoken: could not read history for calibration: %s", e)
 
     def _write(self, flight: Flight) -> None:
         rec = flight.record

@@ -92,6 +92,8 @@ class Record:
     images: int | None = None
     output_tokens_est: int | None = None
     usage_ratio: float | None = None  # server prompt tokens / our estimate
+    calibration_factor: float | None = None  # this model's median server/estimate so far
+    prompt_tokens_calibrated: int | None = None  # estimate × factor, when the server reported none
     prefix_hash: str | None = None
     prefix_tokens: int | None = None
     prefix_seen_before: int | None = None

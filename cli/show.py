@@ -123,7 +123,8 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
     parts.append(tok)
     parts.append(_kv([
         ("tokenizer", f"{r['tokenizer']} ({'exact' if exact else 'approximate'})" if r.get("tokenizer") else None),
-        ("server/estimate", r.get("usage_ratio")), ("system", r.get("system_tokens")), ("tools", r.get("tools_tokens")),
+        ("server/estimate", r.get("usage_ratio")),
+        ("calibrated", f"~{r['prompt_tokens_calibrated']:,} (×{r.get('calibration_factor')} learned for this model)" if r.get("prompt_tokens_calibrated") else None), ("system", r.get("system_tokens")), ("tools", r.get("tools_tokens")),
         ("last user turn", r.get("last_user_tokens")), ("messages", r.get("messages")), ("images", r.get("images") or None),
         ("prefix", f"{r.get('prefix_tokens')} tokens, sent {r.get('prefix_seen_before')}× before" if r.get("prefix_hash") else None),
     ]))

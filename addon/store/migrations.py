@@ -79,3 +79,10 @@ def m002_findings(db: sqlite_utils.Database) -> None:
     t = db["findings"]
     t.create({"request_id": str, "code": str, "severity": str}, pk=("request_id", "code"))
     t.create_index(["code"])
+
+
+@migration
+def m003_calibration(db: sqlite_utils.Database) -> None:
+    t = db["requests"]
+    t.add_column("calibration_factor", float)
+    t.add_column("prompt_tokens_calibrated", int)

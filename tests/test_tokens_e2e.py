@@ -1,0 +1,58 @@
+"""Token accounting through the proxy: estimates, server usage, ratio, calibration, prefixes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+
+from conftest import rows
+
+SYSTEM = "You are a careful assistant. " * 200  # a big stable prefix, re-sent every time
+
+
+def test_estimates_usage_ratio_and_calibration_in_logs_json(proxy, db_path):
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test-tokens-0000000000000000000")
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Count to three."}]
+    for _ in range(3):
+        s = client.chat.completions.create(model="gpt-4", messages=msgs, stream=True, stream_options={"include_usage": True})
+        list(s)
+    # the server stays silent about usage here: the learned factor fills in
+    s = client.chat.completions.create(model="gpt-4", messages=msgs, stream=True, extra_headers={"x-sim-fault": "no_usage"})
+    list(s)
+    proxy.flush()
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "firsttoken"), "logs", "--json", "--db", str(db_path)],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert len(recs) == 4
+    first, last = recs[0], recs[-1]
+    assert first["tokenizer"] == "cl100k_base" and first["tokens_exact"] is True
+    assert first["prompt_tokens_est"] > 1000 and first["system_tokens"] > 1000
+    # the simulator counts its own way (4 per message instead of OpenAI's 3 + priming)
+    assert first["usage_prompt_tokens"] != first["prompt_tokens_est"]
+    assert abs(first["usage_ratio"] - first["usage_prompt_tokens"] / first["prompt_tokens_est"]) < 1e-3
+    assert [r["prefix_seen_before"] for r in recs] == [0, 1, 2, 3]
+    assert recs[0]["prefix_hash"] == recs[3]["prefix_hash"] and recs[0]["prefix_tokens"] > 1000
+    assert last["usage_prompt_tokens"] is None
+    assert last["calibration_factor"] == first["usage_ratio"]
+    assert abs(last["prompt_tokens_calibrated"] - last["prompt_tokens_est"] * last["calibration_factor"]) <= 1
+    assert last["output_tokens_est"] and last["tpot_ms"] is not None  # TPOT from the streamed text alone
+
+
+def test_show_prints_prompt_breakdown(proxy, db_path):
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test-tokens-0000000000000000000")
+    list(client.chat.completions.create(model="gpt-4", messages=[{"role": "system", "content": SYSTEM},
+                                                                {"role": "user", "content": "hi"}], stream=True))
+    proxy.flush()
+    rid = rows(db_path)[0]["id"]
+    out = subprocess.run(
+        [str(Path(sys.executable).parent / "firsttoken"), "show", rid[:8], "--db", str(db_path)],
+        capture_output=True, text=True, check=True, env={"COLUMNS": "120", "PATH": "/usr/bin:/bin"},
+    ).stdout
+    assert "tokenizer cl100k_base (exact)" in out
+    assert "system" in out and "last user turn" in out
