@@ -1,0 +1,43 @@
+"""The store: migrations own the schema, one writer thread, partial upserts, no lost rows."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from firsttoken.addon.record import FIELDS, Record
+from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store.migrations import MIGRATIONS
+from firsttoken.addon.store.writer import Writer
+
+
+def test_migrations_create_every_record_column_and_are_idempotent(tmp_path):
+    db = open_db(tmp_path / "a.db")
+    cols = set(db["requests"].columns_dict)
+    assert set(FIELDS) <= cols
+    applied = [r[0] for r in db.execute("SELECT name FROM _migrations ORDER BY name")]
+    assert applied == sorted(fn.__name__ for fn in MIGRATIONS)
+    db.conn.close()
+    db2 = open_db(tmp_path / "a.db")  # reopening applies nothing twice
+    assert db2.execute("SELECT count(*) FROM _migrations").fetchone()[0] == len(MIGRATIONS)
+    assert db2.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_writer_upserts_partial_rows_and_keeps_good_rows_of_a_bad_batch(tmp_path):
+    path = tmp_path / "w.db"
+    w = Writer(str(path))
+    rec = Record(id="r1", started_at="2026-01-01T00:00:00+00:00")
+    w.put({"id": "r1", "started_at": rec.started_at, "state": "in_flight", "phase": "prefill"})
+    w.put({"id": "r1", "phase": "streaming"})
+    w.put({"id": "bad", "no_such_column": 1})  # must not take the other rows down with it
+    w.flush()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT state, phase, started_at FROM requests WHERE id = 'r1'").fetchone() == (
+        "in_flight", "streaming", rec.started_at)
+    rec.state, rec.phase, rec.status = "done", "done", 200
+    rec.findings = [{"code": "x.y", "severity": "warn", "message": "m", "hint": "h"}]
+    w.put(rec.row())
+    w.flush()
+    w.close()
+    assert conn.execute("SELECT state, phase, status FROM requests WHERE id = 'r1'").fetchone() == ("done", "done", 200)
+    assert conn.execute("SELECT code, severity FROM findings WHERE request_id = 'r1'").fetchall() == [("x.y", "warn")]
+    assert w.failed == 1 and "no_such_column" in (w.last_error or "")
