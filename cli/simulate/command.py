@@ -1,0 +1,92 @@
+"""`firsttoken simulate`: run the simulated LLM upstream in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import threading
+
+import click
+
+from .config import ERROR_FAULTS, FAULT_HEADER, FAULT_HELP, FAULTS, SimConfig
+from .server import SimServer
+
+
+@click.command("simulate")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=9000, show_default=True, type=int, help="Port to listen on (0: any free port).")
+@click.option("--ttfb-ms", default=60.0, show_default=True, type=float, help="Request arrival -> response headers.")
+@click.option("--prefill-base-ms", default=40.0, show_default=True, type=float, help="Headers -> first token, fixed part.")
+@click.option("--prefill-ms-per-1k", default=30.0, show_default=True, type=float, help="Extra prefill per 1000 prompt tokens.")
+@click.option("--tpot-ms", default=15.0, show_default=True, type=float, help="Time per output token.")
+@click.option("--output-tokens", default=32, show_default=True, type=int, help="Answer length (capped by max_tokens).")
+@click.option("--fill-max-tokens", is_flag=True, help="Answer with exactly max_tokens tokens (capped at 8192).")
+@click.option("--reasoning-tokens", default=16, show_default=True, type=int, help="Reasoning tokens of *reason*/*think* models.")
+@click.option("--jitter", default=0.0, show_default=True, type=float, help="Random +/- fraction on every delay.")
+@click.option("--seed", default=None, type=int, help="Seed for the jitter.")
+@click.option("--stall-ms", default=1500.0, show_default=True, type=float, help="Pause of the `stall` fault.")
+@click.option("--api-key", default=None, help="Require this key (Authorization: Bearer / x-api-key); default: accept any.")
+@click.option("--prefix", default="", help="Path prefix before /v1, e.g. /openai.")
+@click.option(
+    "--protocol",
+    "protocols",
+    multiple=True,
+    type=click.Choice(["openai", "anthropic"]),
+    help="Serve only this API family (repeatable); the other's paths answer 404. Default: both.",
+)
+@click.option("--quiet", is_flag=True, help="Do not log each request.")
+def simulate(
+    host: str, port: int, ttfb_ms: float, prefill_base_ms: float, prefill_ms_per_1k: float, tpot_ms: float,
+    output_tokens: int, fill_max_tokens: bool, reasoning_tokens: int, jitter: float, seed: int | None,
+    stall_ms: float, api_key: str | None, prefix: str, protocols: tuple[str, ...], quiet: bool,
+) -> None:  # fmt: skip
+    """Serve a simulated LLM upstream (OpenAI + Anthropic APIs) with realistic timing and injectable faults."""
+    try:
+        config = SimConfig(
+            ttfb_ms=ttfb_ms, prefill_base_ms=prefill_base_ms, prefill_ms_per_1k_tokens=prefill_ms_per_1k,
+            tpot_ms=tpot_ms, output_tokens=output_tokens, fill_max_tokens=fill_max_tokens,
+            reasoning_tokens=reasoning_tokens, jitter=jitter, seed=seed, stall_ms=stall_ms, api_key=api_key,
+            prefix=prefix, protocols=protocols or ("openai", "anthropic"), verbose=not quiet,
+        )  # fmt: skip
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    server = SimServer(config, host=host, port=port)
+    try:
+        server.start()
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from exc
+    click.echo(describe(server))
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        click.echo("\nstopping…")
+    finally:
+        server.stop()
+
+
+def describe(server: SimServer) -> str:
+    c = server.config
+    lines = [
+        f"firsttoken simulate: serving on {server.url}",
+        f"  timing: ttfb {c.ttfb_ms:g} ms, prefill {c.prefill_base_ms:g} ms + {c.prefill_ms_per_1k_tokens:g} ms/1k prompt "
+        f"tokens, {c.tpot_ms:g} ms/token, {c.output_tokens} output tokens"
+        + (" (fill max_tokens)" if c.fill_max_tokens else "")
+        + (f", jitter ±{c.jitter:.0%}" if c.jitter else ""),
+        f"  auth: {'key required: ' + c.api_key if c.api_key else 'any key accepted'}",
+    ]
+    if "openai" in c.protocols:
+        lines += [
+            f"  OpenAI:    base_url={server.openai_base_url}",
+            f"             POST {c.prefix}/v1/chat/completions, {c.prefix}/v1/completions, {c.prefix}/v1/responses",
+        ]
+    if "anthropic" in c.protocols:
+        lines += [f"  Anthropic: base_url={server.anthropic_base_url}   (POST {c.prefix}/v1/messages)"]
+    lines += [
+        "  models:    any name; *reason* / *think* stream reasoning first; *tool* + tools -> a tool call",
+        f"  faults:    header `{FAULT_HEADER}: NAME[,NAME]` or model `fault-NAME`:",
+    ]
+    for name in FAULTS:
+        tag = "error " if name in ERROR_FAULTS else "answer"
+        lines.append(f"    [{tag}] {name:<17} {FAULT_HELP[name]}")
+    example = '{"model":"sim-1","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+    lines.append(f"  try:       curl -N {server.openai_base_url}/chat/completions -H 'content-type: application/json' -d '{example}'")
+    lines.append("Ctrl-C to stop.")
+    return "\n".join(lines)

@@ -1,0 +1,341 @@
+"""HTTP/1.1 plumbing of the simulator: the threaded server, request reading, routing, auth, replies."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from . import faults as errors
+from . import tokens
+from .config import FAULT_HEADER, FAULTS, SimConfig, UnknownFault, parse_faults
+from .engine import answer, proto_of
+from .timing import Jitter, Schedule, sleep_until
+from .wire import BodyWriter, gzip_bytes, hexid
+
+# path after the prefix -> (method, api)
+ROUTES: dict[tuple[str, str], str] = {
+    ("POST", "/v1/chat/completions"): "chat",
+    ("POST", "/v1/completions"): "completions",
+    ("POST", "/v1/responses"): "responses",
+    ("POST", "/v1/messages"): "anthropic",
+    ("POST", "/v1/messages/count_tokens"): "count_tokens",
+    ("GET", "/v1/models"): "models",
+}
+MODELS = ("sim-1", "sim-think-1", "sim-reason-1", "sim-tool-1") + tuple("fault-" + f for f in FAULTS)
+_ANTHROPIC_PATH = re.compile(r"/(messages|complete)(/|$)")
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    request_queue_size = 256
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+            return  # the client went away
+        super().handle_error(request, client_address)
+
+
+class SimHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "firsttoken-simulate/0.1"
+    sys_version = ""
+    timeout = 300  # idle keep-alive connections
+    arrival = 0.0
+    note = ""
+
+    @property
+    def sim(self) -> "SimServer":
+        return self.server.sim  # type: ignore[attr-defined]
+
+    # ---- connection bookkeeping ----------------------------------------------------------------
+
+    def setup(self) -> None:
+        super().setup()
+        try:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
+        self.sim._track(self.connection, True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.sim._track(self.connection, False)
+
+    def parse_request(self) -> bool:
+        self.arrival = time.monotonic()  # the request line just arrived: every deadline counts from here
+        self.note = ""
+        return super().parse_request()
+
+    def version_string(self) -> str:
+        return self.server_version
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if self.sim.config.verbose:
+            sys.stderr.write(f"{self.log_date_time_string()} {format % args}\n")
+
+    def log_request(self, code: Any = "-", size: Any = "-") -> None:
+        self.status = code  # logged by _dispatch once the answer is complete
+
+    # ---- replies -------------------------------------------------------------------------------
+
+    def _headers(self, status: int, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+
+    def send_bytes(self, status: int, data: bytes, headers: dict[str, str], *, drop: bool = False) -> None:
+        self._headers(status, headers)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if drop:  # announce the whole body, send half of it, hang up
+            self.wfile.write(data[: len(data) // 2])
+            self.drop()
+            return
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None, *, gzip: bool = False,
+                  indent: int | None = None, drop: bool = False) -> None:  # fmt: skip
+        headers = dict(headers or {})
+        headers.setdefault("Content-Type", "application/json")
+        if indent:
+            data = (json.dumps(body, indent=indent, ensure_ascii=False) + "\n").encode()
+        else:
+            data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        if gzip:
+            data = gzip_bytes(data)
+            headers["Content-Encoding"] = "gzip"
+        self.send_bytes(status, data, headers, drop=drop)
+
+    def send_error_reply(self, reply: errors.ErrorReply, proto: str) -> None:
+        headers = dict(reply.headers)
+        if proto == "anthropic":
+            headers["request-id"] = str(reply.body.get("request_id") or "")
+            headers["x-should-retry"] = headers.get("x-should-retry", "false")
+            self.send_json(reply.status, reply.body, headers)
+        else:
+            headers["x-request-id"] = "req_" + hexid(32)
+            self.send_json(reply.status, reply.body, headers, indent=4)
+        self.note += f" {reply.body.get('error', {}).get('type') or reply.body.get('error', {}).get('code')}"
+
+    def start_stream(self, status: int, headers: dict[str, str], *, gzip: bool, buffered: bool) -> BodyWriter:
+        self._headers(status, headers)
+        if gzip:
+            self.send_header("Content-Encoding", "gzip")
+        if self.request_version == "HTTP/1.0":
+            self.close_connection = True
+            self.end_headers()
+            return BodyWriter(self.wfile, gzip=gzip, buffered=buffered, chunked=False)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        return BodyWriter(self.wfile, gzip=gzip, buffered=buffered)
+
+    def drop(self) -> None:
+        """Close the TCP connection now, whatever state the response is in."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    # ---- requests ------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        self._dispatch()
+
+    do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(parts)
+                parts.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def given_api_key(self, proto: str) -> str | None:
+        auth = self.headers.get("Authorization", "")
+        bearer = auth[7:].strip() if auth.lower().startswith("bearer ") else None
+        if proto == "anthropic":
+            return self.headers.get("x-api-key") or bearer
+        return bearer or self.headers.get("api-key")
+
+    def _guess_proto(self, path: str) -> str:
+        protocols = self.sim.config.protocols
+        if len(protocols) == 1:
+            return protocols[0]
+        if "anthropic-version" in self.headers or _ANTHROPIC_PATH.search(path):
+            return "anthropic"
+        return "openai"
+
+    def _dispatch(self) -> None:
+        self.status: Any = "-"
+        try:
+            self._route()
+        except (ConnectionError, TimeoutError):
+            self.close_connection = True
+            self.note += " client gone"
+        finally:
+            if self.sim.config.verbose:
+                ms = round((time.monotonic() - self.arrival) * 1000)
+                self.log_message("%s %s -> %s %s (%d ms)", self.command, self.path, self.status, self.note.strip(), ms)
+
+    def _route(self) -> None:
+        cfg = self.sim.config
+        raw = self._read_body()
+        sched = Schedule(cfg, self.arrival, self.sim.jitter, slow_ttfb=False)
+        path = self.path.split("?", 1)[0]
+        rest = path[len(cfg.prefix) :] if path.startswith(cfg.prefix + "/") else None
+        api = ROUTES.get((self.command, rest or ""))
+        if api == "models":
+            proto = "anthropic" if ("anthropic-version" in self.headers and "anthropic" in cfg.protocols) else None
+            proto = proto or ("openai" if "openai" in cfg.protocols else "anthropic")
+        else:
+            proto = proto_of(api) if api else self._guess_proto(path)
+        if api is None or proto not in cfg.protocols:
+            return self._reply_at(sched, errors.not_found(self._guess_proto(path), self.command, path))
+        if cfg.api_key is not None and self.given_api_key(proto) != cfg.api_key:
+            return self._reply_at(sched, errors.unauthorized(proto, self.given_api_key(proto)))
+        if api == "models":
+            if sleep_until(sched.headers_at, self.sim.stop_event):
+                self.send_json(200, _models_body(proto), indent=2 if proto == "openai" else None)
+            return
+        try:
+            body = json.loads(raw)
+            if not isinstance(body, dict):
+                raise ValueError("expected a JSON object")
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self._reply_at(sched, errors.malformed(proto, exc))
+        invalid = errors.validate(api, body)
+        if invalid is not None:
+            return self._reply_at(sched, invalid)
+        if api == "count_tokens":
+            if sleep_until(sched.headers_at, self.sim.stop_event):
+                self.send_json(200, {"input_tokens": tokens.count_prompt_tokens("anthropic", body)})
+            return
+        try:
+            fault_set = parse_faults(self.headers.get(FAULT_HEADER), body.get("model"))
+        except UnknownFault as exc:
+            return self._reply_at(sched, errors.unknown_fault(proto, str(exc)))
+        if "slow_ttfb" in fault_set:
+            sched = Schedule(cfg, self.arrival, self.sim.jitter, slow_ttfb=True)
+        answer(self, api, body, fault_set, sched)
+
+    def _reply_at(self, sched: Schedule, reply: errors.ErrorReply) -> None:
+        if sleep_until(sched.headers_at, self.sim.stop_event):
+            self.send_error_reply(reply, "anthropic" if "type" in reply.body else "openai")
+
+
+def _models_body(proto: str) -> dict[str, Any]:
+    created = 1700000000
+    if proto == "anthropic":
+        data = [
+            {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"} for m in MODELS
+        ]
+        return {"data": data, "has_more": False, "first_id": MODELS[0], "last_id": MODELS[-1]}
+    data = [{"id": m, "object": "model", "created": created, "owned_by": "firsttoken"} for m in MODELS]
+    return {"object": "list", "data": data}
+
+
+class SimServer:
+    """The simulated upstream. `with SimServer(SimConfig(ttfb_ms=20)) as sim: ... sim.url ...`"""
+
+    def __init__(self, config: SimConfig | None = None, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.config = config or SimConfig()
+        self.host = host
+        self._requested_port = port
+        self.jitter = Jitter(self.config.jitter, self.config.seed)
+        self.stop_event = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._conns: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    def _track(self, conn: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._conns.add if add else self._conns.discard)(conn)
+
+    def start(self) -> "SimServer":
+        if self._httpd is not None:
+            return self
+        tokens.encoding()  # load the tokenizer now, not during the first request
+        self.stop_event.clear()
+        server_cls = _HTTPServer
+        if ":" in self.host:
+            server_cls = type("_HTTPServer6", (_HTTPServer,), {"address_family": socket.AF_INET6})
+        self._httpd = server_cls((self.host, self._requested_port), SimHandler)
+        self._httpd.sim = self  # type: ignore[attr-defined]
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="firsttoken-simulate", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("SimServer is not started")
+        return self._httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        return f"{self.url}{self.config.prefix}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        return f"{self.url}{self.config.prefix}"
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self.stop_event.set()  # wakes every scheduled sleep
+        self._httpd.shutdown()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        deadline = time.monotonic() + 2
+        while self._conns and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> "SimServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

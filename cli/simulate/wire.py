@@ -1,0 +1,106 @@
+"""Wire helpers: SSE event formatting, ids, and the chunked (optionally gzip / buffered) body writer."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import string
+import zlib
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+_ALNUM = string.ascii_letters + string.digits
+
+# Event kinds: "head" (before the first token), "token" (carries a token), "tail" (after the tokens),
+# "final" (the terminator: [DONE] / message_stop / response.completed — omitted by the `truncated` fault).
+HEAD, TOKEN, TAIL, FINAL = "head", "token", "tail", "final"
+
+
+@dataclass(slots=True)
+class Ev:
+    slot: int | None  # index of the output token whose deadline this event waits for; None = right away
+    data: bytes
+    kind: str = TOKEN
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def sse(obj: Any, event: str | None = None) -> bytes:
+    payload = obj if isinstance(obj, str) else dumps(obj)
+    if event:
+        return f"event: {event}\ndata: {payload}\n\n".encode()
+    return f"data: {payload}\n\n".encode()
+
+
+def truncate_data_line(event_bytes: bytes) -> bytes:
+    """The same SSE event with its JSON data cut in the middle (malformed_stream)."""
+    lines = event_bytes.rstrip(b"\n").split(b"\n")
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith(b"data: "):
+            payload = lines[i][6:]
+            lines[i] = b"data: " + payload[: max(1, len(payload) // 2)]
+            break
+    return b"\n".join(lines) + b"\n\n"
+
+
+def alnum(n: int) -> str:
+    return "".join(secrets.choice(_ALNUM) for _ in range(n))
+
+
+def hexid(n: int) -> str:
+    return secrets.token_hex((n + 1) // 2)[:n]
+
+
+def signature() -> str:
+    return base64.b64encode(b"\x12\x02\x18\x02" + os.urandom(140)).decode()
+
+
+class BodyWriter:
+    """Writes a chunked body: one flushed HTTP chunk per write(); gzip-compressed per write with `gzip`;
+    everything held back and sent in a single chunk by finish() with `buffered`."""
+
+    def __init__(self, wfile: BinaryIO, *, gzip: bool = False, buffered: bool = False, chunked: bool = True) -> None:
+        self._wfile = wfile
+        self._chunked = chunked
+        self._z = zlib.compressobj(6, zlib.DEFLATED, 31) if gzip else None
+        self._buffered = buffered
+        self._held: list[bytes] = []
+        self.bytes_out = 0
+
+    def _chunk(self, data: bytes) -> None:
+        if data:
+            self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
+            self.bytes_out += len(data)
+
+    def write(self, data: bytes) -> None:
+        if self._buffered:
+            self._held.append(data)
+            return
+        if self._z is not None:
+            data = self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
+        self._chunk(data)
+
+    def finish(self, *, terminate: bool = True) -> None:
+        """Send what is held back (buffered); then, with terminate, close the gzip stream and send the 0-chunk.
+        Without terminate (the connection is about to be dropped) the body is left unfinished."""
+        if self._buffered:
+            self._buffered = False
+            data, self._held = b"".join(self._held), []
+            if data:
+                self.write(data)
+        if not terminate:
+            return
+        if self._z is not None:
+            self._chunk(self._z.flush())
+            self._z = None
+        if self._chunked:
+            self._wfile.write(b"0\r\n\r\n")
+
+
+def gzip_bytes(data: bytes) -> bytes:
+    z = zlib.compressobj(6, zlib.DEFLATED, 31)
+    return z.compress(data) + z.flush()
