@@ -1,0 +1,97 @@
+"""`firsttoken proxy` as a user runs it: a real process, plain output, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+FT = str(Path(sys.executable).parent / "firsttoken")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    p = subprocess.Popen([FT, "proxy", "--no-live", "--port", str(port), *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return p, port
+        except OSError:
+            if p.poll() is not None:
+                raise AssertionError(p.communicate()[1])
+            time.sleep(0.05)
+    p.kill()
+    raise AssertionError("proxy did not listen")
+
+
+def test_sigterm_flushes_every_record_including_in_flight(sim, tmp_path):
+    db = tmp_path / "cli.db"
+    p, port = start(["--upstream", sim.url, "--db", str(db)])
+    try:
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
+                       json={"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+        assert r.status_code == 200
+        slow_done = threading.Event()
+
+        def slow():
+            try:
+                httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", headers={"x-sim-fault": "stall"},
+                           json={"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+            except httpx.HTTPError:
+                pass
+            slow_done.set()
+
+        threading.Thread(target=slow, daemon=True).start()
+        time.sleep(0.5)  # the second request is now stalled mid-stream
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert f"listening on http://127.0.0.1:{port}" in out
+    assert "firsttoken stopped" in out
+    conn = sqlite3.connect(db)
+    rows = conn.execute("SELECT state, status, error FROM requests ORDER BY started_at").fetchall()
+    assert len(rows) == 2
+    assert all(state == "done" for state, _, _ in rows)
+    assert rows[0][1] == 200 and rows[0][2] is None
+    assert rows[1][2]  # the stalled one says why it ended
+
+
+def test_non_loopback_host_warns_and_bad_upstream_is_a_clear_error(tmp_path):
+    bad = subprocess.run([FT, "proxy", "--no-live", "--upstream", "api.openai.com", "--db", str(tmp_path / "x.db")],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode == 2 and "no scheme" in bad.stderr and "https://" in bad.stderr
+    p, port = start(["--upstream", "http://127.0.0.1:9", "--host", "0.0.0.0", "--db", str(tmp_path / "y.db")])
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert "reachable from the network" in err
+
+
+def test_port_in_use_is_a_clear_error(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = subprocess.run([FT, "proxy", "--no-live", "--port", str(port), "--upstream", "http://127.0.0.1:9",
+                            "--db", str(tmp_path / "z.db")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "could not listen" in r.stderr and "--port" in r.stderr
