@@ -112,10 +112,11 @@ def _register_optional() -> None:
     """Commands that live in their own modules."""
     from .bench import bench
     from .demo import demo
+    from .diagnoses import diagnoses
     from .simulate.command import simulate
     from .tokenizers import tokenizers
 
-    for c in (bench, demo, simulate, tokenizers):
+    for c in (bench, demo, diagnoses, simulate, tokenizers):
         cli.add_command(c)
 
 

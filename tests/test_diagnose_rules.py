@@ -1,0 +1,562 @@
+"""Diagnosis rules over hand-built records: every code, both languages, no double reporting."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import types
+
+import pytest
+from click.testing import CliRunner
+
+from firsttoken.addon.analyze import Settings
+from firsttoken.addon.diagnose import catalog as cat
+from firsttoken.addon.diagnose import diagnose, lang, render, render_finding
+from firsttoken.addon.diagnose.rules_base import quote
+from firsttoken.addon.diagnose.rules_limits import retry_after_s
+from firsttoken.addon.record import Record
+
+DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "diagnoses.md"
+KEY = "sk-proj-SUPERSECRET0123456789abcdefXYZ"
+
+OPENAI = dict(upstream="https://api.openai.com", upstream_url="https://api.openai.com:443/v1/chat/completions",
+              path="/v1/chat/completions", api="openai.chat", model="gpt-4o-mini")
+ANTHROPIC = dict(upstream="https://api.anthropic.com", upstream_url="https://api.anthropic.com:443/v1/messages",
+                 path="/v1/messages", api="anthropic.messages", model="claude-sonnet-4-5",
+                 key_header="x-api-key")
+
+
+def healthy(**kw) -> Record:
+    """A healthy streamed chat request: 20 token events spread over 200 ms after a 120 ms TTFT."""
+    offs = [120.0 + 10.0 * i for i in range(20)]
+    base = dict(
+        id="r1", started_at="2025-01-01T00:00:00.000+00:00", state="done", phase="done", route="default",
+        method="POST", stream=True, status=200, content_type="text/event-stream",
+        connect_ms=2.0, conn_reused=False, ttfb_ms=50.0, first_byte_ms=51.0, first_token_ms=120.0,
+        ttft_ms=120.0, gap_ms=70.0, total_ms=320.0, itl_p50_ms=10.0, itl_p95_ms=10.0, itl_max_ms=10.0,
+        tpot_ms=10.0, events=20, event_offsets=offs, usage_prompt_tokens=30, usage_completion_tokens=20,
+        usage_cached_tokens=0, output_chars=80, finish_reason="stop", stream_done=True,
+        key_header="authorization", key_fingerprint="sk-proj-…fXYZ", key_scheme="Bearer", key_length=37,
+        key_facts=[], prompt_tokens_est=30, system_tokens=0, tools_tokens=0, last_user_tokens=20, messages=1,
+        images=0, prefix_tokens=0, prefix_seen_before=0, **OPENAI,
+    )
+    base.update(kw)
+    return Record(**base)
+
+
+def ctx(stall_ms=1000.0, warn_prompt_tokens=8000, lang_="en", recent=()):
+    s = Settings(warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang_)
+    return types.SimpleNamespace(settings=s, recent=collections.deque(recent, maxlen=500))
+
+
+def codes(findings, severities=("error", "warn", "info")):
+    return [f["code"] for f in findings if f["severity"] in severities]
+
+
+def errors(findings):
+    return codes(findings, ("error",))
+
+
+# ---- one case per code: (name, record overrides, expected code, expected severity) --------------------
+
+AUTH_401 = dict(status=401, content_type="application/json", stream_done=True, events=0, event_offsets=[],
+                ttft_ms=None, first_token_ms=None, gap_ms=None, itl_max_ms=None, usage_prompt_tokens=None,
+                usage_completion_tokens=None, output_chars=0, finish_reason=None)
+ERR = dict(AUTH_401)
+NOCONN = dict(status=None, content_type=None, ttfb_ms=None, first_byte_ms=None, ttft_ms=None, first_token_ms=None,
+              gap_ms=None, connect_ms=None, conn_reused=None, events=0, event_offsets=[], itl_max_ms=None,
+              stream_done=None, usage_prompt_tokens=None, usage_completion_tokens=None, output_chars=0,
+              finish_reason=None)
+
+
+def with_(*dicts, **kw):
+    out = {}
+    for d in dicts:
+        out.update(d)
+    out.update(kw)
+    return out
+
+
+def buffered_offsets():
+    # 2 events trickle in, then 18 arrive within 0.5 ms at the very end
+    return [400.0, 900.0] + [1500.0 + 0.03 * i for i in range(18)]
+
+
+CASES = [
+    ("missing", with_(AUTH_401, key_header=None, key_fingerprint=None, key_facts=["missing"], key_scheme=""),
+     "auth.missing", "error"),
+    ("whitespace-401", with_(AUTH_401, key_facts=["escaped_newline"]), "auth.whitespace", "error"),
+    ("whitespace-200", dict(key_facts=["inner_whitespace"]), "auth.whitespace", "warn"),
+    ("quoted", with_(AUTH_401, key_facts=["quoted"]), "auth.quoted", "error"),
+    ("unexpanded", with_(AUTH_401, key_facts=["unexpanded_variable"], key_fingerprint="$OP…_KEY"), "auth.unexpanded", "error"),
+    ("non-ascii", with_(AUTH_401, key_facts=["non_ascii"]), "auth.non_ascii", "error"),
+    ("no-bearer", with_(AUTH_401, key_facts=["no_scheme"], key_scheme="raw"), "auth.no_bearer", "error"),
+    ("bearer-case", with_(AUTH_401, key_facts=["bearer_case"], key_scheme="bearer"), "auth.no_bearer", "error"),
+    ("bearer-in-api-key", with_(AUTH_401, ANTHROPIC, key_facts=["bearer_in_api_key"]), "auth.bearer_in_api_key", "error"),
+    ("wrong-header-openai", with_(AUTH_401, key_header="x-api-key", key_scheme="raw",
+                                  upstream_error="You didn't provide an API key."), "auth.wrong_header", "error"),
+    ("wrong-header-anthropic", with_(AUTH_401, ANTHROPIC, key_header="authorization",
+                                     upstream_error="invalid x-api-key"), "auth.wrong_header", "error"),
+    ("conflict", with_(ANTHROPIC, key_header="authorization+x-api-key",
+                       key_facts=["multiple_headers", "conflicting_keys"]), "auth.conflict", "warn"),
+    ("rejected", with_(AUTH_401, upstream_error="Incorrect API key provided: sk-pr*****fXYZ.",
+                       upstream_error_type="invalid_api_key"), "auth.rejected", "error"),
+    ("no-route", with_(NOCONN, status=404, route=None, upstream=None, upstream_url=None,
+                       error="firsttoken has no route for '/x/v1/chat/completions'. Routes: /a, /b."),
+     "path.no_route", "error"),
+    ("double-v1", with_(ERR, status=404, upstream_url="https://api.openai.com:443/v1/v1/chat/completions",
+                        path="/v1/v1/chat/completions", upstream_error="Invalid URL (POST /v1/v1/chat/completions)"),
+     "path.double_v1", "error"),
+    ("double-endpoint", with_(ERR, status=404, path="/v1/chat/completions/chat/completions",
+                              upstream_url="https://api.openai.com:443/v1/chat/completions/chat/completions"),
+     "path.double_endpoint", "error"),
+    ("protocol-mismatch", with_(ERR, ANTHROPIC, status=404, upstream_error="Invalid URL (POST /v1/messages)",
+                                upstream_error_type="invalid_request_error"), "path.protocol_mismatch", "error"),
+    ("missing-v1", with_(ERR, status=404, path="/chat/completions",
+                         upstream_url="https://api.openai.com:443/chat/completions",
+                         upstream_error="Invalid URL (POST /chat/completions)"), "path.missing_v1", "error"),
+    ("not-found", with_(ERR, status=404, api="other", path="/v1/things",
+                        upstream_url="https://api.openai.com:443/v1/things"), "path.not_found", "error"),
+    ("model", with_(ERR, status=404, model="gpt-5-mini-typo", upstream_error_type="model_not_found",
+                    upstream_error="The model `gpt-5-mini-typo` does not exist or you do not have access to it."),
+     "model.not_found", "error"),
+    ("max-tokens", with_(ERR, status=400, max_tokens=16384, upstream_error=(
+        "max_tokens is too large: 16384. This model supports at most 4096 completion tokens, whereas you provided 16384.")),
+     "request.max_tokens_too_large", "error"),
+    ("context", with_(ERR, status=400, prompt_tokens_est=9000, upstream_error_type="context_length_exceeded",
+                      upstream_error="This model's maximum context length is 8192 tokens. However, your messages resulted in 9010 tokens."),
+     "request.context_length", "error"),
+    ("malformed-body", with_(ERR, status=400, request_error="request body is not valid JSON (Expecting value: line 1 column 1 (char 0))"),
+     "request.malformed", "error"),
+    ("malformed-server", with_(ERR, status=400, upstream_error="messages.0.role: Input should be 'user' or 'assistant'"),
+     "request.malformed", "error"),
+    ("rate-limited", with_(ERR, status=429, upstream_error_type="rate_limit_exceeded",
+                           upstream_error="Rate limit reached for gpt-4o on requests per min (RPM): Limit 3, Used 3, Requested 1. Please try again in 2s."),
+     "rate.limited", "error"),
+    ("quota", with_(ERR, status=429, upstream_error_type="insufficient_quota",
+                    upstream_error="You exceeded your current quota, please check your plan and billing details."),
+     "rate.quota", "error"),
+    ("server-error", with_(ERR, status=500, upstream_error="The server had an error", upstream_error_type="server_error",
+                           upstream_request_id="req_123"), "upstream.server_error", "error"),
+    ("overloaded", with_(ERR, ANTHROPIC, status=529, upstream_error="Overloaded", upstream_error_type="overloaded_error"),
+     "upstream.overloaded", "error"),
+    ("http-error", with_(ERR, status=405, upstream_error="Method Not Allowed"), "upstream.http_error", "error"),
+    ("unreachable", with_(NOCONN, error="[Errno 111] Connect call failed ('127.0.0.1', 9)"), "upstream.unreachable", "error"),
+    ("closed", with_(NOCONN, error="server closed connection"), "upstream.closed", "error"),
+    ("aborted", with_(NOCONN, client_aborted=True, error="Client disconnected.", total_ms=1000.0), "client.aborted", "warn"),
+    ("error-event", dict(upstream_error="upstream timeout", stream_done=False, finish_reason=None), "stream.error_event", "error"),
+    ("truncated", dict(stream_done=False, finish_reason=None), "stream.truncated", "error"),
+    ("not-sse", dict(content_type="application/json", event_offsets=[], events=0, ttft_ms=None, first_token_ms=None,
+                     gap_ms=None, itl_max_ms=None), "stream.not_sse", "error"),
+    ("no-choices", dict(no_choices='{"id":"x","object":"chat.completion.chunk"}', output_chars=0, events=0,
+                        event_offsets=[], ttft_ms=None, first_token_ms=None, gap_ms=None, itl_max_ms=None),
+     "response.no_choices", "error"),
+    ("malformed-events", dict(malformed_events=1, malformed_sample='{"choices":[{"delta":{"cont'), "response.malformed", "warn"),
+    ("usage", dict(usage_prompt_tokens=None, usage_completion_tokens=None, output_tokens_est=20), "usage.missing", "info"),
+    ("not-requested", dict(stream=False, content_type="application/json", events=0, event_offsets=[], ttft_ms=None,
+                           first_token_ms=None, gap_ms=None, itl_max_ms=None), "stream.not_requested", "info"),
+    ("buffered", dict(event_offsets=buffered_offsets(), ttfb_ms=50.0, first_token_ms=400.0, ttft_ms=400.0,
+                      gap_ms=350.0, total_ms=1501.0, itl_max_ms=600.0), "stream.buffered", "warn"),
+    ("stall", dict(event_offsets=[120.0, 130.0, 1630.0, 1640.0], events=4, itl_max_ms=1500.0, total_ms=1640.0),
+     "stream.stall", "warn"),
+    ("network", dict(ttfb_ms=2400.0, first_token_ms=2500.0, ttft_ms=2500.0, gap_ms=100.0, total_ms=2700.0,
+                     event_offsets=[2500.0 + 10 * i for i in range(20)]), "latency.network", "warn"),
+    ("prefill", dict(ttfb_ms=60.0, first_token_ms=3060.0, ttft_ms=3060.0, gap_ms=3000.0, total_ms=3300.0,
+                     prompt_tokens_est=12000, system_tokens=9000, last_user_tokens=3000, warn_=20000,
+                     event_offsets=[3060.0 + 10 * i for i in range(20)]), "latency.prefill", "warn"),
+    ("reasoning", dict(first_token_ms=150.0, ttft_ms=2150.0, gap_ms=2100.0, reasoning_chars=400,
+                       usage_reasoning_tokens=200, event_offsets=[150.0 + 10.0 * i for i in range(20)]),
+     "latency.reasoning", "info"),
+    ("cold", dict(connect_ms=350.0, conn_reused=False, ttfb_ms=420.0, ttft_ms=500.0, first_token_ms=500.0, gap_ms=80.0),
+     "latency.cold_connection", "info"),
+    ("prompt-large", dict(prompt_tokens_est=9500, system_tokens=6000, tools_tokens=2000, last_user_tokens=1000),
+     "prompt.large", "warn"),
+    ("repeated-prefix", dict(prefix_tokens=3000, prefix_seen_before=2, prompt_tokens_est=3100, usage_cached_tokens=0),
+     "prompt.repeated_prefix", "info"),
+]
+
+
+def _run(overrides, **ctx_kw):
+    overrides = dict(overrides)
+    warn = overrides.pop("warn_", None)
+    if warn:
+        ctx_kw.setdefault("warn_prompt_tokens", warn)
+    return diagnose(healthy(**overrides), ctx(**ctx_kw))
+
+
+@pytest.mark.parametrize("name,overrides,code,severity", CASES, ids=[c[0] for c in CASES])
+def test_each_rule(name, overrides, code, severity):
+    findings = _run(overrides)
+    got = [(f["code"], f["severity"]) for f in findings]
+    assert (code, severity) in got, got
+    # one root cause -> at most one error, and it is this one when the case is an error
+    errs = errors(findings)
+    assert len(errs) <= 1, errs
+    if severity == "error":
+        assert errs == [code]
+    for f in findings:
+        assert f["code"] in cat.CATALOG
+        json.dumps(f)  # JSON-serialisable
+
+
+def test_every_catalog_code_has_a_case():
+    assert {c[2] for c in CASES} == set(cat.CATALOG)
+
+
+@pytest.mark.parametrize("name,overrides,code,severity", CASES, ids=[c[0] for c in CASES])
+def test_templates_get_every_param_they_use(name, overrides, code, severity):
+    for f in _run(overrides):
+        variant = f["params"].get("variant")
+        for lang_ in cat.LANGS:
+            for part in ("message", "hint"):
+                used = cat.fields(cat.template(f["code"], part, lang_, variant))
+                missing = used - set(f["params"])
+                assert not missing, f"{f['code']} {part} ({lang_}, {variant}) lacks {missing}"
+
+
+def test_catalog_is_complete_in_both_languages():
+    for code, e in cat.CATALOG.items():
+        assert e.severity in cat.SEVERITIES and set(e.also) <= set(cat.SEVERITIES), code
+        assert e.family in cat.FAMILIES, code
+        for part in ("title", "when", "message", "hint"):
+            texts = getattr(e, part)
+            assert set(texts) == set(cat.LANGS), f"{code} {part} lacks a language"
+            en, zh = texts["en"], texts["zh"]
+            assert type(en) is type(zh), f"{code} {part}: variants differ between languages"
+            if isinstance(en, dict):
+                assert set(en) == set(zh), f"{code} {part}: variant names differ"
+                assert all(v.strip() for v in list(en.values()) + list(zh.values())), code
+            else:
+                assert en.strip() and zh.strip(), f"{code} {part} empty"
+            if part in ("message", "hint"):
+                for tmpl in (en.values() if isinstance(en, dict) else [en]):
+                    assert cat.fields(tmpl) is not None
+        for variant in e.variants:
+            for lang_ in cat.LANGS:
+                assert cat.template(code, "message", lang_, variant)
+
+
+def test_a_rule_emitting_an_unknown_code_is_caught(monkeypatch):
+    from firsttoken.addon.diagnose import rules
+
+    def bogus(rec, c):
+        c.add("bogus.code", "error")
+
+    monkeypatch.setattr(rules, "ORDER", rules.ORDER + (bogus,))
+    found = diagnose(healthy(), ctx())
+    assert [f["code"] for f in found if f["code"] not in cat.CATALOG] == ["bogus.code"]
+
+
+# ---- healthy requests: nothing above info ------------------------------------------------------------
+
+@pytest.mark.parametrize("api,url", [
+    ("openai.chat", "/v1/chat/completions"), ("openai.completions", "/v1/completions"),
+    ("openai.responses", "/v1/responses"), ("anthropic.messages", "/v1/messages"),
+])
+def test_healthy_requests_have_no_error_or_warn(api, url):
+    extra = dict(key_header="x-api-key") if api.startswith("anthropic") else {}
+    r = healthy(api=api, path=url, upstream_url="https://h.example:443" + url, **extra)
+    assert codes(diagnose(r, ctx()), ("error", "warn")) == []
+
+
+def test_healthy_non_streamed_is_info_only():
+    r = healthy(**dict(CASES[[c[0] for c in CASES].index("not-requested")][1]))
+    assert codes(diagnose(r, ctx()), ("error", "warn")) == []
+
+
+# ---- no double reporting --------------------------------------------------------------------------------
+
+def test_whitespace_401_is_not_also_rejected():
+    f = _run(with_(AUTH_401, key_facts=["escaped_newline"], upstream_error="Incorrect API key provided"))
+    assert codes(f) == ["auth.whitespace"]
+
+
+def test_two_key_defects_one_error():
+    f = _run(with_(AUTH_401, key_facts=["escaped_newline", "quoted"]))
+    assert errors(f) == ["auth.whitespace"] and "auth.quoted" in codes(f, ("warn",))
+
+
+def test_dns_failure_is_only_unreachable():
+    f = _run(with_(NOCONN, upstream="https://no-such-host.invalid",
+                   upstream_url="https://no-such-host.invalid:443/v1/chat/completions",
+                   error="[Errno -2] Name or service not known"))
+    assert codes(f) == ["upstream.unreachable"]
+    assert f[0]["params"]["variant"] == "dns" and f[0]["params"]["host"] == "no-such-host.invalid"
+    assert "no-such-host.invalid" in f[0]["message"]
+
+
+@pytest.mark.parametrize("error,variant", [
+    ("[Errno 111] Connect call failed ('127.0.0.1', 5)", "refused"),
+    ("[Errno -2] Name or service not known", "dns"),
+    ("[Errno 8] nodename nor servname provided, or not known", "dns"),
+    ("Certificate verify failed: self-signed certificate", "tls"),
+    ("The remote server does not speak TLS.", "not_tls"),
+    ("[Errno 110] Connection timed out", "timeout"),
+    ("[Errno 101] Network is unreachable", "network"),
+    ("Cannot parse HTTP response: Bad HTTP response line: b'SSH-2.0'", "not_http"),
+    ("something else entirely", "other"),
+])
+def test_unreachable_sub_causes(error, variant):
+    f = _run(with_(NOCONN, upstream="http://10.0.0.5:8000", upstream_url="http://10.0.0.5:8000/v1/chat/completions",
+                   error=error))
+    assert codes(f) == ["upstream.unreachable"] and f[0]["params"]["variant"] == variant
+    assert "10.0.0.5" in f[0]["message"] and ("8000" in f[0]["message"] or variant == "dns")
+
+
+def test_closed_mid_response_is_not_truncated():
+    f = _run(dict(stream_done=False, finish_reason=None, error=(
+        "HTTP/1 protocol error: peer closed connection without sending complete message body")))
+    assert errors(f) == ["upstream.closed"] and f[0]["params"]["variant"] == "mid_response"
+    assert "stream.truncated" not in codes(f)
+
+
+def test_client_abort_mid_stream_is_info_and_not_truncated():
+    f = _run(dict(client_aborted=True, error="Client disconnected.", stream_done=False, finish_reason=None))
+    assert [(x["code"], x["severity"]) for x in f if x["severity"] != "info" or x["code"] == "client.aborted"] == [
+        ("client.aborted", "info")]
+
+
+def test_truncated_with_finish_reason_is_a_warning():
+    f = _run(dict(stream_done=False, finish_reason="stop"))
+    assert [(x["code"], x["severity"]) for x in f] == [("stream.truncated", "warn")]
+
+
+def test_auth_missing_on_200_is_not_reported():
+    assert codes(_run(dict(key_header=None, key_facts=["missing"]))) == []
+
+
+def test_quota_on_anthropic_400():
+    f = _run(with_(ERR, ANTHROPIC, status=400, upstream_error_type="invalid_request_error",
+                   upstream_error="Your credit balance is too low to access the Anthropic API."))
+    assert codes(f) == ["rate.quota"]
+
+
+# ---- message facts ---------------------------------------------------------------------------------------
+
+def test_findings_never_quote_a_key():
+    f = _run(with_(AUTH_401, upstream_error=f"Incorrect API key provided: {KEY}. Also sk-pr*************fXYZ."))
+    blob = json.dumps(f, ensure_ascii=False)
+    assert KEY not in blob and KEY[8:30] not in blob and "*****" not in blob
+    assert "sk-proj-…fXYZ" in f[0]["message"]
+
+
+def test_quote_keeps_ordinary_text():
+    assert quote("The model `gpt-4o` does not exist") == "The model `gpt-4o` does not exist"
+    assert "[REDACTED]" in quote("key sk-ant-api03-abcdefghijklmnopqrstuvwxyz0123 rejected")
+
+
+@pytest.mark.parametrize("msg,limit,param", [
+    ("max_tokens is too large: 16384. This model supports at most 4096 completion tokens, whereas you provided 16384.", 4096, "max_tokens"),
+    ("max_tokens: 64000 > 8192, which is the maximum allowed number of output tokens for claude-3-5-haiku", 8192, "max_tokens"),
+    ("Invalid 'max_completion_tokens': integer above maximum value. Expected a value <= 32768, but got 100000 instead.", 32768, "max_completion_tokens"),
+    ("max_tokens must be in the range of [1, 8192]", 8192, "max_tokens"),
+])
+def test_max_tokens_limit_is_parsed(msg, limit, param):
+    f = _run(with_(ERR, status=400, upstream_error=msg, max_tokens=None))
+    assert codes(f) == ["request.max_tokens_too_large"]
+    assert f[0]["params"]["limit"] == limit and f[0]["params"]["param"] == param
+    assert f"{param} to {limit} or less" in f[0]["hint"]
+
+
+def test_context_length_anthropic_uses_counted_tokens():
+    f = _run(with_(ERR, ANTHROPIC, status=400, prompt_tokens_est=210500, max_tokens=1024, system_tokens=200000,
+                   upstream_error="prompt is too long: 210532 tokens > 200000 maximum"))
+    p = f[0]["params"]
+    assert codes(f) == ["request.context_length"]
+    assert (p["limit"], p["server_tokens"], p["prompt_tokens"], p["excess"], p["largest"]) == (
+        200000, 210532, 210500, 10532, "system")
+    assert "210,500" in f[0]["message"] and "the system prompt" in f[0]["hint"]
+
+
+@pytest.mark.parametrize("text,secs", [
+    ("Please try again in 2s.", 2.0), ("Please try again in 20ms.", 0.02), ("try again in 1m30s", 90.0),
+    ("Please try again in 6.5s", 6.5), ("slow down", None),
+])
+def test_retry_after_from_text(text, secs):
+    assert retry_after_s(healthy(upstream_error=text)) == secs
+
+
+def test_retry_after_field_wins_when_the_core_records_it():
+    r = healthy(upstream_error="Please try again in 2s.")
+    r.retry_after = 7  # what the capture core may add later
+    assert retry_after_s(r) == 7.0
+
+
+def test_rate_limited_message_names_the_wait():
+    f = _run(dict(CASES[[c[0] for c in CASES].index("rate-limited")][1]))
+    assert f[0]["params"]["retry_after"] == 2.0 and "retry in 2 s" in f[0]["message"] and "RPM" in f[0]["message"]
+
+
+def test_double_v1_names_the_base_url():
+    # upstream given with /v1, client base URL also ends in /v1
+    r = with_(ERR, status=404, upstream="https://api.openai.com/v1",
+              upstream_url="https://api.openai.com:443/v1/v1/chat/completions", path="/v1/chat/completions")
+    f = _run(r)
+    p = f[0]["params"]
+    assert p["variant"] == "prefix" and p["base"] == "http://127.0.0.1:8787"
+    assert "OPENAI_BASE_URL=http://127.0.0.1:8787 " in f[0]["hint"]
+    assert "--upstream https://api.openai.com" in f[0]["hint"]
+    # the client doubled it
+    f = _run(with_(r, upstream="https://api.openai.com", path="/v1/v1/chat/completions"))
+    assert f[0]["params"]["variant"] == "client" and "OPENAI_BASE_URL=http://127.0.0.1:8787/v1 (not" in f[0]["hint"]
+    # a named route and the proxy's real address
+    c = ctx()
+    c.settings.proxy_url = "http://127.0.0.1:9999"
+    f = diagnose(healthy(**with_(r, route="oai", upstream="https://api.openai.com", path="/oai/v1/v1/chat/completions")), c)
+    assert f[0]["params"]["base"] == "http://127.0.0.1:9999/oai/v1"
+    # Anthropic SDK always adds /v1: fix the upstream
+    f = _run(with_(ERR, ANTHROPIC, status=404, upstream="https://api.anthropic.com/v1",
+                   upstream_url="https://api.anthropic.com:443/v1/v1/messages"))
+    assert f[0]["params"]["variant"] == "prefix_anthropic" and "--upstream https://api.anthropic.com " in f[0]["hint"]
+
+
+def test_double_endpoint_in_the_upstream_prefix():
+    f = _run(with_(ERR, status=404, upstream="https://gw.example/v1/chat/completions",
+                   upstream_url="https://gw.example:443/v1/chat/completions/chat/completions"))
+    assert f[0]["code"] == "path.double_endpoint" and f[0]["params"]["variant"] == "prefix"
+    assert "--upstream https://gw.example/v1 " in f[0]["hint"]
+
+
+def test_openai_path_to_anthropic_upstream():
+    f = _run(with_(ERR, status=404, upstream_error="Not Found", upstream_error_type="not_found_error"))
+    assert codes(f) == ["path.protocol_mismatch"] and f[0]["params"]["variant"] == "openai_to_anthropic"
+
+
+def test_anthropic_own_404_for_a_model_is_model_not_found():
+    f = _run(with_(ERR, ANTHROPIC, status=404, model="claude-nope", upstream_error="model: claude-nope",
+                   upstream_error_type="not_found_error"))
+    assert codes(f) == ["model.not_found"] and "x-api-key" in f[0]["hint"]
+    assert f[0]["params"]["models_url"] == "https://api.anthropic.com/v1/models"
+
+
+# ---- streams -----------------------------------------------------------------------------------------------
+
+def test_long_prefill_then_short_fast_output_is_not_buffered():
+    offs = [2000.0 + 2.0 * i for i in range(10)]  # 10 tokens at 2 ms after a 2 s prefill
+    f = _run(dict(event_offsets=offs, events=10, ttft_ms=2000.0, first_token_ms=2000.0, gap_ms=1950.0, total_ms=2020.0))
+    assert "stream.buffered" not in codes(f)
+
+
+def test_buffered_message_says_how_long_the_client_waited():
+    f = _run(dict(CASES[[c[0] for c in CASES].index("buffered")][1]))
+    b = next(x for x in f if x["code"] == "stream.buffered")
+    assert b["params"]["burst_events"] == 18 and b["params"]["wait_ms"] == pytest.approx(1450.0)
+    assert "1,450 ms" in b["message"] and "proxy_buffering off" in b["hint"]
+    assert "stream.stall" not in codes(f)  # the buffered wait is not also a stall
+
+
+def test_stall_threshold_comes_from_settings():
+    case = dict(CASES[[c[0] for c in CASES].index("stall")][1])
+    assert "stream.stall" not in codes(_run(case, stall_ms=2000))
+    f = _run(case, stall_ms=1000)
+    s = next(x for x in f if x["code"] == "stream.stall")
+    assert s["params"]["at_event"] == 2 and s["params"]["at_ms"] == 130.0
+
+
+# ---- latency -----------------------------------------------------------------------------------------------
+
+def test_network_against_the_models_baseline():
+    earlier = [healthy(id=f"e{i}", ttfb_ms=100.0 + i, conn_reused=True) for i in range(6)]
+    slow = dict(ttfb_ms=600.0, first_token_ms=680.0, ttft_ms=680.0, gap_ms=80.0, conn_reused=True)
+    f = _run(slow, recent=earlier)
+    n = next(x for x in f if x["code"] == "latency.network")
+    assert n["params"]["variant"] == "baseline" and n["params"]["samples"] == 6
+    assert n["params"]["median_ms"] == pytest.approx(102.5)
+    # too few samples and below the absolute limit: no verdict
+    assert "latency.network" not in codes(_run(slow, recent=earlier[:3]))
+    # another model's history does not count
+    assert "latency.network" not in codes(_run(slow, recent=[healthy(model="other", ttfb_ms=50.0)] * 8))
+
+
+def test_prefill_names_ms_per_1k_tokens():
+    f = _run(dict(CASES[[c[0] for c in CASES].index("prefill")][1]))
+    p = next(x for x in f if x["code"] == "latency.prefill")["params"]
+    assert p["ms_per_1k"] == pytest.approx(250.0) and p["largest"] == "system"
+    assert "latency.network" not in codes(f)
+
+
+def test_small_prompt_slow_gap_is_not_prefill():
+    f = _run(dict(ttfb_ms=60.0, first_token_ms=3060.0, ttft_ms=3060.0, gap_ms=3000.0, prompt_tokens_est=200))
+    assert "latency.prefill" not in codes(f)
+
+
+def test_hidden_reasoning():
+    f = _run(dict(ttfb_ms=60.0, first_token_ms=2060.0, ttft_ms=2060.0, gap_ms=2000.0, usage_reasoning_tokens=512,
+                  prompt_tokens_est=3000))
+    assert [x["params"]["variant"] for x in f if x["code"] == "latency.reasoning"] == ["hidden"]
+    assert "latency.prefill" not in codes(f)
+
+
+def test_cold_connection_does_not_make_a_network_verdict():
+    f = _run(dict(connect_ms=1500.0, conn_reused=False, ttfb_ms=1600.0, ttft_ms=1700.0, first_token_ms=1700.0, gap_ms=100.0))
+    assert codes(f) == ["latency.cold_connection"]
+
+
+def test_repeated_prefix_with_cache_hits_is_fine():
+    assert "prompt.repeated_prefix" not in codes(_run(dict(prefix_tokens=3000, prefix_seen_before=2, usage_cached_tokens=2048)))
+    f = _run(with_(ANTHROPIC, prefix_tokens=3000, prefix_seen_before=1, usage_cached_tokens=0))
+    assert "cache_control" in next(x for x in f if x["code"] == "prompt.repeated_prefix")["hint"]
+
+
+# ---- language ----------------------------------------------------------------------------------------------
+
+def test_lang_resolution_order():
+    env = {"FIRSTTOKEN_LANG": "zh", "LANG": "en_US.UTF-8"}
+    assert lang.resolve("en", env) == "en"
+    assert lang.resolve(None, env) == "zh"
+    assert lang.resolve("", {"LANG": "zh_CN.UTF-8"}) == "zh"
+    assert lang.resolve(None, {"LC_ALL": "zh_TW.UTF-8", "LANG": "en_US"}) == "zh"
+    assert lang.resolve(None, {"LANG": "en_US.UTF-8"}) == "en"
+    assert lang.resolve(None, {"LANG": "fr_FR.UTF-8"}) == "en"
+    assert lang.resolve("xx", {}) in ("en", "zh")
+
+
+def test_findings_follow_settings_lang_and_rerender():
+    case = dict(CASES[[c[0] for c in CASES].index("rejected")][1])
+    zh = diagnose(healthy(**case), ctx(lang_="zh"))
+    en = diagnose(healthy(**case), ctx(lang_="en"))
+    assert zh[0]["params"] == en[0]["params"] and zh[0]["message"] != en[0]["message"]
+    assert "拒绝" in zh[0]["message"] and "refused" in en[0]["message"]
+    again = render_finding(zh[0], "en")
+    assert (again["message"], again["hint"]) == (en[0]["message"], en[0]["hint"])
+    assert render(zh[0]["code"], zh[0]["params"], "zh") == (zh[0]["message"], zh[0]["hint"])
+
+
+def test_lang_from_environment_when_setting_empty(monkeypatch):
+    monkeypatch.setenv("FIRSTTOKEN_LANG", "zh")
+    f = diagnose(healthy(**dict(CASES[0][1])), ctx(lang_=""))
+    assert "未" in f[0]["message"] or "没有" in f[0]["message"]
+
+
+def test_render_is_lenient():
+    assert render("no.such.code", {}, "en") == ("no.such.code", "")
+    msg, hint = render("auth.rejected", {}, "zh")
+    assert "?" in msg and hint
+
+
+# ---- the command and the generated docs -----------------------------------------------------------------------
+
+def test_docs_file_is_generated_from_the_catalog():
+    from firsttoken.cli.diagnoses import markdown
+
+    assert DOCS.exists(), "run: firsttoken diagnoses --markdown > docs/diagnoses.md"
+    assert DOCS.read_text(encoding="utf-8") == markdown(), "docs/diagnoses.md is stale: regenerate it"
+    for code in cat.CATALOG:
+        assert f"`{code}`" in markdown()
+
+
+def test_command_outputs():
+    from firsttoken.cli.diagnoses import diagnoses, markdown
+
+    runner = CliRunner()
+    r = runner.invoke(diagnoses, ["--json", "--lang", "zh"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert {d["code"] for d in data} == set(cat.CATALOG)
+    assert next(d for d in data if d["code"] == "auth.missing")["title"] == "未发送 API 密钥"
+    r = runner.invoke(diagnoses, ["--markdown"])
+    assert r.exit_code == 0 and r.output == markdown()
+    r = runner.invoke(diagnoses, ["--lang", "en"], terminal_width=200)
+    assert r.exit_code == 0 and "upstream.unreachable" in r.output and "Rate limited" in r.output
+    assert "[no_scheme]" in r.output and "[bearer_case]" in r.output  # variant labels are not eaten as markup
