@@ -31,11 +31,12 @@ _STOP = object()
 
 
 class Settings:
-    def __init__(self, save_bodies: bool = False, warn_prompt_tokens: int = 8000, stall_ms: float = 1000.0, lang: str = "en"):
+    def __init__(self, save_bodies: bool = False, warn_prompt_tokens: int = 8000, stall_ms: float = 1000.0, lang: str = "", proxy_url: str = ""):
         self.save_bodies = save_bodies
         self.warn_prompt_tokens = warn_prompt_tokens
         self.stall_ms = stall_ms
-        self.lang = lang
+        self.lang = lang  # "" → FIRSTTOKEN_LANG, then the locale
+        self.proxy_url = proxy_url  # the proxy's own base URL, for hints ("set OPENAI_BASE_URL=…/v1")
 
 
 class Analyzer:
@@ -107,11 +108,12 @@ class Analyzer:
             for k in ("usage_prompt_tokens", "usage_completion_tokens", "usage_cached_tokens",
                       "usage_cache_creation_tokens", "usage_reasoning_tokens", "finish_reason"):
                 setattr(rec, k, getattr(f, k))
-            rec.upstream_error = f.error_message
+            # upstream text is quoted back to the user: servers echo keys, so redact it first
+            rec.upstream_error = _redact(f.error_message, flight.secrets)
             rec.upstream_error_type = f.error_type
-            rec.no_choices = f.no_choices
+            rec.no_choices = _redact(f.no_choices, flight.secrets)
             rec.malformed_events = f.malformed
-            rec.malformed_sample = f.malformed_sample
+            rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
             rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars
@@ -193,6 +195,10 @@ class Analyzer:
             rec.response_body = redact_text(
                 bytes(flight.tap.saved).decode("utf-8", "replace"), flight.secrets
             )
+
+
+def _redact(text: str | None, secrets: list[str]) -> str | None:
+    return None if text is None else redact_text(text, secrets)
 
 
 _PARSE_FIELDS = (

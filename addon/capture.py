@@ -67,7 +67,7 @@ class Capture:
         self.settings.save_bodies = o.firsttoken_save_bodies
         self.settings.warn_prompt_tokens = o.firsttoken_warn_prompt_tokens
         self.settings.stall_ms = float(o.firsttoken_stall_ms)
-        self.settings.lang = o.firsttoken_lang or self.settings.lang
+        self.settings.lang = o.firsttoken_lang
         if "connection_strategy" in updated or "firsttoken_db" in updated:
             if o.connection_strategy != "lazy":
                 # Eager connects fail before a flow exists; lazy ones become records.
@@ -96,9 +96,19 @@ class Capture:
 
     def running(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self.settings.proxy_url = self._proxy_url()
         # The worker and writer threads share the GIL with the event loop; a short switch
         # interval (default 5 ms) keeps them from delaying a chunk on its way to the client.
         sys.setswitchinterval(min(sys.getswitchinterval(), 0.0005))
+
+    def _proxy_url(self) -> str:
+        try:
+            addrs = ctx.master.addons.get("proxyserver").listen_addrs()
+            host, port = addrs[0][0], addrs[0][1]
+        except Exception:
+            return ""
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://{host}:{port}"
 
     def done(self) -> None:
         now = time.perf_counter()
@@ -117,6 +127,11 @@ class Capture:
 
     def server_connected(self, data) -> None:
         self._conn_end[data.server.id] = time.perf_counter()
+
+    def tls_established_server(self, data) -> None:
+        # connect_ms covers DNS + TCP + TLS: the handshake ends the connection's setup
+        if data.conn.id in self._conn_start:
+            self._conn_end[data.conn.id] = time.perf_counter()
 
     def server_disconnected(self, data) -> None:
         self._conn_start.pop(data.server.id, None)
