@@ -62,11 +62,13 @@ def _send(port: int, path: str, headers: dict, body: dict) -> None:
 
 
 def summary(rows: list[dict]) -> Table:
-    t = Table(title="per model (finished streams)", header_style="bold")
-    for c in ("model", "n", "errors", "TTFB p50", "TTFB p95", "TTFT p50", "TTFT p95", "gap p50", "gap p95"):
-        t.add_column(c, justify="left" if c == "model" else "right")
+    t = Table(title="per model, streamed requests: P50/P95", header_style="bold underline", box=None, padding=(0, 1))
+    for c in ("model", "n", "errors", "TTFB", "TTFT", "gap"):
+        t.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
     by: dict[str, list[dict]] = {}
     for r in rows:
+        if not r.get("stream"):
+            continue
         by.setdefault(r.get("model") or "–", []).append(r)
 
     def pct(vals: list[float], q: float) -> str:
@@ -82,7 +84,7 @@ def summary(rows: list[dict]) -> Table:
         row = [model, str(len(rs)), str(errs)]
         for k in ("ttfb_ms", "ttft_ms", "gap_ms"):
             vals = [r.get(k) for r in rs]
-            row += [pct(vals, 50), pct(vals, 95)]
+            row.append(f"{pct(vals, 50)}/{pct(vals, 95)}")
         t.add_row(*row)
     return t
 
