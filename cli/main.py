@@ -111,12 +111,14 @@ def script_path():
 def _register_optional() -> None:
     """Commands that live in their own modules."""
     from .bench import bench
+    from .bench_live import bench_live
     from .demo import demo
     from .diagnoses import diagnoses
+    from .live_runner import live
     from .simulate.command import simulate
     from .tokenizers import tokenizers
 
-    for c in (bench, demo, diagnoses, simulate, tokenizers):
+    for c in (bench, bench_live, demo, diagnoses, live, simulate, tokenizers):
         cli.add_command(c)
 
 

@@ -1,4 +1,8 @@
-"""`firsttoken proxy`: start, print where to point clients, then the live view or plain lines."""
+"""`firsttoken proxy`: start, print where to point clients, then the live view or plain lines.
+
+The live view (cli/live_runner.py) is the default when stdout is a terminal; ``--no-live``
+or a pipe/file gives one plain line per finished request (cli/plain.py).
+"""
 
 from __future__ import annotations
 
@@ -40,8 +44,18 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
     if insecure_upstream:
         err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
 
+    if not no_live and sys.stdout.isatty():
+        from .live_runner import default_lang, serve_with_live
+
+        try:
+            serve_with_live(server, out, lang or default_lang())
+        except ProxyStartError as e:
+            fail(str(e))
+        sys.stdout.flush()
+        return
+
     def on_record(rec) -> None:
-        out.print(plain.line(rec.row()), soft_wrap=True)
+        out.print(plain.line(rec.row()), soft_wrap=True, markup=False)
 
     server.capture.listeners.append(on_record)
     try:
@@ -50,5 +64,5 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
         fail(str(e))
     except KeyboardInterrupt:
         pass
-    out.print("firsttoken stopped; every record is in " + server.db)
+    out.print("firsttoken stopped; every record is in " + server.db, markup=False)
     sys.stdout.flush()

@@ -1,0 +1,469 @@
+"""The live view: pure rendering of snapshots, the snapshot builders, and the real CLI under a pty."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import pty
+import re
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+
+import httpx
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from conftest import rows
+from firsttoken.addon.record import Record
+from firsttoken.addon.store.db import open_db
+from firsttoken.cli import fmt
+from firsttoken.cli.live import render, scroll_entry, sparkline, summary
+from firsttoken.cli.live_state import (
+    DbSource, FlightView, LiveSnapshot, Tally, connect_ro, from_capture, iso, model_stats,
+)
+from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.simulate import SimConfig, SimServer
+
+PREFILL = "waiting for first token (prefill)"
+HINT = "Check that OPENAI_API_KEY belongs to this upstream."
+
+
+# -- fixtures: snapshots ------------------------------------------------------------------------
+def done_row(i=0, **kw):
+    r = dict(
+        id=f"req{i:05d}abcdef", started_at="2026-11-29T20:08:52.123+00:00", state="done", route="default",
+        upstream="https://api.example.com", model="gpt-4o-mini", api="openai.chat", status=200, error=None,
+        client_aborted=False, usage_prompt_tokens=None, prompt_tokens_est=1234, tokens_exact=False,
+        usage_completion_tokens=57, output_tokens_est=None, ttfb_ms=61.2, ttft_ms=1523.4, gap_ms=1462.2,
+        tpot_ms=5.1, total_ms=1811.0, findings=[], top_code=None, top_severity=None,
+    )
+    r.update(kw)
+    return r
+
+
+def auth_error_row(i=99):
+    f = dict(severity="error", code="auth_invalid_key",
+             message="The upstream rejected the API key (401).", hint=HINT)
+    return done_row(i, status=401, ttft_ms=None, gap_ms=None, tpot_ms=None, usage_completion_tokens=None,
+                    ttfb_ms=12.5, total_ms=13.0, findings=[f], top_code=f["code"], top_severity="error")
+
+
+def snapshot(**kw) -> LiveSnapshot:
+    recent = kw.pop("recent", [done_row(0), done_row(1, model="claude-sonnet-4-5", api="anthropic.messages", ttft_ms=800.0), auth_error_row()])
+    s = LiveSnapshot(
+        routes=[("http://127.0.0.1:8787", "https://api.example.com/v1")],
+        base_url="OPENAI_BASE_URL=http://127.0.0.1:8787  ANTHROPIC_BASE_URL=http://127.0.0.1:8787",
+        db_path="/home/someone/.local/share/firsttoken/firsttoken.db",
+        uptime_s=192.0, requests=len(recent), errors=1,
+        in_flight=[
+            FlightView(id="inflight01", elapsed_s=1.234, phase="prefill", route="default", model="gpt-4o-mini",
+                       api="openai.chat", ttfb_ms=60.0, prompt_tokens_est=4500),
+            FlightView(id="inflight02", elapsed_s=3.5, phase="streaming", route="default", model="gpt-4o-mini",
+                       api="openai.chat", ttfb_ms=58.0, tokens=42, tok_per_s=35.2),
+        ],
+        recent=recent,
+        models=model_stats(recent),
+    )
+    for k, v in kw.items():
+        setattr(s, k, v)
+    return s
+
+
+def screen(renderable, width: int, **console_kw) -> str:
+    c = Console(file=io.StringIO(), width=width, color_system=None, **console_kw)
+    c.print(renderable)
+    return c.file.getvalue()
+
+
+def assert_fits(text: str, width: int) -> None:
+    too_long = [ln for ln in text.splitlines() if cell_len(ln) > width]
+    assert not too_long, f"lines wider than {width}: {too_long}"
+
+
+# -- rendering -------------------------------------------------------------------------------------
+def test_running_request_shows_phase_and_elapsed():
+    out = screen(render(snapshot(), 100, "en"), 100)
+    line = next(ln for ln in out.splitlines() if PREFILL in ln)
+    assert "1.2s" in line and "gpt-4o-mini" in line
+    streaming = next(ln for ln in out.splitlines() if "streaming" in ln)
+    assert "3.5s" in streaming and "42" in streaming and "35.2" in streaming  # tokens so far, tokens/s
+    assert "2 in flight" in out
+
+
+def test_finished_request_numbers():
+    out = screen(render(snapshot(recent=[done_row(0)]), 160, "en"), 160)
+    line = next(ln for ln in out.splitlines() if ln.startswith("20:08:52") or "req00000" in ln)
+    for text in ("200", "~1,234", "61.2ms", "1.52s", "1.46s", "5.1ms", "57", "1.81s", "ok"):
+        assert text in line, (text, line)
+
+
+def test_error_shows_its_finding_and_hint():
+    for width in (80, 160):
+        out = screen(render(snapshot(), width, "en"), width)
+        flat = " ".join(out.split())
+        assert "auth_invalid_key: The upstream rejected the API key (401)." in flat
+        assert "→ " + HINT in flat
+        row = next(ln for ln in out.splitlines() if " 401 " in ln)
+        hint_line = next(ln for ln in out.splitlines() if "→ Check" in ln)
+        assert out.splitlines().index(hint_line) > out.splitlines().index(row)  # its own (second) line
+
+
+def test_width_80_drops_columns_160_shows_them_inline():
+    narrow = screen(render(snapshot(), 80, "en"), 80)
+    wide = screen(render(snapshot(), 160, "en"), 160)
+    assert_fits(narrow, 80)
+    assert_fits(wide, 160)
+    recent_header = lambda s: next(ln for ln in s.splitlines() if ln.startswith("time"))  # noqa: E731
+    assert "TPOT" not in recent_header(narrow) and "finding" not in recent_header(narrow)
+    assert "TPOT" in recent_header(wide) and "finding" in recent_header(wide)
+    assert any(" 401 " in ln and "auth_invalid_key" in ln for ln in wide.splitlines())  # inline at 160
+    assert not any(" 401 " in ln and "auth_invalid_key" in ln for ln in narrow.splitlines())  # under the row at 80
+    # The important numbers survive at 80 columns.
+    for text in ("1.52s", "61.2ms", PREFILL):
+        assert text in narrow
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_no_line_wider_than_the_terminal(lang):
+    long = done_row(5, model="an-extremely-long-model-name-from-a-gateway-2026-11-29-preview", route="a-route-name-that-is-long")
+    s = snapshot(recent=[done_row(0), long, auth_error_row()])
+    s.routes.append(("http://127.0.0.1:8787/a-route-name-that-is-long", "https://" + "very-long-host." * 8 + "example.com/v1"))
+    for width in range(80, 201, 7):
+        out = screen(render(s, width, lang), width)
+        assert_fits(out, width)
+        assert_fits(screen(scroll_entry(long, width, lang), width), width)
+        assert_fits(screen(scroll_entry(auth_error_row(), width, lang), width), width)
+        assert_fits(screen(summary(s.models, width, lang), width), width)
+
+
+def test_zh_labels():
+    out = screen(render(snapshot(), 120, "zh"), 120)
+    assert "等待首个 token（预填充）" in out and "最近完成" in out and "进行中" in out
+    assert "auth_invalid_key" in out  # finding text comes from the record
+
+
+def test_no_color_respected():
+    s = snapshot()
+    c = Console(file=io.StringIO(), width=120, force_terminal=True, color_system="truecolor", _environ={"NO_COLOR": "1"})
+    c.print(render(s, 120, "en"))
+    assert not re.search(r"\x1b\[[0-9;]*3[0-8][;m]", c.file.getvalue())  # no foreground colours
+    c = Console(file=io.StringIO(), width=120, force_terminal=True, color_system="truecolor", _environ={})
+    c.print(render(s, 120, "en"))
+    assert re.search(r"\x1b\[[0-9;]*3[0-8][;m]", c.file.getvalue())  # (colours exist without NO_COLOR)
+
+
+def test_height_limits_the_live_area():
+    many = [done_row(i) for i in range(30)] + [auth_error_row()]
+    out = screen(render(snapshot(recent=many), 100, "en", height=24, max_recent=30), 100)
+    assert len(out.splitlines()) <= 24
+    assert "auth_invalid_key" in out  # the newest rows are the ones kept
+
+
+def test_sparkline_and_model_stats():
+    assert sparkline([]) == ""
+    assert sparkline([1, 1, 1]) == "▄▄▄"
+    assert sparkline([0, 50, 100]) == "▁▅█"
+    rs = [done_row(i, ttft_ms=float(100 + i)) for i in range(100)]
+    [m] = model_stats(rs, window=50)
+    assert m.n == 50 and m.ttft_p50 == pytest.approx(174.5) and len(m.ttft_series) == 50
+
+
+def test_tally_and_summary_table():
+    t = Tally()
+    for i in range(10):
+        t.add(done_row(i, ttfb_ms=10.0 * (i + 1)))
+    t.add(auth_error_row())
+    rec = Record(id="x", started_at="2026-01-01T00:00:00+00:00", model="claude-x", status=200, ttfb_ms=5.0, ttft_ms=9.0, gap_ms=4.0)
+    t.add(rec)  # a Record works as well as a row dict
+    assert (t.requests, t.errors) == (12, 1)
+    stats = {m.model: m for m in t.summary()}
+    assert stats["gpt-4o-mini"].n == 11 and stats["gpt-4o-mini"].errors == 1
+    assert stats["gpt-4o-mini"].ttfb_p50 == pytest.approx(50.0)  # 10, 12.5 (the 401), 20 … 100
+    out = screen(summary(t.summary(), 100, "en"), 100)
+    assert "this session" in out and "claude-x" in out and "TTFB p95" in out
+
+
+# -- snapshot builders ------------------------------------------------------------------------------
+def test_from_capture_snapshot_dict():
+    now = 1000.0
+    snap = {
+        "now": now,
+        "in_flight": [
+            {"id": "a1", "t0": now - 2.0, "phase": "streaming", "route": "default", "model": "m", "api": "openai.chat",
+             "path": "/v1/chat/completions", "status": 200, "prompt_tokens_est": 10, "headers_at": now - 1.9,
+             "first_token_at": now - 1.0, "first_visible_at": now - 1.0, "events": 20, "output_chars": 80},
+            {"id": "b2", "t0": now - 0.5, "phase": "prefill", "route": "default", "model": "m", "api": "openai.chat",
+             "path": "/v1/chat/completions", "status": 200, "prompt_tokens_est": 10, "headers_at": now - 0.45,
+             "first_token_at": None, "first_visible_at": None, "events": 0, "output_chars": 0},
+        ],
+        "recent": [Record(id=f"r{i}", started_at="2026-01-01T00:00:00+00:00", model="m", status=200,
+                          ttfb_ms=50.0, ttft_ms=100.0 + i, gap_ms=50.0 + i, state="done") for i in range(5)],
+        "routes": [], "db_path": "/tmp/x.db", "started": 500.0,
+    }
+    s = from_capture(snap, listen_url="http://127.0.0.1:1", wall_now=560.0)
+    assert s.uptime_s == pytest.approx(60.0)
+    assert [f.id for f in s.in_flight] == ["a1", "b2"]  # oldest first
+    a, b = s.in_flight
+    assert a.elapsed_s == pytest.approx(2.0) and a.tokens == 20 and a.tok_per_s == pytest.approx(20.0)
+    assert a.ttfb_ms == pytest.approx(100.0)
+    assert b.phase == "prefill" and b.tokens is None and b.tok_per_s is None
+    assert s.requests == 5 and s.models[0].ttft_p50 == pytest.approx(102.0)
+
+
+def test_from_a_running_proxy(tmp_path):
+    """In process: a request in its prefill shows as such, then as finished with its numbers."""
+    with SimServer(SimConfig(ttfb_ms=20, prefill_base_ms=800, prefill_ms_per_1k_tokens=0, tpot_ms=5, output_tokens=5)) as sim, \
+            ProxyServer([sim.url], str(tmp_path / "ft.db"), port=0) as p:
+        tally = Tally()
+        p.capture.listeners.append(tally.add)
+        t = threading.Thread(target=lambda: httpx.post(p.url + "/v1/chat/completions", timeout=30, json={
+            "model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}))
+        t.start()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            s = from_capture(p.capture, listen_url=p.url, tally=tally)
+            # the model shows once the body is parsed (off the event loop, just after the headers)
+            if s.in_flight and s.in_flight[0].phase == "prefill" and s.in_flight[0].model:
+                break
+            time.sleep(0.02)
+        assert s.in_flight[0].phase == "prefill" and s.in_flight[0].model == "gpt-4o-mini"
+        assert PREFILL in screen(render(s, 120, "en"), 120)
+        t.join()
+        p.flush()
+        s = from_capture(p.capture, listen_url=p.url, tally=tally)
+        assert not s.in_flight and s.requests == 1 and s.recent[-1]["ttft_ms"] >= 800
+        assert s.routes == [(p.url, sim.url)] and s.base_url.startswith(f"OPENAI_BASE_URL={p.url}/v1")
+
+
+def test_db_source_reads_in_flight_and_finished_rows_read_only(tmp_path):
+    path = tmp_path / "ft.db"
+    with pytest.raises(FileNotFoundError):
+        connect_ro(path)
+    db = open_db(path)
+    old = iso(time.time() - 30)
+    db["requests"].insert(dict(done_row(1), started_at=old, findings=json.dumps([])), pk="id")
+    started = iso(time.time() - 2.0)
+    db["requests"].insert(dict(id="live1", started_at=started, state="in_flight", phase="prefill", model="m1",
+                               route="default", upstream="https://up.example"), pk="id")
+    db.conn.commit()
+
+    src = DbSource(path)
+    assert src.poll() == []  # history: shown, not reported as new
+    s = src.snapshot()
+    assert s.attached and [f.id for f in s.in_flight] == ["live1"]
+    assert s.in_flight[0].phase == "prefill" and 1.5 < s.in_flight[0].elapsed_s < 10
+    assert s.recent[-1]["id"] == done_row(1)["id"] and s.requests == 0
+    assert PREFILL in screen(render(s, 100, "en"), 100)
+
+    db["requests"].update("live1", dict(done_row(2), id="live1", started_at=started, findings=json.dumps([])))
+    db.conn.commit()
+    new = src.poll()
+    assert [r["id"] for r in new] == ["live1"] and src.poll() == []  # reported once
+    s = src.snapshot()
+    assert not s.in_flight and s.requests == 1 and s.recent[-1]["ttft_ms"] == 1523.4
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        src.conn.execute("DELETE FROM requests")  # the connection cannot write
+    src.close()
+    db.conn.close()
+
+
+# -- the real CLI under a pseudo-terminal ----------------------------------------------------------------
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
+
+
+class Pty:
+    """A command on a pseudo-terminal; ``text()`` is everything it printed, escape codes removed."""
+
+    def __init__(self, argv: list[str], cols: int = 120, rows_: int = 40) -> None:
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows_, cols, 0, 0))
+        env = dict(os.environ, TERM="xterm-256color", LC_ALL="C.UTF-8", PYTHONIOENCODING="utf-8")
+        for k in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "LINES"):
+            env.pop(k, None)
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
+                                     start_new_session=True)
+        os.close(slave)
+        self.buf = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = os.read(self.master, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            with self._lock:
+                self.buf += data
+
+    def text(self) -> str:
+        with self._lock:
+            raw = bytes(self.buf)
+        return ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r", "")
+
+    def wait_for(self, pattern: str, timeout: float = 20.0) -> str:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            t = self.text()
+            if re.search(pattern, t):
+                return t
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError(f"{pattern!r} not on screen (exit {self.proc.poll()}):\n{self.text()[-3000:]}")
+
+    def interrupt(self, timeout: float = 30.0) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            time.sleep(0.2)  # let the reader take the last bytes
+            self._reader.join(2)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+        try:
+            os.close(self.master)
+        except OSError:
+            pass
+
+
+CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
+# `live` is registered in cli/main.py by the lead; adding it again is a no-op once it is.
+CLI_LIVE = [sys.executable, "-c", "from firsttoken.cli.main import cli; from firsttoken.cli.live_runner import live; "
+            "cli.add_command(live); cli()"]
+SLOW_PREFILL = SimConfig(ttfb_ms=40, prefill_base_ms=1500, prefill_ms_per_1k_tokens=0, tpot_ms=20, output_tokens=20)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stream(url: str, seen: dict) -> None:
+    body = {"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "Say hi."}]}
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"authorization": "Bearer sk-test-live-0000000000000000000000"}) as r:
+        for chunk in r.iter_raw():
+            if "first_token" not in seen and b'"content":"' in chunk.replace(b'": "', b'":"'):
+                seen["first_token"] = time.time()
+    seen["done"] = time.time()
+
+
+def _lines_with(text: str, needle: str) -> list[str]:
+    return [ln for ln in text.split("\n") if needle in ln]
+
+
+def test_proxy_live_view_in_a_terminal(tmp_path):
+    db = tmp_path / "live.db"
+    port = _free_port()
+    with SimServer(SLOW_PREFILL) as sim:
+        term = Pty(CLI + ["proxy", "-u", sim.url, "--port", str(port), "--db", str(db), "--lang", "en"], cols=120)
+        try:
+            term.wait_for(rf"http://127\.0\.0\.1:{port}\s+→\s+{re.escape(sim.url)}")
+            term.wait_for(r"OPENAI_BASE_URL=")
+            seen: dict = {}
+            client = threading.Thread(target=_stream, args=(f"http://127.0.0.1:{port}", seen))
+            client.start()
+            # The model shows once the request body is parsed (off the event loop, a frame later).
+            screen_ = term.wait_for("gpt-4o-mini.*" + re.escape(PREFILL), timeout=10)
+            assert "first_token" not in seen, "the phase must show while the upstream is still in prefill"
+            row = [ln for ln in _lines_with(screen_, PREFILL) if "gpt-4o-mini" in ln][-1]
+            assert re.search(r"\b\d+\.\ds\b", row)  # elapsed timer
+            # The elapsed timer moves while we wait.
+            time.sleep(0.8)
+            later = [re.search(r"(\d+\.\d)s", ln).group(1) for ln in _lines_with(term.text(), PREFILL) if re.search(r"(\d+\.\d)s", ln)]
+            assert len(set(later)) >= 2
+            client.join(30)
+            assert "first_token" in seen and "done" in seen
+            term.wait_for(r"1 request · 0 errors", timeout=10)
+            rc = term.interrupt()
+            final = term.text()
+        finally:
+            term.close()
+    assert rc == 0, final[-2000:]
+    [r] = rows(db)
+    assert r["state"] == "done" and r["model"] == "gpt-4o-mini" and r["ttft_ms"] >= 1500
+    # The finished numbers: in the scrollback line and the live table.
+    done_lines = [ln for ln in final.split("\n") if "gpt-4o-mini" in ln and fmt.ms(r["ttft_ms"]) in ln]
+    assert done_lines, final[-3000:]
+    assert any(fmt.ms(r["ttfb_ms"]) in ln and "200" in ln for ln in done_lines)
+    # Ctrl-C: a clean stop and the per-model summary.
+    assert "firsttoken stopped · 1 request · 0 errors" in final
+    tail = final[final.rindex("firsttoken stopped"):]
+    assert "per model · this session" in tail and "TTFT p95" in tail
+    assert any(ln.startswith("gpt-4o-mini") and fmt.ms(r["ttft_ms"]) in ln for ln in tail.split("\n"))
+
+
+def test_live_command_follows_a_database_being_written(tmp_path):
+    db = tmp_path / "follow.db"
+    with SimServer(SLOW_PREFILL) as sim, ProxyServer([sim.url], str(db), port=0) as p:
+        term = Pty(CLI_LIVE + ["live", "--db", str(db), "--lang", "en", "--interval", "0.2"], cols=100)
+        try:
+            term.wait_for(r"firsttoken\s+attached")
+            assert "(read-only)" in term.text()
+            seen: dict = {}
+            client = threading.Thread(target=_stream, args=(p.url, seen))
+            client.start()
+            screen_ = term.wait_for(re.escape(PREFILL), timeout=10)
+            assert "first_token" not in seen
+            assert re.search(r"\d+\.\ds", _lines_with(screen_, PREFILL)[-1])
+            client.join(30)
+            p.flush()
+            term.wait_for(r"since then: 1 request", timeout=10)
+            rc = term.interrupt()
+            final = term.text()
+        finally:
+            term.close()
+    assert rc == 0, final[-2000:]
+    [r] = rows(db)
+    assert any("gpt-4o-mini" in ln and fmt.ms(r["ttft_ms"]) in ln for ln in final.split("\n"))
+    assert "per model · this session" in final[final.rindex("firsttoken live detached"):]
+
+
+def test_not_a_terminal_prints_plain_lines(tmp_path):
+    """Piped stdout (or --no-live): one plain line per request, no live area."""
+    db = tmp_path / "plain.db"
+    port = _free_port()
+    with SimServer(SimConfig(ttfb_ms=10, prefill_base_ms=10, tpot_ms=2, output_tokens=5)) as sim:
+        proc = subprocess.Popen(CLI + ["proxy", "-u", sim.url, "--port", str(port), "--db", str(db)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 20
+            while time.time() < deadline:
+                try:
+                    socket.create_connection(("127.0.0.1", port), 0.2).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            _stream(f"http://127.0.0.1:{port}", {})
+            deadline = time.time() + 10
+            while time.time() < deadline and not rows(db, "WHERE state = 'done'"):
+                time.sleep(0.05)
+            time.sleep(0.3)
+            proc.send_signal(signal.SIGINT)
+            out, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = out.decode()
+    assert "\x1b[" not in text and PREFILL not in text
+    assert re.search(r"gpt-4o-mini 200 TTFB \S+ TTFT \S+", text), text
+    assert "firsttoken stopped" in text
