@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from mitmproxy import ctx, exceptions, http
 
-from . import routing
+from . import forward, routing
 from .analyze import PARSE_EARLY_MAX, Analyzer, Settings
 from .apis import detect_api
 from .flight import Flight
@@ -47,6 +47,7 @@ class Capture:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = time.time()
         self.db_path: str | None = None
+        self.host_filter: forward.HostFilter | None = None  # forward mode only
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -56,6 +57,7 @@ class Capture:
         loader.add_option("firsttoken_warn_prompt_tokens", int, 8000, "Flag prompts larger than this many tokens.")
         loader.add_option("firsttoken_stall_ms", int, 1000, "Flag inter-token gaps longer than this (ms).")
         loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).")
+        forward.add_options(loader)
 
     def configure(self, updated: set[str]) -> None:
         o = ctx.options
@@ -64,6 +66,7 @@ class Capture:
                 self.routes = routing.parse_upstreams(list(o.firsttoken_upstream))
             except routing.RouteError as e:
                 raise exceptions.OptionsError(str(e)) from None
+        forward.configure(self, o, updated)
         self.settings.save_bodies = o.firsttoken_save_bodies
         self.settings.warn_prompt_tokens = o.firsttoken_warn_prompt_tokens
         self.settings.stall_ms = float(o.firsttoken_stall_ms)
@@ -139,6 +142,8 @@ class Capture:
 
     # -- request -------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
+        if forward.skip(self, flow):
+            return  # forward mode, not an LLM host: proxied untouched, not recorded
         t0 = time.perf_counter()
         req = flow.request
         rec = Record(

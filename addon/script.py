@@ -11,5 +11,7 @@ or with routing done by firsttoken (several upstreams, path prefixes):
 """
 
 from firsttoken.addon.capture import Capture
+from firsttoken.addon.metrics import MetricsAddon
 
-addons = [Capture()]
+capture = Capture()
+addons = [capture, MetricsAddon(capture)]

@@ -14,8 +14,10 @@ import signal
 import threading
 from typing import Any, Callable
 
+from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.capture import Capture
+from firsttoken.addon.metrics import MetricsAddon
 
 
 class ProxyStartError(RuntimeError):
@@ -46,10 +48,18 @@ class ProxyServer:
         lang: str = "",
         extra_options: dict[str, Any] | None = None,
         addon: Any = None,
+        forward_mode: bool = False,
+        host_match: list[str] | tuple[str, ...] = (),
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
     ) -> None:
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
-        if not self.routes:
+        if forward_mode and self.routes:
+            raise routing.RouteError("--forward records whichever LLM host the client asks for: drop --upstream "
+                                     "(or drop --forward to run in front of that upstream)")
+        if not forward_mode and not self.routes:
             raise routing.RouteError("no upstream given: pass --upstream https://your-llm-endpoint/…")
+        self.forward_mode = forward_mode
         self.upstreams = list(upstreams)
         self.db = str(db)
         self.host = host
@@ -57,7 +67,8 @@ class ProxyServer:
         self.options: dict[str, Any] = dict(
             listen_host=host,
             listen_port=port,
-            mode=[f"reverse:{self.routes[0].scheme}://{self.routes[0].host}:{self.routes[0].port}"],
+            mode=([f"reverse:{self.routes[0].scheme}://{self.routes[0].host}:{self.routes[0].port}"]
+                  if self.routes else ["regular"]),
             connection_strategy="lazy",
             ssl_insecure=insecure_upstream,
             firsttoken_db=self.db,
@@ -67,9 +78,14 @@ class ProxyServer:
             firsttoken_stall_ms=stall_ms,
             firsttoken_lang=lang,
         )
+        if forward_mode:
+            self.options.update(fwd.mitmproxy_options(host_match))  # HostMatchError is a RouteError
+        if metrics_port is not None:
+            self.options.update(firsttoken_metrics_port=metrics_port, firsttoken_metrics_host=metrics_host)
         self.capture = addon if addon is not None else Capture()
         if not isinstance(self.capture, Capture):  # another addon (benchmarks: bare mitmproxy)
             self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
+        self.metrics = MetricsAddon(self.capture) if isinstance(self.capture, Capture) else None
         self.options.update(extra_options or {})
         self.master = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -78,6 +94,7 @@ class ProxyServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
+        self.on_listen: list[Callable[["ProxyServer"], None]] = []  # called once listening
 
     @property
     def url(self) -> str:
@@ -99,6 +116,8 @@ class ProxyServer:
         master = Master(opts, event_loop=self.loop)
         master.addons.add(*mitm_addons.default_addons())
         master.addons.add(self.capture)
+        if self.metrics is not None:
+            master.addons.add(self.metrics)
         try:
             opts.update(**self.options)
         except Exception as e:
@@ -124,6 +143,8 @@ class ProxyServer:
                 "Is another proxy already running there? Pick another port with --port."
             )
         self.bound_port = addrs[0][1]
+        for fn in self.on_listen:
+            fn(self)
         if handle_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
@@ -137,6 +158,10 @@ class ProxyServer:
     def shutdown(self) -> None:
         if self.master is not None:
             self.master.shutdown()
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self.metrics.url if self.metrics is not None else None
 
     @property
     def messages(self) -> list[str]:

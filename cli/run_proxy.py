@@ -13,13 +13,23 @@ from rich.console import Console
 
 from firsttoken.addon.routing import RouteError
 
+from firsttoken.addon import forward as fwd
+
 from . import plain
+from .env import clear_state, write_state
 from .common import fail, resolve_db
 from .proxy import ProxyServer, ProxyStartError
 
 
 def banner(server: ProxyServer, out: Console) -> None:
     out.print(f"[bold]firsttoken[/] listening on [bold]{server.url}[/]  (db: {server.db})")
+    if server.metrics_url:
+        out.print(f"  Prometheus metrics: {server.metrics_url}", markup=False)
+    if server.forward_mode:
+        for line in fwd.client_hints(server.url, server.options.get("confdir")):
+            out.print(line, markup=False)
+        out.print("`firsttoken env CLIENT --forward` prints the exact settings; Ctrl-C stops.", markup=False)
+        return
     for r in server.routes:
         out.print(f"  {server.url}{r.mount or ''}  →  {r.url}")
     base = server.url + (server.routes[0].mount or "")
@@ -27,7 +37,8 @@ def banner(server: ProxyServer, out: Console) -> None:
               f"  or  ANTHROPIC_BASE_URL={base}  (Ctrl-C stops and writes every pending record)")
 
 
-def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live) -> None:
+def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
+        forward_mode=False, host_match=(), metrics_port=None) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
@@ -35,6 +46,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
             upstreams, resolve_db(db_path), host=host, port=port, save_bodies=save_bodies,
             insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
             stall_ms=stall_ms, lang=lang or "",
+            forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
         )
     except RouteError as e:
         fail(str(e), 2)
@@ -44,6 +56,14 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
     if insecure_upstream:
         err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
 
+    server.on_listen.append(write_state)  # <db dir>/proxy.json: `firsttoken env` / `doctor` find this proxy
+    try:
+        _serve(server, out, lang, no_live)
+    finally:
+        clear_state(server)
+
+
+def _serve(server, out, lang, no_live) -> None:
     if not no_live and sys.stdout.isatty():
         from .live_runner import default_lang, serve_with_live
 

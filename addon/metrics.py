@@ -1,0 +1,285 @@
+"""Prometheus metrics of the proxied LLM calls, fed by finished records.
+
+Runs in the proxy process: :meth:`Metrics.attach` adds a Capture listener (called on the
+analysis thread with each finished Record) and :meth:`Metrics.serve` exposes
+``/metrics`` on its own port. :class:`MetricsAddon` does both from the mitmproxy option
+``firsttoken_metrics_port`` (embedded proxy and ``mitmdump -s`` alike).
+
+Names follow the OpenTelemetry GenAI semantic conventions (client metrics), translated the
+way OpenTelemetry's Prometheus exporter does (dots to underscores, unit ``s`` -> ``_seconds``):
+
+================================================  =============================================
+``gen_ai_client_operation_duration_seconds``        whole request, client's view (semconv: required)
+``gen_ai_client_operation_time_to_first_chunk_seconds``  first response chunk (streaming calls only)
+``gen_ai_client_operation_time_per_output_chunk_seconds``  each gap between token events (streaming)
+``gen_ai_client_token_usage``                      tokens, ``gen_ai_token_type`` = input | output
+``firsttoken_ttfb_seconds``                        response headers (firsttoken's own)
+``firsttoken_time_to_first_token_seconds``         first visible token (firsttoken's own)
+``firsttoken_requests_total``                      every record, by route/api/status class
+``firsttoken_findings_total``                      diagnosis findings by code and severity
+================================================  =============================================
+
+Labels are the semconv attributes: ``gen_ai_operation_name``, ``gen_ai_provider_name``,
+``gen_ai_request_model``, ``server_address``, ``server_port`` and ``error_type`` (only on the
+duration). Bucket boundaries are the semconv's recommended ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Iterable
+from urllib.parse import urlsplit
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import start_http_server
+
+from .forward import provider_for_host
+from .record import Record
+
+log = logging.getLogger("firsttoken")
+
+#: semconv ExplicitBucketBoundaries for gen_ai.client.operation.duration, time_to_first_chunk,
+#: time_per_output_chunk (seconds)
+DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
+#: semconv ExplicitBucketBoundaries for gen_ai.client.token.usage
+TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864)
+
+OPERATION = {
+    "openai.chat": "chat",
+    "openai.responses": "chat",
+    "anthropic.messages": "chat",
+    "openai.completions": "text_completion",
+}
+API_PROVIDER = {"anthropic.messages": "anthropic"}  # any other known API: "openai" (its wire format)
+
+GENAI_LABELS = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "server_address", "server_port")
+MAX_MODELS = 200  # distinct gen_ai_request_model values before the rest become "_OTHER"
+
+
+class Metrics:
+    """A registry of its own (several proxies in one process never clash)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.duration = Histogram(
+            "gen_ai_client_operation_duration_seconds", "GenAI operation duration (request start to last byte).",
+            GENAI_LABELS + ("error_type",), buckets=DURATION_BUCKETS, registry=r)
+        self.ttfc = Histogram(
+            "gen_ai_client_operation_time_to_first_chunk_seconds",
+            "Time to receive the first chunk of the response stream (streaming calls only).",
+            GENAI_LABELS, buckets=DURATION_BUCKETS, registry=r)
+        self.tpoc = Histogram(
+            "gen_ai_client_operation_time_per_output_chunk_seconds",
+            "Time between consecutive output chunks (token-bearing events), streaming calls only.",
+            GENAI_LABELS, buckets=DURATION_BUCKETS, registry=r)
+        self.tokens = Histogram(
+            "gen_ai_client_token_usage", "Number of input and output tokens used (the API's usage; "
+            "firsttoken's own count when the API reports none).",
+            GENAI_LABELS + ("gen_ai_token_type",), buckets=TOKEN_BUCKETS, registry=r)
+        self.ttfb = Histogram(
+            "firsttoken_ttfb_seconds", "Time to the upstream's response headers.",
+            GENAI_LABELS + ("route",), buckets=DURATION_BUCKETS, registry=r)
+        self.ttft = Histogram(
+            "firsttoken_time_to_first_token_seconds", "Time to the first visible output token.",
+            GENAI_LABELS + ("route",), buckets=DURATION_BUCKETS, registry=r)
+        self.requests = Counter(
+            "firsttoken_requests", "Requests recorded by firsttoken.",
+            ("route", "api", "status_class"), registry=r)
+        self.findings = Counter(
+            "firsttoken_findings", "Diagnosis findings.", ("code", "severity"), registry=r)
+        self.in_flight = Gauge("firsttoken_in_flight_requests", "Requests in flight through the proxy.", registry=r)
+        self._models: set[str] = set()
+        self._lock = threading.Lock()
+        self.errors = 0  # observe() failures (logged, never raised into the proxy)
+
+    # -- feeding ---------------------------------------------------------------------
+    def attach(self, capture: Any) -> "Metrics":
+        """Observe every finished record of a Capture; report its in-flight count."""
+        capture.listeners.append(self.observe)
+        self.in_flight.set_function(lambda: len(capture.flights))
+        return self
+
+    def observe(self, rec: Record) -> None:
+        try:
+            self._observe(rec)
+        except Exception:  # a metrics bug must never break the proxy
+            self.errors += 1
+            log.exception("firsttoken: metrics failed for %s", getattr(rec, "id", "?"))
+
+    def _observe(self, rec: Record) -> None:
+        self.requests.labels(rec.route or "", rec.api or "other", status_class(rec)).inc()
+        for f in rec.findings or ():
+            self.findings.labels(str(f.get("code", "")), str(f.get("severity", ""))).inc()
+        base = self.labels(rec)
+        if rec.ttfb_ms is not None:
+            self.ttfb.labels(*base, rec.route or "").observe(rec.ttfb_ms / 1000.0)
+        if rec.ttft_ms is not None:
+            self.ttft.labels(*base, rec.route or "").observe(rec.ttft_ms / 1000.0)
+        if rec.api not in OPERATION:
+            return  # not an LLM call (GET /v1/models, count_tokens, a wrong path…): no gen_ai_* metrics
+        if rec.total_ms is not None:
+            self.duration.labels(*base, error_type(rec)).observe(rec.total_ms / 1000.0)
+        if is_streaming(rec):
+            first = rec.first_byte_ms if rec.first_byte_ms is not None else rec.first_token_ms
+            if first is not None:
+                self.ttfc.labels(*base).observe(first / 1000.0)
+            offsets = rec.event_offsets or []
+            if len(offsets) >= 2:
+                child = self.tpoc.labels(*base)
+                for a, b in zip(offsets, offsets[1:]):
+                    child.observe(max(b - a, 0.0) / 1000.0)
+        inp = rec.usage_prompt_tokens if rec.usage_prompt_tokens is not None else rec.prompt_tokens_est
+        out = rec.usage_completion_tokens if rec.usage_completion_tokens is not None else rec.output_tokens_est
+        if inp is not None:
+            self.tokens.labels(*base, "input").observe(inp)
+        if out is not None:
+            self.tokens.labels(*base, "output").observe(out)
+
+    def labels(self, rec: Record) -> tuple[str, ...]:
+        """The semconv attributes of a record, in GENAI_LABELS order."""
+        host, port = _host_port(rec.upstream_url or rec.upstream)
+        return (
+            OPERATION.get(rec.api, rec.api or "other"),
+            provider_for_host(host) or API_PROVIDER.get(rec.api, "openai"),
+            self._model(rec.model),
+            host or "",
+            str(port) if port else "",
+        )
+
+    def _model(self, model: str | None) -> str:
+        if not model:
+            return ""
+        model = model[:120]
+        with self._lock:
+            if model in self._models:
+                return model
+            if len(self._models) >= MAX_MODELS:
+                return "_OTHER"
+            self._models.add(model)
+            return model
+
+    # -- serving ---------------------------------------------------------------------
+    def serve(self, host: str = "127.0.0.1", port: int = 9464) -> "MetricsHTTP":
+        return MetricsHTTP(self.registry, host, port)
+
+
+class MetricsHTTP:
+    """prometheus_client's threaded HTTP server on ``host:port`` (0: any free port)."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self.httpd, self.thread = start_http_server(port, addr=host, registry=registry)
+        self.host = host
+        self.port = self.httpd.server_address[1]
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.port}/metrics"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(5)
+
+
+def status_class(rec: Record) -> str:
+    if rec.status is None:
+        return "error"  # no response at all (refused, DNS, TLS, timeout, client gone)
+    return f"{rec.status // 100}xx"
+
+
+def is_streaming(rec: Record) -> bool:
+    if rec.stream:
+        return True
+    return bool(rec.content_type and rec.content_type.split(";")[0].strip().lower() == "text/event-stream")
+
+
+def error_type(rec: Record) -> str:
+    """A low-cardinality ``error.type``; "" when the operation succeeded."""
+    if rec.status is not None and rec.status >= 400:
+        return str(rec.status)
+    if rec.upstream_error_type:
+        return str(rec.upstream_error_type)[:60]
+    if rec.upstream_error:
+        return "stream_error"
+    if rec.client_aborted:
+        return "client_aborted"
+    if rec.error:
+        msg = rec.error.lower()
+        for needle, kind in (("timed out", "timeout"), ("timeout", "timeout"), ("refused", "connection_refused"),
+                             ("name or service", "dns"), ("getaddrinfo", "dns"), ("resolve", "dns"),
+                             ("certificate", "tls"), ("tls", "tls"), ("ssl", "tls"), ("reset", "connection_reset"),
+                             ("shut down", "proxy_shutdown"), ("no route", "no_route")):
+            if needle in msg:
+                return kind
+        return "_OTHER"
+    if is_streaming(rec) and rec.stream_done is False and rec.status is not None:
+        return "incomplete_stream"
+    return ""
+
+
+def _host_port(url: str | None) -> tuple[str | None, int | None]:
+    if not url:
+        return None, None
+    try:
+        u = urlsplit(url)
+        return u.hostname, u.port or (443 if u.scheme == "https" else 80 if u.scheme == "http" else None)
+    except ValueError:
+        return None, None
+
+
+# -- as a mitmproxy addon -----------------------------------------------------------------
+
+class MetricsAddon:
+    """Serves the metrics of ``capture`` while ``firsttoken_metrics_port`` is set.
+
+    ``mitmdump -s`` / embedded: ``addons = [capture, MetricsAddon(capture)]``."""
+
+    def __init__(self, capture: Any, metrics: Metrics | None = None) -> None:
+        self.capture = capture
+        self.metrics = metrics or Metrics()
+        self.server: MetricsHTTP | None = None
+        self._attached = False
+
+    def load(self, loader) -> None:
+        from typing import Optional
+
+        loader.add_option("firsttoken_metrics_port", Optional[int], None,
+                          "Serve Prometheus metrics on this port (0: any free port). Off when unset.")
+        loader.add_option("firsttoken_metrics_host", str, "127.0.0.1", "Address of the metrics endpoint.")
+
+    def configure(self, updated: Iterable[str]) -> None:
+        from mitmproxy import ctx, exceptions
+
+        if not ({"firsttoken_metrics_port", "firsttoken_metrics_host"} & set(updated)):
+            return
+        self._close()
+        port = ctx.options.firsttoken_metrics_port
+        if port is None:
+            return
+        if not self._attached:
+            self.metrics.attach(self.capture)
+            self._attached = True
+        try:
+            self.server = self.metrics.serve(ctx.options.firsttoken_metrics_host, port)
+        except OSError as e:
+            raise exceptions.OptionsError(
+                f"firsttoken cannot serve metrics on {ctx.options.firsttoken_metrics_host}:{port}: {e}. "
+                "Pick another --metrics-port."
+            ) from None
+        log.info("firsttoken metrics on %s", self.server.url)
+
+    @property
+    def url(self) -> str | None:
+        return self.server.url if self.server else None
+
+    def done(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
