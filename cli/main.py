@@ -18,9 +18,9 @@ def cli() -> None:
 
 
 @cli.command()
-@click.option("--upstream", "-u", "upstreams", multiple=True, required=True, metavar="[NAME=]URL",
+@click.option("--upstream", "-u", "upstreams", multiple=True, metavar="[NAME=]URL",
               help="Where to forward: https://host/prefix, or name=URL (repeat for several; served at /name).")
-@click.option("--port", "-p", type=int, default=8787, show_default=True, help="Port to listen on (0: any free port).")
+@click.option("--port", "-p", type=int, default=None, help="Port to listen on (default 8787, 8080 with --forward; 0: any free port).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @db_option
 @click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
@@ -29,13 +29,22 @@ def cli() -> None:
 @click.option("--stall-ms", type=int, default=1000, show_default=True, help="Flag inter-token gaps above this.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
 @click.option("--no-live", is_flag=True, help="Print one plain line per request instead of the live view.")
-def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live):
-    """Run the proxy in front of one or more upstreams."""
+@click.option("--forward", "forward_mode", is_flag=True,
+              help="Forward-proxy mode (clients set HTTPS_PROXY and trust mitmproxy's CA): records LLM API hosts, tunnels the rest untouched.")
+@click.option("--host-match", "host_match", multiple=True, metavar="HOST",
+              help="With --forward: also record this host (host, *.domain, host:port, or a regex on host:port).")
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
+def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
+          forward_mode, host_match, metrics_port):
+    """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
     from .run_proxy import run
 
-    run(upstreams=list(upstreams), port=port, host=host, db_path=db_path, save_bodies=save_bodies,
-        insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms,
-        lang=lang, no_live=no_live)
+    if not upstreams and not forward_mode:
+        raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
+    run(upstreams=list(upstreams), port=port if port is not None else (8080 if forward_mode else 8787), host=host,
+        db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
+        warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
+        forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port)
 
 
 @cli.command()
@@ -110,15 +119,24 @@ def script_path():
 
 def _register_optional() -> None:
     """Commands that live in their own modules."""
+    from .baseline import baseline
     from .bench import bench
+    from .bench_db import bench_db
+    from .export import export
+    from .report import report
+    from .stats import stats
+    from .sweep import sweep
     from .bench_live import bench_live
     from .demo import demo
+    from .doctor import doctor
+    from .env import env
     from .diagnoses import diagnoses
     from .live_runner import live
     from .simulate.command import simulate
     from .tokenizers import tokenizers
 
-    for c in (bench, bench_live, demo, diagnoses, live, simulate, tokenizers):
+    for c in (baseline, bench, bench_db, bench_live, demo, diagnoses, doctor, env, export, live, report,
+              simulate, stats, sweep, tokenizers):
         cli.add_command(c)
 
 

@@ -86,3 +86,108 @@ def m003_calibration(db: sqlite_utils.Database) -> None:
     t = db["requests"]
     t.add_column("calibration_factor", float)
     t.add_column("prompt_tokens_calibrated", int)
+
+
+@migration
+def m004_stats_indexes(db: sqlite_utils.Database) -> None:
+    """Indexes for `firsttoken stats`: percentiles by walking (model, metric) in order.
+
+    The connection columns make them covering for the warm/cold split; the TTFT one also
+    carries the prompt sizes (report's scatter). A small partial index holds the errors (its
+    WHERE must match stats_queries verbatim); another the rows tagged with an experiment.
+    """
+    for col in ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"):
+        extra = ", usage_prompt_tokens, prompt_tokens_est" if col == "ttft_ms" else ""
+        db.execute(f"CREATE INDEX IF NOT EXISTS idx_requests_stats_{col} "
+                   f"ON requests (model, {col}, conn_reused, connect_ms{extra}) WHERE {col} IS NOT NULL")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_requests_stats_errors ON requests (model, top_code, status, state, error) "
+               "WHERE state = 'done' AND (status IS NULL OR status >= 400 OR error IS NOT NULL)")
+    db.execute("CREATE INDEX IF NOT EXISTS idx_requests_experiment ON requests (experiment, started_at) "
+               "WHERE experiment IS NOT NULL")
+
+
+@migration
+def m005_baselines(db: sqlite_utils.Database) -> None:
+    """`firsttoken baseline save`: P50/P95 of TTFB, TTFT and gap per model under a name."""
+    db["baselines"].create(
+        {
+            "name": str, "model": str, "created_at": str, "source": str, "n": int,
+            "ttfb_p50": float, "ttfb_p95": float, "ttft_p50": float, "ttft_p95": float,
+            "gap_p50": float, "gap_p95": float, "prompt_tokens_p50": float, "max_tokens_p50": float,
+            "api": str,
+        },
+        pk=("name", "model"),
+    )
+
+
+# Per model and connection kind (cold = a new TCP/TLS connection), running totals of what
+# `stats` needs besides percentiles: row counts, non-null counts per latency column, and the
+# sums of the least-squares fit TTFT ~ prompt tokens. Triggers keep them exact on every
+# insert, update and delete, so the default `stats` never counts a million rows.
+_TOTAL_COLS = ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms")
+
+
+def _totals_values(r: str, sign: str) -> tuple[str, str]:
+    x = f"coalesce({r}.usage_prompt_tokens, {r}.prompt_tokens_est)"
+    f = f"({r}.ttft_ms IS NOT NULL AND {x} IS NOT NULL)"
+    vals = {
+        "model": f"coalesce({r}.model, '')",
+        "cold": f"coalesce({r}.conn_reused = 0 AND {r}.connect_ms IS NOT NULL, 0)",
+        "n": f"{sign}1",
+        "n_in_flight": f"{sign}({r}.state IS 'in_flight')",
+        "n_errors": f"{sign}({r}.state IS 'done' AND ({r}.status IS NULL OR {r}.status >= 400 OR {r}.error IS NOT NULL))",
+        **{f"n_{c}": f"{sign}({r}.{c} IS NOT NULL)" for c in _TOTAL_COLS},
+        "fit_n": f"{sign}{f}",
+        "fit_sx": f"{sign}(CASE WHEN {f} THEN {x} ELSE 0 END)",
+        "fit_sy": f"{sign}(CASE WHEN {f} THEN {r}.ttft_ms ELSE 0 END)",
+        "fit_sxy": f"{sign}(CASE WHEN {f} THEN {x} * {r}.ttft_ms ELSE 0 END)",
+        "fit_sxx": f"{sign}(CASE WHEN {f} THEN {x} * {x} * 1.0 ELSE 0 END)",
+        "fit_syy": f"{sign}(CASE WHEN {f} THEN {r}.ttft_ms * {r}.ttft_ms ELSE 0 END)",
+    }
+    cols = ", ".join(vals)
+    upd = ", ".join(f"{k} = {k} + excluded.{k}" for k in vals if k not in ("model", "cold"))
+    return (f"INSERT INTO stats_totals ({cols}) VALUES ({', '.join(vals.values())}) "
+            f"ON CONFLICT (model, cold) DO UPDATE SET {upd};"), cols
+
+
+@migration
+def m006_stats_totals(db: sqlite_utils.Database) -> None:
+    ints = ["n", "n_in_flight", "n_errors"] + [f"n_{c}" for c in _TOTAL_COLS] + ["fit_n"]
+    reals = ["fit_sx", "fit_sy", "fit_sxy", "fit_sxx", "fit_syy"]
+    db.execute("CREATE TABLE stats_totals (model TEXT NOT NULL, cold INTEGER NOT NULL, "
+               + ", ".join(f"{c} INTEGER NOT NULL DEFAULT 0" for c in ints) + ", "
+               + ", ".join(f"{c} REAL NOT NULL DEFAULT 0" for c in reals) + ", PRIMARY KEY (model, cold))")
+    add_new, _ = _totals_values("NEW", "+")
+    remove_old, _ = _totals_values("OLD", "-")
+    watched = ", ".join(["model", "state", "status", "error", "conn_reused", "connect_ms", *_TOTAL_COLS,
+                         "usage_prompt_tokens", "prompt_tokens_est"])
+    db.execute(f"CREATE TRIGGER stats_totals_insert AFTER INSERT ON requests BEGIN {add_new} END")
+    db.execute(f"CREATE TRIGGER stats_totals_delete AFTER DELETE ON requests BEGIN {remove_old} END")
+    db.execute(f"CREATE TRIGGER stats_totals_update AFTER UPDATE OF {watched} ON requests BEGIN {remove_old} {add_new} END")
+    rebuild_stats_totals(db)
+
+
+def rebuild_stats_totals(db: sqlite_utils.Database) -> None:
+    """Recompute stats_totals from the requests table (the migration; bulk loads)."""
+    db.execute("DELETE FROM stats_totals")
+    sel = _totals_values("r", "")[0]
+    cols = sel[sel.index("(") + 1: sel.index(")")]
+    values = sel[sel.index("VALUES (") + 8: sel.index(") ON CONFLICT")]
+    exprs = [v.strip() for v in _split_top(values)]
+    names = [c.strip() for c in cols.split(",")]
+    agg = ", ".join(e if n in ("model", "cold") else f"total({e})" for n, e in zip(names, exprs))
+    db.execute(f"INSERT INTO stats_totals ({cols}) SELECT {agg} FROM requests r GROUP BY 1, 2")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split a comma list at depth 0 (the VALUES of _totals_values)."""
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]

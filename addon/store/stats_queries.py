@@ -1,0 +1,395 @@
+"""Aggregate queries for `stats`, `sweep`, `baseline` and `report`: percentiles computed in SQLite.
+
+Percentile definition: linear interpolation between closest ranks (numpy's default, Excel's
+PERCENTILE.INC, the same as ``record.percentile``). For n sorted values v[0..n-1] and q in
+0..100: pos = (n-1)*q/100, lo = floor(pos), P = v[lo] + (v[lo+1] - v[lo]) * (pos - lo).
+Only v[lo] and v[lo+1] ever leave SQLite.
+
+Two ways to get them, same answers (tests compare them):
+
+* indexed (``stats`` grouped by model, filtered by model at most): the counts come from
+  ``stats_totals`` (running totals kept by triggers, migration ``m006_stats_totals``), and
+  each latency column has an index ``(model, metric, conn_reused, connect_ms)``
+  (``m004_stats_indexes``) where ``ORDER BY metric LIMIT 2 OFFSET lo`` walks from the nearer
+  end. The fit's sums are in ``stats_totals`` too. Queries run on two connections at once.
+* general (any grouping or filter): the filtered rows, narrowed to the needed columns, go
+  into a TEMP table once; a TEMP index on (group, metric) per metric (one sort in SQLite)
+  then serves the same counts and OFFSET walks.
+
+Cold-connection requests (``conn_reused = 0 AND connect_ms IS NOT NULL``: their TTFB includes a
+TCP/TLS handshake) are left out of latency figures unless ``include_cold``; they still count in
+``count`` and the error rate.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import threading
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from typing import Any, Callable
+
+import sqlite_utils
+
+from .queries import Filters
+
+#: (name in output, column)
+METRICS: tuple[tuple[str, str], ...] = (
+    ("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"),
+    ("tpot", "tpot_ms"), ("itl", "itl_p50_ms"), ("total", "total_ms"),
+)
+INDEXED = {col for _, col in METRICS}
+PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
+WARM = "(conn_reused IS NOT 0 OR connect_ms IS NULL)"
+COLD = "(conn_reused = 0 AND connect_ms IS NOT NULL)"  # the negation of WARM, NULLs included
+PROMPT = "coalesce(usage_prompt_tokens, prompt_tokens_est)"
+ERROR = "(status IS NULL OR status >= 400 OR error IS NOT NULL)"
+ERROR_DONE = f"state = 'done' AND {ERROR}"
+IN_FLIGHT = "state = 'in_flight'"
+BUCKETS: tuple[int, ...] = (200, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)
+MIN_FIT_N = 5
+MIN_FIT_SD = 50  # prompt tokens: below this spread the slope is mostly noise
+
+
+def _bucket_sql() -> str:
+    parts = [f"WHEN {PROMPT} IS NULL THEN 'unknown'", f"WHEN {PROMPT} < {BUCKETS[0]} THEN '0-{BUCKETS[0] - 1}'"]
+    for lo, hi in zip(BUCKETS, BUCKETS[1:]):
+        parts.append(f"WHEN {PROMPT} < {hi} THEN '{lo}-{hi - 1}'")
+    parts.append(f"ELSE '{BUCKETS[-1]}+'")
+    return "(CASE " + " ".join(parts) + " END)"
+
+
+GROUPS: dict[str, str] = {
+    "model": "model",
+    "route": "route",
+    "api": "api",
+    "experiment": "experiment",
+    "hour": "substr(started_at, 1, 13)",  # UTC hour, e.g. 2026-11-29T10
+    "bucket": _bucket_sql(),
+}
+
+
+def bucket_key(label: str | None) -> float:
+    """Sort key of a bucket label ('200-499' -> 200, 'unknown' last)."""
+    if not label or label == "unknown":
+        return math.inf
+    return float(label.split("-")[0].rstrip("+"))
+
+
+# ------------------------------------------------------------------ percentile arithmetic
+
+def rank_pos(n: int, q: float) -> tuple[int, float]:
+    """(lo, frac) of the q-th percentile of n sorted values (0-based lo)."""
+    pos = ((n - 1) * q) / 100
+    lo = int(pos)
+    return lo, pos - lo
+
+
+def percentile_of(values: list[float], q: float) -> float:
+    """Reference implementation on a Python list (tests, small data)."""
+    v = sorted(values)
+    lo, frac = rank_pos(len(v), q)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * frac
+
+
+def _interp(n: int, q: float, at: dict[int, float]) -> float | None:
+    lo, frac = rank_pos(n, q)
+    a = at.get(lo)
+    if a is None:
+        return None
+    b = at.get(min(lo + 1, n - 1), a)
+    return round(a + (b - a) * frac, 3)
+
+
+# ------------------------------------------------------------------ least squares
+
+def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: float) -> dict[str, Any]:
+    """TTFT = a + b * prompt tokens, from running sums. Slope in ms per 1k tokens."""
+    n = int(n or 0)
+    out: dict[str, Any] = {"ttft_slope_ms_per_1k": None, "ttft_intercept_ms": None, "ttft_fit_r2": None,
+                           "ttft_fit_n": n, "ttft_fit_warning": None, "prompt_tokens_mean": None, "prompt_tokens_sd": None}
+    if not n:
+        out["ttft_fit_warning"] = "no requests with both a TTFT and a prompt size"
+        return out
+    cxx = max(0.0, sxx - sx * sx / n)
+    cxy = sxy - sx * sy / n
+    cyy = max(0.0, syy - sy * sy / n)
+    mean, sd = sx / n, math.sqrt(cxx / n)
+    out["prompt_tokens_mean"], out["prompt_tokens_sd"] = round(mean, 1), round(sd, 1)
+    if sd < 0.5:
+        out["ttft_fit_warning"] = (f"all {n} prompts have the same size (~{mean:,.0f} tokens): no slope; "
+                                   "vary the input (firsttoken sweep --inputs ...)")
+        return out
+    b = cxy / cxx
+    a = (sy - b * sx) / n
+    out["ttft_slope_ms_per_1k"] = round(b * 1000, 3)
+    out["ttft_intercept_ms"] = round(a, 3)
+    out["ttft_fit_r2"] = round(min(1.0, cxy * cxy / (cxx * cyy)), 4) if cyy > 0 else 1.0
+    warn = []
+    if n < MIN_FIT_N:
+        warn.append(f"only {n} points (< {MIN_FIT_N}): the fit is not reliable")
+    if sd < MIN_FIT_SD:
+        warn.append(f"prompt sizes barely vary (~{mean:,.0f} ± {sd:,.0f} tokens): the slope is not reliable; "
+                    "vary the input (firsttoken sweep --inputs ...)")
+    out["ttft_fit_warning"] = "; ".join(warn) or None
+    return out
+
+
+# ------------------------------------------------------------------ plumbing
+
+def _db_file(db: sqlite_utils.Database) -> str | None:
+    for _, name, file in db.execute("PRAGMA database_list").fetchall():
+        if name == "main":
+            return file or None
+    return None
+
+
+class _Pool:
+    """Run independent read queries on two read-only connections at once (one per core)."""
+
+    def __init__(self, db: sqlite_utils.Database, workers: int = 2) -> None:
+        self.db = db
+        self.path = _db_file(db)
+        self.workers = workers if self.path and os.environ.get("FIRSTTOKEN_STATS_THREADS", "1") != "0" else 0
+        self._local = threading.local()
+        self._conns: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        if self.workers:
+            try:  # a database we cannot open a second time read-only: stay on the one connection
+                self._open().close()
+            except sqlite3.Error:
+                self.workers = 0
+
+    def _open(self) -> sqlite3.Connection:
+        c = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True, check_same_thread=False, timeout=10)
+        c.execute("PRAGMA busy_timeout = 10000")
+        c.execute("PRAGMA mmap_size = 1073741824")
+        return c
+
+    def conn(self):
+        if not self.workers:
+            return self.db.conn
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            c = self._local.conn = self._open()
+            with self._lock:
+                self._conns.append(c)
+        return c
+
+    def run(self, jobs: list[Callable[[], Any]]) -> list[Any]:
+        if not self.workers:
+            return [j() for j in jobs]
+        try:
+            with ThreadPoolExecutor(self.workers) as ex:
+                return list(ex.map(lambda j: j(), jobs))
+        finally:
+            for c in self._conns:
+                c.close()
+            self._conns.clear()
+
+
+def fast_ok(filters: Filters, by: str | None) -> bool:
+    if by != "model":
+        return False
+    return all(getattr(filters, f.name) in (None, "") for f in fields(filters) if f.name != "model")
+
+
+def _and(where: str, *clauses: str) -> str:
+    extra = " AND ".join(c for c in clauses if c)
+    if not extra:
+        return where
+    return f"{where} AND {extra}" if where else f" WHERE {extra}"
+
+
+# ------------------------------------------------------------------ per-metric percentiles
+
+def _offset_percentiles(conn, src: str, gcol: str, col: str, cond: str, counts: dict[Any, int], qs):
+    """{group: {n, p50, ...}} by ``ORDER BY col LIMIT 2 OFFSET lo`` on an index of (gcol, col).
+
+    ``counts``: values per group. One that disagrees with the index (a running total that is
+    stale, rows written meanwhile) is re-counted there, so it can never give a wrong answer."""
+    base = f"SELECT {col} FROM {src} WHERE {gcol} IS ? AND {cond}"
+    out: dict[Any, dict[str, Any]] = {}
+    for g, n in counts.items():
+        if not n:
+            continue
+        at: dict[int, float] = {}
+        for q in qs:
+            lo, _ = rank_pos(n, q)
+            if lo in at and (lo + 1 in at or lo + 1 >= n):
+                continue
+            if lo < n / 2:  # walk from the nearer end
+                vals = [r[0] for r in conn.execute(f"{base} ORDER BY {col} LIMIT 2 OFFSET ?", [g, lo])]
+                ranks = [lo + k for k in range(len(vals))]
+            else:
+                off = max(0, n - 2 - lo)
+                vals = [r[0] for r in conn.execute(f"{base} ORDER BY {col} DESC LIMIT 2 OFFSET ?", [g, off])]
+                ranks = [n - 1 - off - k for k in range(len(vals))]
+            if len(vals) < min(2, n):
+                real = conn.execute(f"SELECT count(*) FROM ({base})", [g]).fetchone()[0]
+                if real != n:
+                    return _offset_percentiles(conn, src, gcol, col, cond, {**counts, g: real}, qs)
+            at.update(zip(ranks, vals))
+        out[g] = {"n": n, **{f"p{q:g}": _interp(n, q, at) for q in qs}}
+    return out
+
+
+def _indexed_percentiles(conn, col: str, counts: dict[Any, int], qs, include_cold: bool):
+    cond = f"{col} IS NOT NULL" + ("" if include_cold else f" AND {WARM}")
+    return _offset_percentiles(conn, f"requests INDEXED BY idx_requests_stats_{col}", "model", col, cond, counts, qs)
+
+
+def _temp_percentiles(conn, name: str, qs, include_cold: bool):
+    """Percentiles of column m_<name> of the TEMP table, by a TEMP partial index (one sort)."""
+    col = f"m_{name}"
+    cond = f"{col} IS NOT NULL" + ("" if include_cold else f" AND {WARM}")
+    conn.execute(f"CREATE INDEX temp._ft_ix_{name} ON _ft_stats_rows (g, {col}) WHERE {cond}")
+    src = f"{_TEMP} INDEXED BY _ft_ix_{name}"
+    counts = dict(conn.execute(f"SELECT g, count(*) FROM {src} WHERE {cond} GROUP BY g").fetchall())
+    return _offset_percentiles(conn, src, "g", col, cond, counts, qs)
+
+
+def _totals(conn, model: str | None, include_cold: bool) -> dict[Any, dict[str, float]]:
+    """stats_totals per model (cold and warm rows summed as asked)."""
+    cur = conn.execute("SELECT * FROM stats_totals" + (" WHERE model = ?" if model is not None else ""),
+                       [model] if model is not None else [])
+    names = [d[0] for d in cur.description]
+    out: dict[Any, dict[str, float]] = {}
+    for row in cur.fetchall():
+        r = dict(zip(names, row))
+        key = r.pop("model") or None
+        cold = r.pop("cold")
+        acc = out.setdefault(key, {"cold": 0, "n_all": 0})
+        acc["n_all"] += r["n"]
+        acc["cold"] += r["n"] if cold else 0
+        for k, v in r.items():
+            if k in ("n", "n_in_flight", "n_errors"):
+                acc[k] = acc.get(k, 0) + v
+            elif include_cold or not cold:
+                acc[k] = acc.get(k, 0) + v
+            else:
+                acc.setdefault(k, 0)
+    return {k: v for k, v in out.items() if v["n"]}
+
+
+# ------------------------------------------------------------------ stats
+
+_TEMP = "temp._ft_stats_rows"
+
+
+def _materialize(conn, filters: Filters, gsql: str, metrics) -> None:
+    """The filtered rows, narrowed to what the aggregates need, in a TEMP table (one pass over requests)."""
+    where, params = filters.where()
+    mcols = "".join(f"{expr} AS m_{name}, " for name, expr in metrics)
+    conn.execute("PRAGMA temp_store = MEMORY")
+    conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
+    conn.execute(
+        f"CREATE TEMP TABLE _ft_stats_rows AS SELECT {gsql} AS g, state, status, "
+        f"CASE WHEN error IS NOT NULL THEN 1 END AS error, top_code, conn_reused, connect_ms, "
+        f"{mcols}{PROMPT} AS fx, ttft_ms AS fy FROM requests{where}", params)
+
+
+def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str | None = "model",
+            include_cold: bool = False, qs=PERCENTILES, metrics=METRICS, fit: bool = True,
+            force_general: bool = False, group_expr: str | None = None) -> dict[str, Any]:
+    """The numbers behind `firsttoken stats` (see the module docstring).
+
+    ``metrics``: (name, column or SQL expression) pairs; ``group_expr`` groups by any SQL
+    expression instead of ``by`` (e.g. ``prompt_tokens_est`` for a sweep)."""
+    filters = filters or Filters()
+    if group_expr is None and by not in GROUPS:
+        raise ValueError(f"--by {by!r}: use one of {', '.join(GROUPS)}")
+    gsql = group_expr or GROUPS[by]
+    fast = group_expr is None and fast_ok(filters, by) and not force_general
+    where, params = filters.where()
+
+    if fast:
+        pool = _Pool(db)
+        totals = _totals(db.conn, filters.model, include_cold)
+        counts = {g: (int(t["n"]), int(t["n_in_flight"]), int(t["cold"]), int(t["n_errors"])) for g, t in totals.items()}
+
+        def codes_job():
+            return pool.conn().execute(
+                f"SELECT model, {_CODE} AS code, count(*) FROM requests INDEXED BY idx_requests_stats_errors"
+                f"{_and(where, ERROR_DONE)} GROUP BY model, code", params).fetchall()
+
+        def metric_job(name, expr):
+            def job():
+                c = pool.conn()
+                if expr in INDEXED:
+                    return _indexed_percentiles(c, expr, {g: int(t[f"n_{expr}"]) for g, t in totals.items()},
+                                                qs, include_cold)
+                _materialize(c, filters, "model", [(name, expr)])
+                try:
+                    return _temp_percentiles(c, name, qs, include_cold)
+                finally:
+                    c.execute(f"DROP TABLE {_TEMP}")
+            return job
+
+        results = pool.run([metric_job(name, expr) for name, expr in metrics] + [codes_job])
+        per_metric = dict(zip((name for name, _ in metrics), results[: len(metrics)]))
+        code_rows = results[-1]
+        fit_rows = [(g, t["fit_n"], t["fit_sx"], t["fit_sy"], t["fit_sxy"], t["fit_sxx"], t["fit_syy"])
+                    for g, t in totals.items()] if fit else []
+    else:
+        conn = db.conn
+        _materialize(conn, filters, gsql, metrics)
+        try:
+            per_metric = {name: _temp_percentiles(conn, name, qs, include_cold) for name, _ in metrics}
+            counts = {g: (n, int(i), int(cl), int(e)) for g, n, i, cl, e in conn.execute(
+                f"SELECT g, count(*), total({IN_FLIGHT}), total({COLD}), total({ERROR_DONE}) FROM {_TEMP} GROUP BY g")}
+            code_rows = conn.execute(f"SELECT g, {_CODE} AS code, count(*) FROM {_TEMP} WHERE {ERROR_DONE} "
+                                     f"GROUP BY g, code").fetchall()
+            w = _and("", "fy IS NOT NULL", "fx IS NOT NULL", "" if include_cold else WARM)
+            fit_rows = conn.execute(f"SELECT g, count(*), total(fx), total(fy), total(fx * fy), total(fx * fx), total(fy * fy) "
+                                    f"FROM {_TEMP}{w} GROUP BY g").fetchall() if fit else []
+        finally:
+            conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
+
+    code_map: dict[Any, list] = {}
+    for g, code, n in code_rows:
+        code_map.setdefault(g, []).append((code, n))
+    fits = {r[0]: fit_from_sums(*r[1:]) for r in fit_rows}
+    groups = []
+    for g, (count, in_flight, cold, errors) in counts.items():
+        finished = count - in_flight
+        entry: dict[str, Any] = {
+            "group": g, "count": count, "in_flight": in_flight,
+            "cold": cold, "cold_excluded": 0 if include_cold else cold,
+            "errors": errors, "error_rate": round(errors / finished, 4) if finished else None,
+            "error_codes": [
+                {"code": code, "count": n, "rate": round(n / finished, 4) if finished else None}
+                for code, n in sorted(code_map.get(g, []), key=lambda t: (-t[1], str(t[0])))[:10]
+            ],
+        }
+        for name, _ in metrics:
+            entry[f"{name}_ms" if name in _MS_NAMES else name] = per_metric[name].get(
+                g, {"n": 0, **{f"p{q:g}": None for q in qs}})
+        if fit:
+            entry.update(fits.get(g) or fit_from_sums(0, 0, 0, 0, 0, 0))
+        groups.append(entry)
+    if by == "hour" and group_expr is None:
+        groups.sort(key=lambda e: str(e["group"]))
+    elif by == "bucket" and group_expr is None:
+        groups.sort(key=lambda e: bucket_key(e["group"]))
+    elif group_expr is not None:
+        groups.sort(key=lambda e: (e["group"] is None, e["group"] if isinstance(e["group"], (int, float)) else 0, str(e["group"])))
+    else:
+        groups.sort(key=lambda e: (-e["count"], str(e["group"])))
+    return {
+        "by": by if group_expr is None else group_expr, "include_cold": include_cold,
+        "percentile": "linear interpolation between closest ranks (numpy default, PERCENTILE.INC)",
+        "indexed": fast, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
+        "groups": groups,
+    }
+
+
+_CODE = "coalesce(top_code, CASE WHEN status IS NULL THEN 'no_response' ELSE 'http_' || status END)"
+_MS_NAMES = {name for name, _ in METRICS}
+
+
+# ------------------------------------------------------------------ report helpers

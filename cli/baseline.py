@@ -1,0 +1,297 @@
+"""`firsttoken baseline save|check|list|delete`: freeze P50/P95 of TTFB, TTFT and gap per model, then
+compare recent traffic (or a fresh probe) with it, alerting on TTFB and gap separately.
+
+TTFB drift points at the network / gateway / provider queue (headers came late); gap drift at
+the model side (prefill: longer prompts, a slower or overloaded model). Exit codes of `check`:
+0 within tolerance, 1 regression, 2 not enough data to tell.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from typing import Any
+
+import click
+
+from firsttoken.addon.store import stats_queries as sq
+from firsttoken.addon.store.queries import Filters
+
+from . import fmt
+from .common import db_option
+from .stats import filter_options, make_filters
+
+BASE_METRICS = (("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"), ("prompt", sq.PROMPT), ("max_tokens", "max_tokens"))
+COMPARED = ("ttfb", "gap", "ttft")
+MEANING = {
+    "ttfb": "time to response headers: network, TLS, a gateway or proxy, or the provider's queue before it answered "
+            "(not the model's prefill)",
+    "gap": "headers to first token: the model side (prefill of the prompt, a slower or overloaded model/deployment)",
+    "ttft": "first token overall",
+}
+EXIT_OK, EXIT_REGRESSION, EXIT_NO_DATA = 0, 1, 2
+
+
+def measure(db, filters: Filters, include_cold: bool = False) -> dict[str, dict[str, Any]]:
+    """{model: {n, ttfb_p50, ..., gap_p95, prompt_tokens_p50, max_tokens_p50}} over the filtered rows."""
+    res = sq.compute(db, filters, by="model", include_cold=include_cold, qs=(50, 95), metrics=BASE_METRICS, fit=False)
+    out = {}
+    for g in res["groups"]:
+        if g["group"] is None:
+            continue
+        row: dict[str, Any] = {"n": g["ttft_ms"]["n"]}
+        for name in ("ttfb", "ttft", "gap"):
+            row[f"{name}_p50"], row[f"{name}_p95"] = g[f"{name}_ms"]["p50"], g[f"{name}_ms"]["p95"]
+        row["prompt_tokens_p50"] = g["prompt"]["p50"]
+        row["max_tokens_p50"] = g["max_tokens"]["p50"]
+        out[g["group"]] = row
+    return out
+
+
+def parse_tolerance(text: str) -> float:
+    t = str(text).strip()
+    try:
+        v = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: use e.g. 20% or 0.2", param_hint="--tolerance") from None
+    if v > 1 and not t.endswith("%"):
+        v /= 100  # "20" means 20 %
+    if v < 0:
+        raise click.BadParameter("must not be negative", param_hint="--tolerance")
+    return v
+
+
+def compare(base: dict[str, Any], cur: dict[str, Any], tol: float, min_delta: float) -> list[dict[str, Any]]:
+    """One entry per metric and percentile: baseline, current, change, regressed?"""
+    out = []
+    for name in COMPARED:
+        for q in ("p50", "p95"):
+            b, c = base.get(f"{name}_{q}"), cur.get(f"{name}_{q}")
+            if b is None or c is None:
+                continue
+            delta = c - b
+            out.append({"metric": name, "q": q, "baseline": b, "current": c, "delta_ms": round(delta, 3),
+                        "change": round(delta / b, 4) if b else None,
+                        "regressed": bool(c > b * (1 + tol) and delta > min_delta)})
+    return out
+
+
+def explain(model: str, items: list[dict[str, Any]], base: dict[str, Any], cur: dict[str, Any]) -> list[str]:
+    """Sentences saying which metric drifted and what that points to."""
+    bad = {(i["metric"], i["q"]): i for i in items if i["regressed"]}
+    lines = []
+    for name in ("ttfb", "gap"):
+        hits = [bad[(name, q)] for q in ("p50", "p95") if (name, q) in bad]
+        if not hits:
+            continue
+        parts = ", ".join(f"{h['q'].upper()} {fmt.ms(h['baseline'])} → {fmt.ms(h['current'])}" for h in hits)
+        lines.append(f"{model}: {name.upper() if name == 'ttfb' else 'gap'} drifted ({parts}): {MEANING[name]}.")
+        if name == "gap":
+            bp, cp = base.get("prompt_tokens_p50"), cur.get("prompt_tokens_p50")
+            if bp and cp and abs(cp - bp) / bp > 0.2:
+                lines.append(f"  prompts changed size: median {bp:,.0f} → {cp:,.0f} tokens, which alone moves the prefill "
+                             "(compare like with like: baseline check --sweep sends the baseline's prompt size)")
+            elif bp and cp:
+                lines.append(f"  the median prompt is about the same ({bp:,.0f} → {cp:,.0f} tokens): the model side got slower")
+    ttft = [bad[("ttft", q)] for q in ("p50", "p95") if ("ttft", q) in bad]
+    if ttft and not lines:
+        parts = ", ".join(f"{h['q'].upper()} {fmt.ms(h['baseline'])} → {fmt.ms(h['current'])}" for h in ttft)
+        lines.append(f"{model}: TTFT drifted ({parts}) while neither TTFB nor gap alone crossed the tolerance: both grew a little.")
+    return lines
+
+
+@click.group("baseline")
+def baseline() -> None:
+    """Save latency baselines (P50/P95 of TTFB, TTFT, gap per model) and check traffic against them."""
+
+
+@baseline.command("save")
+@click.argument("name")
+@db_option
+@filter_options
+@click.option("--include-cold", is_flag=True, help="Keep requests that opened a new connection.")
+@click.option("--min-n", type=int, default=5, show_default=True, help="Fewest requests with a TTFT per model.")
+def save(name, db_path, include_cold, min_n, **kw):
+    """Store the current P50/P95 of TTFB, TTFT and gap per model as NAME (replacing an older NAME)."""
+    from .common import console, fail, reader
+
+    filters = make_filters(kw)
+    db = reader(db_path)
+    try:
+        found = measure(db, filters, include_cold)
+    except ValueError as e:
+        fail(str(e))
+    keep = {m: r for m, r in found.items() if r["n"] >= min_n}
+    for m in sorted(set(found) - set(keep)):
+        console(stderr=True).print(f"[yellow]skipped {m}:[/] only {found[m]['n']} requests with a TTFT (< {min_n})")
+    if not keep:
+        fail(f"not enough data for a baseline: no model has {min_n} requests with a TTFT under these filters; "
+             "send traffic through the proxy or run `firsttoken sweep ... --experiment NAME` first", code=EXIT_NO_DATA)
+    source = json.dumps({k: v for k, v in vars(filters).items() if v} | ({"include_cold": True} if include_cold else {}))
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    api = {m: a for m, a in db.execute("SELECT model, api FROM requests WHERE model IN (%s) GROUP BY model"
+                                       % ",".join("?" * len(keep)), list(keep)).fetchall()}
+    with db.conn:
+        db.execute("DELETE FROM baselines WHERE name = ?", [name])
+        for m, r in keep.items():
+            db["baselines"].insert({"name": name, "model": m, "created_at": now, "source": source, "api": api.get(m), **r})
+    con = console()
+    con.print(f"saved baseline [bold]{name}[/] for {len(keep)} model(s):")
+    con.print(_table({m: {"name": name, "model": m, "created_at": now, **r} for m, r in keep.items()}.values()))
+
+
+def _table(rows):
+    from rich.table import Table
+
+    t = Table(header_style="bold")
+    for c in ("name", "model", "created", "n", "TTFB P50/P95", "TTFT P50/P95", "gap P50/P95", "prompt P50"):
+        t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left")
+    for r in rows:
+        t.add_row(r["name"], r["model"], fmt.local_time(r["created_at"]) + " " + r["created_at"][:10], f"{r['n']:,}",
+                  *[f"{fmt.ms(r[f'{m}_p50'])} / {fmt.ms(r[f'{m}_p95'])}" for m in ("ttfb", "ttft", "gap")],
+                  fmt.num(None if r.get("prompt_tokens_p50") is None else int(r["prompt_tokens_p50"])))
+    return t
+
+
+@baseline.command("list")
+@db_option
+@click.option("--json", "as_json", is_flag=True)
+def list_(db_path, as_json):
+    """The saved baselines."""
+    from .common import console, reader
+
+    db = reader(db_path)
+    rows = [dict(zip([d[0] for d in cur.description], r)) for cur in [db.execute(
+        "SELECT * FROM baselines ORDER BY name, model")] for r in cur.fetchall()]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif not rows:
+        console().print("No baselines yet: `firsttoken baseline save NAME [--since 1d] [--experiment ...]`.")
+    else:
+        console().print(_table(rows))
+
+
+@baseline.command("delete")
+@click.argument("name")
+@db_option
+def delete(name, db_path):
+    """Forget baseline NAME."""
+    from .common import console, fail, reader
+
+    db = reader(db_path)
+    with db.conn:
+        n = db.execute("DELETE FROM baselines WHERE name = ?", [name]).rowcount
+    if not n:
+        fail(f"no baseline named {name!r} (see `firsttoken baseline list`)", code=EXIT_NO_DATA)
+    console().print(f"deleted baseline {name} ({n} model(s))")
+
+
+@baseline.command("check")
+@click.argument("name")
+@db_option
+@click.option("--tolerance", default="20%", show_default=True, help="Allowed rise over the baseline, e.g. 20% or 0.2.")
+@click.option("--min-delta-ms", type=float, default=10.0, show_default=True, help="Ignore rises smaller than this.")
+@click.option("--since", default="1h", show_default=True, help="Recent traffic to compare (ignored with --sweep / --experiment).")
+@click.option("--model", help="Only this model of the baseline.")
+@click.option("--experiment", help="Compare the rows of this experiment (e.g. a sweep) instead of recent traffic.")
+@click.option("--route")
+@click.option("--min-n", type=int, default=5, show_default=True, help="Fewest requests per model to judge.")
+@click.option("--include-cold", is_flag=True)
+@click.option("--sweep", "sweep_url", metavar="BASE_URL",
+              help="Probe now: send --runs requests per model through the proxy at BASE_URL with the baseline's prompt size.")
+@click.option("--runs", type=int, default=5, show_default=True, help="With --sweep: measured requests per model.")
+@click.option("--api", type=click.Choice(["openai.chat", "anthropic.messages"]), help="With --sweep: request shape.")
+@click.option("--key-env", help="With --sweep: env var holding the API key.")
+@click.option("--json", "as_json", is_flag=True)
+def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, route, min_n, include_cold, sweep_url,
+          runs, api, key_env, as_json):
+    """Compare recent traffic with baseline NAME: exit 0 within tolerance, 1 on regression, 2 without enough data."""
+    from .common import fail, reader, resolve_db
+
+    tol = parse_tolerance(tolerance)
+    db = reader(db_path)
+    base_rows = [dict(zip([d[0] for d in cur.description], r)) for cur in [db.execute(
+        "SELECT * FROM baselines WHERE name = ? AND (? IS NULL OR model = ?) ORDER BY model", [name, model, model])]
+        for r in cur.fetchall()]
+    if not base_rows:
+        fail(f"no baseline named {name!r}" + (f" for model {model}" if model else "")
+             + ": save one with `firsttoken baseline save NAME` (see `firsttoken baseline list`)", code=EXIT_NO_DATA)
+    if sweep_url:
+        experiment = _probe(base_rows, name, sweep_url, runs, api, key_env, resolve_db(db_path))
+    report: dict[str, Any] = {"baseline": name, "tolerance": tol, "min_delta_ms": min_delta_ms,
+                              "compared": experiment and {"experiment": experiment} or {"since": since}, "models": []}
+    regressed = judged = 0
+    lines: list[str] = []
+    for b in base_rows:
+        f = Filters(model=b["model"], route=route, experiment=experiment, since=None if experiment else since)
+        cur = measure(db, f, include_cold).get(b["model"], {"n": 0})
+        entry: dict[str, Any] = {"model": b["model"], "n": cur["n"], "baseline_n": b["n"]}
+        if cur["n"] < min_n:
+            entry["status"] = "not_enough_data"
+            lines.append(f"{b['model']}: only {cur['n']} request(s) with a TTFT " + (f"in experiment {experiment}" if experiment
+                         else f"in the last {since}") + f" (need {min_n}): widen --since, send traffic, or probe with --sweep URL")
+        else:
+            judged += 1
+            items = compare(b, cur, tol, min_delta_ms)
+            why = explain(b["model"], items, b, cur)
+            entry.update(status="regressed" if any(i["regressed"] for i in items) else "ok", metrics=items,
+                         current=cur, explanation=why)
+            regressed += entry["status"] == "regressed"
+            lines += why or [f"{b['model']}: within {tol * 100:.0f}% of the baseline (n={cur['n']})"]
+        report["models"].append(entry)
+    code = EXIT_REGRESSION if regressed else (EXIT_OK if judged else EXIT_NO_DATA)
+    report["exit_code"] = code
+    if as_json:
+        click.echo(json.dumps(report, indent=2, default=str))
+    else:
+        _print_check(report, lines)
+    raise SystemExit(code)
+
+
+def _print_check(report: dict[str, Any], lines: list[str]) -> None:
+    from rich.table import Table
+
+    from .common import console
+
+    con = console()
+    t = Table(title=f"baseline {report['baseline']} vs " + ", ".join(f"{k} {v}" for k, v in report["compared"].items()),
+              header_style="bold", title_justify="left")
+    for c in ("model", "metric", "baseline", "now", "change", ""):
+        t.add_column(c, justify="left" if c in ("model", "metric", "") else "right")
+    for m in report["models"]:
+        for i, it in enumerate(m.get("metrics", [])):
+            ch = f"{it['change'] * 100:+.0f}%" if it["change"] is not None else "–"
+            t.add_row(m["model"] if i == 0 else "", f"{it['metric'].upper() if it['metric'] != 'gap' else 'gap'} {it['q'].upper()}",
+                      fmt.ms(it["baseline"]), fmt.ms(it["current"]), ch,
+                      "[bold red]REGRESSED[/]" if it["regressed"] else "[green]ok[/]")
+    if t.rows:
+        con.print(t)
+    style = {0: "green", 1: "bold red", 2: "yellow"}[report["exit_code"]]
+    for line in lines:
+        con.print(f"[{style}]{line}[/]" if not line.startswith("  ") else line)
+
+
+def _probe(base_rows, name, base_url, runs, api, key_env, db_path) -> str:
+    """Send runs (+1 warm-up) requests per model with the baseline's prompt size; returns the experiment tag."""
+    from .common import console, fail
+    from .sweep import Client, SweepError, guess_api, run
+
+    experiment = f"check-{name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    for b in base_rows:
+        a = api or b.get("api")
+        if a not in ("openai.chat", "anthropic.messages"):
+            a = guess_api(base_url, b["model"])
+        env = key_env or ("ANTHROPIC_API_KEY" if a == "anthropic.messages" else "OPENAI_API_KEY")
+        size = int(round(b.get("prompt_tokens_p50") or 200))
+        out = int(round(b.get("max_tokens_p50") or 50))
+        client = Client(base_url, a, os.environ.get(env) or None)
+        try:
+            info = run(client, a, b["model"], [(max(size, 40), out)], runs, 1, experiment, db_path, 15.0)
+        except SweepError as e:
+            fail(f"probe of {b['model']} failed: {e}")
+        finally:
+            client.close()
+        if info["errors"]:
+            console(stderr=True).print(f"[yellow]{info['errors']} probe request(s) of {b['model']} failed:[/] {info['first_error']}")
+    return experiment

@@ -1,0 +1,156 @@
+"""`firsttoken stats`: percentiles of TTFB, TTFT, gap, TPOT, ITL and total per model (or route,
+API, prompt-size bucket, hour), error rates by finding code, and TTFT = a + b x prompt tokens."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from firsttoken.addon.store import stats_queries as sq
+from firsttoken.addon.store.queries import Filters
+
+from . import fmt
+from .common import db_option
+
+LABELS = {"ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total"}
+FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment")
+
+
+def filter_options(fn):
+    """The filters of `firsttoken logs`, for stats / export / report / baseline."""
+    opts = [
+        click.option("--model"),
+        click.option("--route"),
+        click.option("--api"),
+        click.option("--status", help="200, 4xx, or 'error'."),
+        click.option("--code", help="Only requests with this finding code."),
+        click.option("--since", help="e.g. 30m, 2h, 7d, or an ISO time."),
+        click.option("--until"),
+        click.option("--experiment", help="Only requests tagged with this x-firsttoken-experiment."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def make_filters(kw: dict[str, Any]) -> Filters:
+    return Filters(**{k: kw.get(k) for k in FILTER_NAMES})
+
+
+def fit_text(g: dict[str, Any]) -> Text:
+    if g.get("ttft_slope_ms_per_1k") is None:
+        return Text(g.get("ttft_fit_warning") or "–", style="dim")
+    t = Text(f"{g['ttft_intercept_ms']:.0f} ms + {g['ttft_slope_ms_per_1k']:.0f} ms per 1k tokens\n"
+             f"R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,}")
+    if g.get("ttft_fit_warning"):
+        t.append(f"\n⚠ {g['ttft_fit_warning']}", style="yellow")
+    return t
+
+
+def _group_name(v: Any, by: str) -> str:
+    if v is None:
+        return "(none)"
+    if by == "hour":
+        return f"{v.replace('T', ' ')}:00Z"
+    return str(v)
+
+
+def render(res: dict[str, Any]) -> Group:
+    by = res["by"]
+    groups = res["groups"]
+    summary = Table(title=f"Requests by {by}", header_style="bold", title_justify="left")
+    for c, j in ((by, "left"), ("requests", "right"), ("errors", "right"), ("top error codes", "left"),
+                 ("cold", "right"), ("TTFT vs prompt tokens", "left")):
+        summary.add_column(c, justify=j, overflow="fold")
+    for g in groups:
+        rate = g["error_rate"]
+        err = Text(f"{g['errors']:,} ({rate * 100:.1f}%)" if rate is not None else f"{g['errors']:,}",
+                   style="red" if g["errors"] else "")
+        codes = "\n".join(f"{c['code']} {c['rate'] * 100:.1f}%" for c in g["error_codes"][:3] if c["rate"] is not None)
+        summary.add_row(_group_name(g["group"], by), f"{g['count']:,}", err, codes or "–",
+                        f"{g['cold']:,}", fit_text(g))
+    pct = Table(title="Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
+                header_style="bold", title_justify="left")
+    pct.add_column(by)
+    pct.add_column("metric")
+    pct.add_column("n", justify="right")
+    qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]
+    for q in qs:
+        pct.add_column(q.upper(), justify="right")
+    for gi, g in enumerate(groups):
+        if gi:
+            pct.add_section()
+        for i, (name, _) in enumerate(sq.METRICS):
+            m = g.get(f"{name}_ms")
+            if m is None:
+                continue
+            pct.add_row(_group_name(g["group"], by) if i == 0 else "", LABELS[name], f"{m['n']:,}",
+                        *[fmt.ms(m.get(q)) for q in qs])
+    note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
+                + ("Cold connections included." if res["include_cold"] else
+                   "Cold connections (new TCP/TLS connection) are left out of latency figures; --include-cold keeps them."),
+                style="dim")
+    return Group(summary, pct, note)
+
+
+def bar(parts: list[tuple[float, str]], scale: float, width: int) -> Text:
+    t = Text()
+    for v, style in parts:
+        n = int(round(max(0.0, v) * scale))
+        t.append("█" * n, style=style)
+    return t
+
+
+def plot(res: dict[str, Any], width: int = 48) -> Group:
+    """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model)."""
+    by = res["by"]
+    rows = [g for g in res["groups"] if g["ttft_ms"]["n"]]
+    top = max([g["ttft_ms"]["p95"] or 0 for g in rows] + [1.0])
+    scale = width / top
+    t = Table(title="TTFT = TTFB (blue: network, gateway) + gap (magenta: prefill, model)", header_style="bold",
+              title_justify="left", show_edge=False, box=None)
+    t.add_column(by)
+    t.add_column("")
+    t.add_column("", no_wrap=True)
+    t.add_column("TTFT", justify="right")
+    for g in rows:
+        for q in ("p50", "p95"):
+            ttfb, ttft = g["ttfb_ms"].get(q) or 0, g["ttft_ms"].get(q) or 0
+            # percentiles do not add up; draw TTFB then the rest of TTFT
+            b = bar([(min(ttfb, ttft), "blue"), (max(0.0, ttft - min(ttfb, ttft)), "magenta")], scale, width)
+            t.add_row(_group_name(g["group"], by) if q == "p50" else "", q.upper(), b, fmt.ms(ttft))
+    return Group(t)
+
+
+@click.command("stats")
+@db_option
+@filter_options
+@click.option("--by", type=click.Choice(list(sq.GROUPS)), default="model", show_default=True,
+              help="Group by model, route, API, prompt-size bucket (prompt tokens), UTC hour or experiment.")
+@click.option("--include-cold", is_flag=True, help="Keep requests that opened a new connection in latency figures.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object.")
+@click.option("--plot", "plot_", is_flag=True, help="Also draw TTFT bars (TTFB + gap) per group.")
+def stats(db_path, by, include_cold, as_json, plot_, **kw):
+    """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""
+    from .common import console, fail, reader
+
+    db = reader(db_path)
+    try:
+        res = sq.compute(db, make_filters(kw), by=by, include_cold=include_cold)
+    except ValueError as e:
+        fail(str(e))
+    if as_json:
+        click.echo(json.dumps(res, ensure_ascii=False, default=str, indent=2))
+        return
+    con = console()
+    if not res["groups"]:
+        con.print("No requests recorded (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.")
+        return
+    con.print(render(res))
+    if plot_:
+        con.print(plot(res))

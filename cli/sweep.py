@@ -1,0 +1,363 @@
+"""`firsttoken sweep`: the field guides' experiment, automated.
+
+Vary the input length with the output fixed (``--inputs``), or the output with the input fixed
+(``--outputs``); every point is sent ``--warmup`` + ``--runs`` times, round-robin, streaming,
+through the proxy, each request tagged ``x-firsttoken-experiment``. The proxy times them; the
+rows are read back from its database and summarised: median TTFT / TTFB / gap and P95 TTFT per
+point, and the least-squares TTFT = a + b x input tokens.
+
+Prompts are exactly N tokens by firsttoken's own counter (``addon.tokens.count_request``), and
+start with a unique tag so a provider's prompt cache cannot serve a repeated prefix.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import http.client
+import json
+import os
+import random
+import secrets
+import sys
+import time
+import urllib.parse
+from typing import Any
+
+import click
+
+from firsttoken.addon import tokens
+from firsttoken.addon.store import stats_queries as sq
+from firsttoken.addon.store.queries import Filters
+
+from . import fmt
+from .common import db_option
+
+EXPERIMENT_HEADER = "x-firsttoken-experiment"
+APIS = ("openai.chat", "anthropic.messages")
+INSTRUCTION = "Write a long, detailed story inspired by the words below. Keep writing until you are stopped.\n\n"
+_WORDS = ("river stone market lantern orchard signal harbor meadow copper winter engine quiet garden "
+          "thunder paper violet canyon silver ladder island morning forest window letter bridge candle "
+          "planet shadow valley marble feather rocket spiral cotton anchor glacier velvet circus").split()
+
+
+class SweepError(RuntimeError):
+    pass
+
+
+def guess_api(base_url: str, model: str) -> str:
+    if "anthropic" in base_url.lower() or model.lower().startswith("claude"):
+        return "anthropic.messages"
+    return "openai.chat"
+
+
+def _filler(n_words: int, seed: int = 7) -> str:
+    rnd = random.Random(seed)
+    return " ".join(rnd.choice(_WORDS) for _ in range(n_words))
+
+
+def request_body(api: str, model: str, text: str, max_tokens: int) -> dict[str, Any]:
+    msgs = [{"role": "user", "content": text}]
+    if api == "anthropic.messages":
+        return {"model": model, "max_tokens": max_tokens, "messages": msgs, "stream": True}
+    body: dict[str, Any] = {"model": model, "messages": msgs, "stream": True, "stream_options": {"include_usage": True}}
+    # OpenAI's reasoning models refuse max_tokens
+    field = "max_completion_tokens" if model.split("/")[-1].startswith(("o1", "o3", "o4", "gpt-5")) else "max_tokens"
+    body[field] = max_tokens
+    return body
+
+
+def build_prompt(api: str, model: str, n_tokens: int, max_tokens: int, tag: str = "") -> dict[str, Any]:
+    """A request body whose prompt is exactly n_tokens by addon.tokens.count_request."""
+    enc, _ = tokens.load_encoding(tokens.encoding_for_model(model)[0])
+    head = (f"[{tag}] " if tag else "") + INSTRUCTION
+
+    def count(text: str) -> int:
+        return tokens.count_request(api, request_body(api, model, text, max_tokens), model).prompt_tokens_est or 0
+
+    floor = count(head.rstrip())
+    if n_tokens < floor:
+        raise SweepError(f"{n_tokens} input tokens is below this request's fixed overhead ({floor} tokens): use a larger size")
+    ids = enc.encode_ordinary(_filler(n_tokens + 64))
+    k = max(0, n_tokens - floor)
+    seen: set[int] = set()
+    for _ in range(40):
+        text = head + enc.decode(ids[:k]) if k else head.rstrip()
+        got = count(text)
+        if got == n_tokens:
+            return request_body(api, model, text, max_tokens)
+        seen.add(k)
+        k = max(0, k + (n_tokens - got))
+        if k in seen:  # oscillating around a merge: nudge
+            k = max(0, k + (1 if got < n_tokens else -1))
+            while k in seen and k < len(ids):
+                k += 1
+    raise SweepError(f"could not build a prompt of exactly {n_tokens} tokens")
+
+
+class Client:
+    """One keep-alive HTTP connection (stdlib http.client), so the proxy reuses its upstream connection."""
+
+    def __init__(self, base_url: str, api: str, key: str | None, timeout: float = 120.0) -> None:
+        u = urllib.parse.urlsplit(base_url.rstrip("/"))
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise SweepError(f"--base-url {base_url!r}: give an http(s) URL, e.g. http://127.0.0.1:8787/v1")
+        self.scheme, self.host, self.port = u.scheme, u.hostname, u.port
+        prefix = u.path.rstrip("/")
+        if api == "anthropic.messages":
+            self.path = prefix + ("/messages" if prefix.endswith("/v1") else "/v1/messages")
+        else:
+            self.path = prefix + "/chat/completions"
+        self.api, self.key, self.timeout = api, key, timeout
+        self.conn: http.client.HTTPConnection | None = None
+
+    def _connect(self) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=self.timeout)
+
+    def send(self, body: dict[str, Any], experiment: str) -> tuple[int, bytes]:
+        headers = {"content-type": "application/json", "accept": "text/event-stream", EXPERIMENT_HEADER: experiment}
+        if self.api == "anthropic.messages":
+            headers["anthropic-version"] = "2023-06-01"
+            if self.key:
+                headers["x-api-key"] = self.key
+        elif self.key:
+            headers["authorization"] = f"Bearer {self.key}"
+        data = json.dumps(body).encode()
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = self._connect()
+            try:
+                self.conn.request("POST", self.path, body=data, headers=headers)
+                resp = self.conn.getresponse()
+                head = b""
+                while chunk := resp.read(65536):
+                    if len(head) < 4096:
+                        head += chunk[: 4096 - len(head)]
+                if resp.will_close:
+                    self.close()
+                return resp.status, head
+            except (ConnectionError, http.client.RemoteDisconnected, http.client.CannotSendRequest) as e:
+                self.close()
+                if attempt:
+                    raise SweepError(f"connection to {self.host}:{self.port} failed: {e}") from None
+            except OSError as e:
+                self.close()
+                raise SweepError(f"cannot reach {self.host}:{self.port}: {e}") from None
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+def _error_text(status: int, head: bytes, key: str | None) -> str:
+    text = head.decode("utf-8", "replace")
+    try:
+        err = json.loads(text).get("error")
+        text = err.get("message") if isinstance(err, dict) else str(err)
+    except (ValueError, AttributeError):
+        pass
+    if key:
+        text = text.replace(key, "***")
+    return f"HTTP {status}: {(text or '').strip()[:300]}"
+
+
+def wait_for_rows(db_path: str, where: str, params: list, expected: int, timeout: float) -> int:
+    """Poll the proxy's database until `expected` finished rows match (it writes them asynchronously)."""
+    from firsttoken.addon.store.db import open_db
+
+    deadline = time.monotonic() + timeout
+    n = 0
+    while True:
+        try:
+            db = open_db(db_path, write=False)
+            n = db.execute(f"SELECT count(*) FROM requests WHERE state = 'done' AND {where}", params).fetchone()[0]
+            db.conn.close()
+        except FileNotFoundError:
+            n = 0
+        if n >= expected or time.monotonic() > deadline:
+            return n
+        time.sleep(0.1)
+
+
+def run(client: Client, api: str, model: str, points: list[tuple[int, int]], runs: int, warmup: int,
+        experiment: str, db_path: str, wait: float, progress=None) -> dict[str, Any]:
+    """Send every point (input tokens, max tokens) warmup + runs times; returns counts."""
+    plan = [(p, True) for p in points for _ in range(warmup)] + [(p, False) for _ in range(runs) for p in points]
+    sent = errors = 0
+    first_error = None
+    checked = False
+    for i, ((n_in, n_out), is_warmup) in enumerate(plan):
+        body = build_prompt(api, model, n_in, n_out, tag=f"{experiment} #{i} {secrets.token_hex(4)}")
+        status, head = client.send(body, f"{experiment}/warmup" if is_warmup else experiment)
+        if status >= 400:
+            errors += 1
+            first_error = first_error or _error_text(status, head, client.key)
+            if i == 0:
+                raise SweepError(f"the first request failed with {first_error}")
+        if not is_warmup:
+            sent += 1
+        if not checked:  # the proxy must be recording this experiment, or nothing will come back
+            checked = True
+            if wait_for_rows(db_path, "experiment LIKE ?", [experiment + "%"], 1, wait) == 0:
+                raise SweepError(
+                    f"nothing was recorded in {db_path} for experiment {experiment!r}: point --base-url at a running "
+                    "`firsttoken proxy` (e.g. http://127.0.0.1:8787/v1) and --db at that proxy's database")
+        if progress:
+            progress()
+    got = wait_for_rows(db_path, "experiment = ?", [experiment], sent, wait)
+    return {"sent": sent, "recorded": got, "errors": errors, "first_error": first_error}
+
+
+SWEEP_METRICS = (("ttft", "ttft_ms"), ("ttfb", "ttfb_ms"), ("gap", "gap_ms"), ("total", "total_ms"),
+                 ("tpot", "tpot_ms"), ("server_prompt", "usage_prompt_tokens"), ("server_output", "usage_completion_tokens"))
+
+
+def summarize(db, experiment: str, mode: str) -> dict[str, Any]:
+    """The guides' table from the recorded rows: one line per point, plus the TTFT fit."""
+    f = Filters(experiment=experiment)
+    key = "prompt_tokens_est" if mode == "inputs" else "max_tokens"
+    res = sq.compute(db, f, group_expr=key, metrics=SWEEP_METRICS, qs=(50, 95), fit=False)
+    points = []
+    for g in res["groups"]:
+        if g["group"] is None or not g["ttft_ms"]["n"]:
+            continue
+        points.append({
+            "input_tokens" if mode == "inputs" else "max_tokens": g["group"], "n": g["ttft_ms"]["n"],
+            "ttft_p50": g["ttft_ms"]["p50"], "ttfb_p50": g["ttfb_ms"]["p50"], "gap_p50": g["gap_ms"]["p50"],
+            "ttft_p95": g["ttft_ms"]["p95"], "total_p50": g["total_ms"]["p50"], "tpot_p50": g["tpot_ms"]["p50"],
+            "server_prompt_tokens": g["server_prompt"]["p50"], "server_output_tokens": g["server_output"]["p50"],
+            "errors": g["errors"],
+        })
+    whole = sq.compute(db, f, group_expr="experiment", metrics=(), fit=True)
+    fit = {k: v for k, v in (whole["groups"][0] if whole["groups"] else {}).items() if k.startswith(("ttft_", "prompt_tokens"))}
+    out = {"experiment": experiment, "mode": mode, "points": points, "fit": fit}
+    if mode == "outputs" and points:
+        meds = [p["ttft_p50"] for p in points if p["ttft_p50"] is not None]
+        mean = sum(meds) / len(meds)
+        out["ttft_spread"] = round((max(meds) - min(meds)) / mean, 4) if mean else None
+    return out
+
+
+def _ints(text: str | None, name: str) -> list[int]:
+    try:
+        vals = [int(x) for x in (text or "").replace(" ", "").split(",") if x]
+    except ValueError:
+        raise click.BadParameter("give whole numbers separated by commas, e.g. 200,500,1000", param_hint=name) from None
+    if not vals or min(vals) <= 0:
+        raise click.BadParameter("give positive whole numbers separated by commas", param_hint=name)
+    return vals
+
+
+def print_summary(con, s: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    inputs = s["mode"] == "inputs"
+    t = Table(title=f"sweep {s['experiment']} (medians over the runs; warm-up runs dropped)", header_style="bold",
+              title_justify="left")
+    cols = (["input tokens", "server tokens"] if inputs else ["max tokens", "output tokens"]) + \
+        ["n", "TTFT P50", "TTFB P50", "gap P50", "TTFT P95"] + ([] if inputs else ["total P50", "TPOT P50"])
+    for c in cols:
+        t.add_column(c, justify="right")
+    for p in s["points"]:
+        row = [f"{p['input_tokens']:,}", fmt.num(_int(p["server_prompt_tokens"]))] if inputs else \
+            [f"{p['max_tokens']:,}", fmt.num(_int(p["server_output_tokens"]))]
+        row += [str(p["n"]), fmt.ms(p["ttft_p50"]), fmt.ms(p["ttfb_p50"]), fmt.ms(p["gap_p50"]), fmt.ms(p["ttft_p95"])]
+        if not inputs:
+            row += [fmt.ms(p["total_p50"]), fmt.ms(p["tpot_p50"])]
+        t.add_row(*row)
+    con.print(t)
+    fit = s["fit"]
+    if inputs and fit.get("ttft_slope_ms_per_1k") is not None:
+        con.print(f"TTFT ≈ {fit['ttft_intercept_ms']:.0f} ms + [bold]{fit['ttft_slope_ms_per_1k']:.0f} ms per 1k input tokens[/] "
+                  f"(least squares over {fit['ttft_fit_n']} requests, R² {fit['ttft_fit_r2']:.3f}): every 1,000 more "
+                  "input tokens cost that much prefill before the first token.")
+    elif inputs:
+        con.print(f"[yellow]no slope:[/] {fit.get('ttft_fit_warning') or 'no data'}")
+    if fit.get("ttft_fit_warning") and fit.get("ttft_slope_ms_per_1k") is not None:
+        con.print(f"[yellow]⚠ {fit['ttft_fit_warning']}[/]")
+    if not inputs and s.get("ttft_spread") is not None:
+        flat = s["ttft_spread"] < 0.2
+        con.print(f"TTFT medians vary by {s['ttft_spread'] * 100:.0f}% across output lengths: "
+                  + ("flat, as expected: the output length does not enter TTFT, only the total time."
+                     if flat else "not flat: the server may schedule long answers differently, or the network is noisy."))
+
+
+def _int(v):
+    return None if v is None else int(round(v))
+
+
+@click.command("sweep")
+@click.option("--base-url", required=True, help="The proxy's URL as a client would use it, e.g. http://127.0.0.1:8787/v1.")
+@click.option("--model", required=True)
+@click.option("--api", type=click.Choice(APIS), default=None, help="Request shape (default: from the URL / model name).")
+@click.option("--key-env", default=None, help="Env var with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY).")
+@click.option("--inputs", help="Input sizes in tokens, e.g. 200,500,1000,2000,4000 (output fixed by --max-tokens).")
+@click.option("--max-tokens", type=int, default=50, show_default=True, help="Output cap while varying the input.")
+@click.option("--outputs", help="max_tokens values, e.g. 50,200,500 (input fixed by --input).")
+@click.option("--input", "input_tokens", type=int, default=200, show_default=True, help="Input size while varying the output.")
+@click.option("--runs", type=int, default=5, show_default=True, help="Measured requests per point.")
+@click.option("--warmup", type=int, default=1, show_default=True, help="Requests per point sent first and dropped.")
+@click.option("--experiment", help="Tag for the rows (default: sweep-inputs-YYYYmmdd-HHMMSS).")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write the table to this CSV file.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request.")
+@click.option("--wait", type=float, default=15.0, show_default=True, help="Seconds to wait for the proxy to record rows.")
+@db_option
+def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_tokens, runs, warmup, experiment,
+          csv_path, as_json, timeout, wait, db_path):
+    """Measure how TTFT grows with input length (or stays flat with output length), through the proxy."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from firsttoken.addon.store.db import open_db
+
+    from .common import console, fail, resolve_db
+
+    if inputs and outputs:
+        raise click.UsageError("give --inputs or --outputs, not both")
+    mode = "outputs" if outputs else "inputs"
+    points = [(n, max_tokens) for n in _ints(inputs or "200,500,1000,2000,4000", "--inputs")] if mode == "inputs" \
+        else [(input_tokens, m) for m in _ints(outputs, "--outputs")]
+    if runs < 1 or warmup < 0:
+        raise click.UsageError("--runs must be at least 1 and --warmup at least 0")
+    api = api or guess_api(base_url, model)
+    key_env = key_env or ("ANTHROPIC_API_KEY" if api == "anthropic.messages" else "OPENAI_API_KEY")
+    key = os.environ.get(key_env) or None
+    err = console(stderr=True)
+    if key is None:
+        err.print(f"[yellow]note:[/] ${key_env} is not set: sending requests without an API key")
+    experiment = experiment or f"sweep-{mode}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    path = resolve_db(db_path)
+    try:
+        for n, m in points[:1] + points[-1:]:
+            build_prompt(api, model, n, m)  # fail on an impossible size before sending anything
+        client = Client(base_url, api, key, timeout)
+        total = len(points) * (runs + warmup)
+        with Progress(TextColumn(f"[bold]{experiment}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True) as bar:
+            task = bar.add_task("requests", total=total)
+            info = run(client, api, model, points, runs, warmup, experiment, path, wait, lambda: bar.advance(task))
+        client.close()
+    except SweepError as e:
+        fail(str(e))
+    if info["recorded"] < info["sent"]:
+        err.print(f"[yellow]warning:[/] the proxy recorded {info['recorded']} of {info['sent']} measured requests within {wait:.0f} s")
+    if info["errors"]:
+        err.print(f"[yellow]warning:[/] {info['errors']} request(s) failed; the first: {info['first_error']}")
+    summary = summarize(open_db(path, write=False), experiment, mode)
+    summary.update(model=model, api=api, runs=runs, warmup=warmup, **{k: info[k] for k in ("sent", "recorded", "errors")})
+    if csv_path:
+        with open(csv_path, "w", newline="") as fh:
+            if summary["points"]:
+                w = csv.DictWriter(fh, fieldnames=list(summary["points"][0]))
+                w.writeheader()
+                w.writerows(summary["points"])
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        print_summary(console(), summary)
+        console().print(f"[dim]rows tagged {experiment!r}: firsttoken logs --experiment {experiment} · "
+                        f"firsttoken baseline save NAME --experiment {experiment}[/]")
+    sys.stdout.flush()

@@ -1,0 +1,238 @@
+"""`firsttoken stats`, `export`, `bench-db`: percentiles in SQL checked by hand, both query paths, the fit."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+
+import pytest
+from click.testing import CliRunner
+
+from firsttoken.addon.store import stats_queries as sq
+from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store.queries import Filters
+from firsttoken.cli.bench_db import bench_db, generate
+from firsttoken.cli.export import export
+from firsttoken.cli.stats import stats
+
+N = 0
+
+
+def add(db, **kw):
+    global N
+    N += 1
+    row = {"id": f"r{N:06d}", "started_at": f"2026-11-29T10:{N // 60 % 60:02d}:{N % 60:02d}.000+00:00", "state": "done",
+           "model": "m", "route": "default", "api": "openai.chat", "status": 200, "conn_reused": 1, **kw}
+    db["requests"].insert(row, alter=False)
+
+
+@pytest.fixture
+def db(tmp_path):
+    return open_db(tmp_path / "s.db")
+
+
+def both(db, **kw):
+    """The indexed and the general path must agree; return one of them."""
+    a = sq.compute(db, Filters(**kw.pop("filters", {})), **kw)
+    b = sq.compute(db, Filters(**(a["filters"])), force_general=True, **kw)
+    assert _same(a["groups"], b["groups"])
+    return a
+
+
+def _same(x, y):
+    """Equal, floats to 1e-6 (the indexed path sums the fit in another order)."""
+    if isinstance(x, dict):
+        assert isinstance(y, dict) and x.keys() == y.keys(), (x, y)
+        return all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, list):
+        assert isinstance(y, list) and len(x) == len(y), (x, y)
+        return all(_same(a, b) for a, b in zip(x, y))
+    if isinstance(x, float) and isinstance(y, float):
+        assert x == pytest.approx(y, rel=1e-6, abs=1e-3), (x, y)
+        return True
+    assert x == y, (x, y)
+    return True
+
+
+def test_percentiles_match_a_hand_computed_list(db):
+    # 10, 20, ..., 100 in random order. Linear interpolation, pos = (n-1) q / 100:
+    # P50: pos 4.5 -> 50 + .5*10 = 55; P90: 8.1 -> 91; P95: 8.55 -> 95.5; P99: 8.91 -> 99.1
+    vals = [10 * k for k in range(1, 11)]
+    random.Random(3).shuffle(vals)
+    for v in vals:
+        add(db, ttft_ms=float(v), ttfb_ms=v / 10, gap_ms=v - v / 10)
+    res = both(db)
+    assert res["indexed"] is True
+    t = res["groups"][0]["ttft_ms"]
+    assert t == {"n": 10, "p50": 55.0, "p90": 91.0, "p95": 95.5, "p99": 99.1}
+    assert res["groups"][0]["ttfb_ms"]["p50"] == 5.5
+    assert sq.percentile_of(vals, 95) == 95.5
+
+
+def test_percentiles_of_five_and_one_value(db):
+    # 15, 20, 35, 40, 50: P50 = 35; P90: pos 3.6 -> 40 + .6*10 = 46; P95: 3.8 -> 48; P99: 3.96 -> 49.6
+    for v in (50, 15, 40, 20, 35):
+        add(db, model="five", ttft_ms=float(v))
+    add(db, model="one", ttft_ms=7.0)
+    res = both(db)
+    g = {e["group"]: e for e in res["groups"]}
+    assert g["five"]["ttft_ms"] == {"n": 5, "p50": 35.0, "p90": 46.0, "p95": 48.0, "p99": 49.6}
+    assert g["one"]["ttft_ms"] == {"n": 1, "p50": 7.0, "p90": 7.0, "p95": 7.0, "p99": 7.0}
+    assert g["one"]["tpot_ms"] == {"n": 0, "p50": None, "p90": None, "p95": None, "p99": None}
+
+
+def test_cold_connections_are_left_out_unless_asked(db):
+    for v in (100, 110, 120):
+        add(db, ttft_ms=float(v), ttfb_ms=50.0)
+    add(db, ttft_ms=900.0, ttfb_ms=800.0, conn_reused=0, connect_ms=300.0)  # cold
+    add(db, ttft_ms=130.0, ttfb_ms=50.0, conn_reused=0)  # new connection but no connect time: not cold
+    add(db, ttft_ms=140.0, ttfb_ms=50.0, conn_reused=None, connect_ms=5.0)  # unknown reuse: not cold
+    g = both(db)["groups"][0]
+    assert g["count"] == 6 and g["cold"] == 1 and g["cold_excluded"] == 1
+    assert g["ttft_ms"]["n"] == 5 and g["ttft_ms"]["p99"] < 200
+    g = both(db, include_cold=True)["groups"][0]
+    assert g["ttft_ms"]["n"] == 6 and g["ttft_ms"]["p99"] > 800 and g["cold_excluded"] == 0
+
+
+def test_errors_by_code(db):
+    for _ in range(6):
+        add(db, ttft_ms=100.0)
+    add(db, status=429, top_code="rate.limited", top_severity="error")
+    add(db, status=429, top_code="rate.limited", top_severity="error")
+    add(db, status=None, error="connection refused")
+    add(db, status=200, ttft_ms=100.0, error="client disconnected", top_code="client.aborted")
+    add(db, status=None, state="in_flight")  # still running: not an error yet
+    g = both(db)["groups"][0]
+    assert g["count"] == 11 and g["in_flight"] == 1 and g["errors"] == 4
+    assert g["error_rate"] == 0.4
+    assert g["error_codes"][0] == {"code": "rate.limited", "count": 2, "rate": 0.2}
+    assert {c["code"] for c in g["error_codes"]} == {"rate.limited", "no_response", "client.aborted"}
+
+
+def test_fit_recovers_a_line_and_warns(db):
+    for x in range(200, 4200, 400):
+        add(db, model="lin", usage_prompt_tokens=x, prompt_tokens_est=x + 9, ttft_ms=100 + 0.3 * x)
+    for x in (1000, 2000, 3000):
+        add(db, model="few", prompt_tokens_est=x, ttft_ms=50 + 0.1 * x)
+    for _ in range(6):
+        add(db, model="flat", prompt_tokens_est=500, ttft_ms=123.0)
+    g = {e["group"]: e for e in both(db)["groups"]}
+    assert g["lin"]["ttft_slope_ms_per_1k"] == pytest.approx(300) and g["lin"]["ttft_intercept_ms"] == pytest.approx(100)
+    assert g["lin"]["ttft_fit_r2"] == pytest.approx(1.0) and g["lin"]["ttft_fit_n"] == 10
+    assert g["lin"]["ttft_fit_warning"] is None
+    assert g["few"]["ttft_slope_ms_per_1k"] == pytest.approx(100) and "only 3 points" in g["few"]["ttft_fit_warning"]
+    assert g["flat"]["ttft_slope_ms_per_1k"] is None and "same size" in g["flat"]["ttft_fit_warning"]
+
+
+def test_buckets_and_hours(db):
+    for x, t in ((150, 100.0), (250, 110.0), (700, 150.0), (1500, 200.0), (9000, 900.0), (None, 50.0)):
+        add(db, prompt_tokens_est=x, ttft_ms=t)
+    res = both(db, by="bucket")
+    assert [g["group"] for g in res["groups"]] == ["0-199", "200-499", "500-999", "1000-1999", "8000-15999", "unknown"]
+    assert both(db, by="hour")["groups"][0]["group"] == "2026-11-29T10"
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "bench.db"
+    generate(path, 4000, days=2, seed=5)
+    return open_db(path, write=False)
+
+
+@pytest.mark.parametrize("kw", [{}, {"include_cold": True}, {"filters": {"model": "gpt-4.1"}}])
+def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
+    res = both(bench, **kw)
+    assert res["indexed"] is True and len(res["groups"]) == (1 if "filters" in kw else 5)
+    g = res["groups"][0]
+    assert g["count"] > 100 and g["errors"] > 0 and g["cold"] > 0
+    # against plain Python on the same rows
+    warm = "" if kw.get("include_cold") else f" AND {sq.WARM}"
+    vals = [r[0] for r in bench.execute(f"SELECT gap_ms FROM requests WHERE model = ? AND gap_ms IS NOT NULL{warm}", [g["group"]])]
+    for q in (50, 90, 95, 99):
+        assert g["gap_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(vals, q), abs=1e-3)
+
+
+def test_indexed_queries_only_touch_covering_indexes(bench):
+    plan = lambda sql, p=(): " ".join(r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql, p))  # noqa: E731
+    for col in ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"):
+        p = plan(f"SELECT {col} FROM requests INDEXED BY idx_requests_stats_{col} WHERE model IS ? AND {col} IS NOT NULL "
+                 f"AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
+        assert f"COVERING INDEX idx_requests_stats_{col}" in p and "TEMP B-TREE" not in p
+    assert "COVERING INDEX" in plan(f"SELECT model, count(*) FROM requests INDEXED BY idx_requests_stats_errors "
+                                    f"WHERE {sq.ERROR_DONE} GROUP BY model")
+
+
+def test_running_totals_follow_inserts_updates_and_deletes(tmp_path):
+    """stats_totals (kept by triggers) must equal a recount after the capture core's writes."""
+    from firsttoken.addon.store.migrations import rebuild_stats_totals
+    from firsttoken.addon.store.writer import Writer
+
+    path = tmp_path / "w.db"
+    w = Writer(str(path))
+    rnd = random.Random(1)
+    for i in range(300):  # as the capture core does: an in-flight row, a phase, then the final row
+        rid = f"w{i}"
+        w.put({"id": rid, "started_at": f"2026-11-29T11:{i // 60:02d}:{i % 60:02d}.000+00:00", "state": "in_flight",
+               "phase": "connecting", "api": "openai.chat"})
+        w.put({"id": rid, "model": rnd.choice(["a", "b", None]), "prompt_tokens_est": rnd.randint(10, 5000)})
+        w.put({"id": rid, "phase": "streaming"})
+        if i % 7:
+            cold = rnd.random() < 0.2
+            ttfb = rnd.uniform(10, 100)
+            w.put({"id": rid, "state": "done", "phase": "done", "status": rnd.choice([200, 200, 200, 429]),
+                   "conn_reused": not cold, "connect_ms": 5.0 if cold else None, "ttfb_ms": ttfb,
+                   "ttft_ms": ttfb + rnd.uniform(5, 500), "gap_ms": rnd.uniform(5, 500), "usage_prompt_tokens": rnd.randint(10, 5000),
+                   "findings": []})
+    w.flush()
+    w.close()
+    db = open_db(path)
+    db.execute("DELETE FROM requests WHERE id IN ('w3', 'w10', 'w11')")
+    db.execute("UPDATE requests SET model = 'c' WHERE id = 'w12'")
+    db.conn.commit()
+    both(db)
+    both(db, include_cold=True)
+    before = db.execute("SELECT * FROM stats_totals ORDER BY model, cold").fetchall()
+    rebuild_stats_totals(db)
+    after = db.execute("SELECT * FROM stats_totals ORDER BY model, cold").fetchall()
+    assert [r[:12] for r in before if r[2]] == [r[:12] for r in after]  # the integer counts, exactly
+
+
+def test_stats_command(bench):
+    path = bench.execute("PRAGMA database_list").fetchone()[2]
+    r = CliRunner(env={"COLUMNS": "160"}).invoke(stats, ["--db", path, "--plot"])
+    assert r.exit_code == 0, r.output
+    assert "gpt-4o-mini" in r.output and "P95" in r.output and "ms per 1k tokens" in r.output and "█" in r.output
+    r = CliRunner().invoke(stats, ["--db", path, "--json", "--by", "route", "--since", "3d"])
+    res = json.loads(r.output)
+    assert res["by"] == "route" and {g["group"] for g in res["groups"]} == {"openai", "anthropic"}
+    for key in ("ttft_slope_ms_per_1k", "ttft_intercept_ms", "ttft_fit_r2", "ttft_fit_n", "itl_ms", "tpot_ms", "error_codes"):
+        assert key in res["groups"][0]
+    r = CliRunner().invoke(stats, ["--db", path, "--status", "nonsense"])
+    assert r.exit_code == 1 and "--status" in r.output
+
+
+def test_export_csv_and_json(bench):
+    path = bench.execute("PRAGMA database_list").fetchone()[2]
+    r = CliRunner().invoke(export, ["--db", path, "--csv", "--model", "gpt-4.1", "--limit", "50"])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader(io.StringIO(r.output)))
+    assert len(rows) == 50 and {x["model"] for x in rows} == {"gpt-4.1"} and "request_body" not in rows[0]
+    assert rows == sorted(rows, key=lambda x: x["started_at"])
+    r = CliRunner().invoke(export, ["--db", path, "--json", "--code", "rate.limited", "--columns", "id,status,findings"])
+    lines = [json.loads(x) for x in r.output.splitlines()]
+    assert lines and all(set(x) == {"id", "status", "findings"} and x["status"] == 429 for x in lines)
+    assert isinstance(lines[0]["findings"], list)
+    assert CliRunner().invoke(export, ["--db", path]).exit_code == 2  # neither --csv nor --json
+
+
+def test_bench_db_command(tmp_path):
+    r = CliRunner().invoke(bench_db, ["--rows", "3000", "--repeat", "1", "--json", "--db", str(tmp_path / "b.db")])
+    assert r.exit_code == 0, r.output
+    info = json.loads(r.output)
+    assert info["rows"] == 3000 and info["generate"]["rows"] == 3000
+    assert {q["query"].split(" ")[0] for q in info["queries"]} == {"stats", "logs"}
+    db = open_db(tmp_path / "b.db", write=False)
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"idx_requests_stats_ttft_ms", "idx_requests_started_at", "idx_findings_code"} <= names  # rebuilt after the load
