@@ -7,7 +7,26 @@ import click
 from .common import db_option
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module only when that command runs."""
+
+    lazy_commands: dict[str, str] = {}
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands or name not in self.lazy_commands:
+            return super().get_command(ctx, name)
+        import importlib
+
+        module, attr = self.lazy_commands[name].split(":")
+        cmd = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
+        self.add_command(cmd, name)
+        return cmd
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="firsttoken")
 def cli() -> None:
     """firsttoken: a local diagnostic proxy for LLM APIs.
@@ -117,27 +136,23 @@ def script_path():
     click.echo(script.__file__)
 
 
-def _register_optional() -> None:
-    """Commands that live in their own modules."""
-    from .baseline import baseline
-    from .bench import bench
-    from .bench_db import bench_db
-    from .export import export
-    from .report import report
-    from .stats import stats
-    from .sweep import sweep
-    from .bench_live import bench_live
-    from .demo import demo
-    from .doctor import doctor
-    from .env import env
-    from .diagnoses import diagnoses
-    from .live_runner import live
-    from .simulate.command import simulate
-    from .tokenizers import tokenizers
-
-    for c in (baseline, bench, bench_db, bench_live, demo, diagnoses, doctor, env, export, live, report,
-              simulate, stats, sweep, tokenizers):
-        cli.add_command(c)
-
-
-_register_optional()
+# Commands that live in their own modules, imported only when used: `firsttoken logs`
+# should not pay for importing mitmproxy.
+LAZY_COMMANDS = {
+    "baseline": "baseline:baseline",
+    "bench": "bench:bench",
+    "bench-db": "bench_db:bench_db",
+    "bench-live": "bench_live:bench_live",
+    "demo": "demo:demo",
+    "diagnoses": "diagnoses:diagnoses",
+    "doctor": "doctor:doctor",
+    "env": "env:env",
+    "export": "export:export",
+    "live": "live_runner:live",
+    "report": "report:report",
+    "simulate": "simulate.command:simulate",
+    "stats": "stats:stats",
+    "sweep": "sweep:sweep",
+    "tokenizers": "tokenizers:tokenizers",
+}
+cli.lazy_commands = LAZY_COMMANDS
