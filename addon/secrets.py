@@ -92,6 +92,9 @@ def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
             key = rest
             if value != stripped:
                 facts.append("leading_whitespace")
+            if key.lower().startswith("bearer "):  # "Bearer Bearer sk-…": the key itself carries the scheme
+                facts.append("bearer_in_api_key")
+                key = key[7:]
         else:
             fp.scheme = "raw"
             key = value

@@ -272,7 +272,11 @@ def test_auth_bearer_only_to_anthropic_path(auth_proxy, db_path):
 
 def test_auth_conflict_login_and_api_key(auth_proxy, db_path):
     # Claude Code with a login *and* ANTHROPIC_API_KEY: both headers; the upstream used the API key
-    assert message(ant(auth_proxy.url, api_key=KEY, auth_token="sk-ant-oat01-" + "y" * 40))
+    # (sent with httpx: newer anthropic SDKs refuse both credentials at once, Claude Code does not)
+    r = raw_post(auth_proxy.url + "/v1/messages",
+                 {"model": "claude-x", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+                 {"x-api-key": KEY, "authorization": "Bearer sk-ant-oat01-" + "y" * 40, "anthropic-version": "2023-06-01"})
+    assert r.status_code == 200
     row = one(auth_proxy, db_path)
     f = has(row, "auth.conflict", "warn")
     assert "claude /logout" in f["hint"] and row["status"] == 200
