@@ -222,6 +222,7 @@ class Capture:
         rec.status = resp.status_code
         rec.content_type = resp.headers.get("content-type")
         rec.content_encoding = resp.headers.get("content-encoding")
+        rec.retry_after = _retry_after(resp.headers)
         for h in REQUEST_ID_HEADERS:
             if h in resp.headers:
                 rec.upstream_request_id = resp.headers[h][:200]
@@ -324,6 +325,25 @@ class Capture:
             "db_path": self.db_path,
             "started": self.started,
         }
+
+
+def _retry_after(headers) -> float | None:
+    """Seconds to wait, from `retry-after-ms` or `retry-after` (seconds or an HTTP date)."""
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000.0
+        v = headers.get("retry-after")
+        if not v:
+            return None
+        try:
+            return float(v)
+        except ValueError:
+            from email.utils import parsedate_to_datetime
+
+            when = parsedate_to_datetime(v)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 class BodyCopy:

@@ -38,6 +38,7 @@ class Record:
     content_type: str | None = None
     content_encoding: str | None = None
     upstream_request_id: str | None = None
+    retry_after: float | None = None  # seconds, from retry-after / retry-after-ms
     # timings (ms from t0)
     connect_ms: float | None = None
     conn_reused: bool | None = None

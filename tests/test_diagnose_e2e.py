@@ -396,6 +396,14 @@ def test_rate_limited(proxy, db_path):
     assert f["params"]["retry_after"] == 2
 
 
+def test_rate_limited_anthropic_wait_comes_from_the_retry_after_header(proxy, db_path):
+    assert isinstance(message(ant(proxy.url), fault="rate_limit"), anthropic.RateLimitError)
+    row = one(proxy, db_path)
+    assert row["retry_after"] == 2
+    f = has(row, "rate.limited", "error", variant="retry")
+    assert f["params"]["retry_after"] == 2
+
+
 def test_quota_openai_and_anthropic(proxy, db_path):
     assert isinstance(chat(oai(proxy.url + "/v1"), fault="quota"), openai.RateLimitError)
     assert isinstance(message(ant(proxy.url), fault="quota"), anthropic.BadRequestError)

@@ -191,3 +191,8 @@ def _split_top(text: str) -> list[str]:
         else:
             cur += ch
     return out + [cur]
+
+
+@migration
+def m007_retry_after(db: sqlite_utils.Database) -> None:
+    db["requests"].add_column("retry_after", float)
