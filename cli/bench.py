@@ -10,11 +10,8 @@ proxy nothing on the request path (tokenizing runs off the event loop).
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
-import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,10 +23,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from .bench_common import free_port, stream_once, wait_port
+
 BIN = Path(sys.executable).parent
-
-
-_CONTENT = re.compile(rb'"content":\s*"[^"]')
 
 
 # The floor firsttoken is compared with: plain mitmproxy streaming both bodies, nothing else.
@@ -42,30 +38,11 @@ def responseheaders(flow):
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"a benchmark server exited early (code {proc.returncode})")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise click.ClickException(f"nothing listened on port {port} within {timeout:.0f} s")
-
-
 @contextlib.contextmanager
 def _server(argv: list[str], port: int):
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
     try:
-        _wait_port(port, proc)
+        wait_port(port, proc)
         yield proc
     finally:
         proc.send_signal(signal.SIGINT)
@@ -73,30 +50,6 @@ def _server(argv: list[str], port: int):
             proc.wait(20)
         except subprocess.TimeoutExpired:
             proc.kill()
-
-
-def one(port: int, body: bytes) -> tuple[float, float]:
-    """(TTFB, TTFT) in ms as a client sees them."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        t0 = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body=body,
-                     headers={"content-type": "application/json", "authorization": "Bearer sk-bench-000000000000000000000"})
-        resp = conn.getresponse()
-        ttfb = time.perf_counter() - t0
-        ttft = None
-        buf = b""
-        while True:
-            chunk = resp.read1(65536)
-            if not chunk:
-                break
-            if ttft is None:
-                buf += chunk
-                if _CONTENT.search(buf):
-                    ttft = time.perf_counter() - t0
-        return ttfb * 1000, (ttft if ttft is not None else time.perf_counter() - t0) * 1000
-    finally:
-        conn.close()
 
 
 def chat(prompt: str) -> bytes:
@@ -108,11 +61,11 @@ def measure(port: int, body: bytes, n: int, warmup: int = 3, pause: float = 0.0)
     """Median client-side (TTFB, TTFT); ``pause`` lets the previous request's analysis (and the
     simulator's own token counting) finish, so each request is timed on a quiet machine."""
     for _ in range(warmup):
-        one(port, body)
+        stream_once(port, body)
     samples = []
     for _ in range(n):
         time.sleep(pause)
-        samples.append(one(port, body))
+        samples.append(stream_once(port, body))
     ttfb, ttft = zip(*samples)
     return statistics.median(ttfb), statistics.median(ttft)
 
@@ -132,7 +85,7 @@ def bench(n: int) -> None:
     out = Console(highlight=False)
     small = chat("Say hi.")
     big = chat(" ".join(["The quick brown fox jumps over the lazy dog."] * 20000))  # ~200k tokens
-    sp, bp, fp = _free_port(), _free_port(), _free_port()
+    sp, bp, fp = free_port(), free_port(), free_port()
     sim_argv = [str(BIN / "firsttoken"), "simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5",
                 "--prefill-base-ms", "5", "--prefill-ms-per-1k", "0", "--tpot-ms", "1", "--output-tokens", "8"]
     with tempfile.TemporaryDirectory() as tmp, _server(sim_argv, sp):

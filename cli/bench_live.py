@@ -11,18 +11,14 @@ Nothing is asserted: it prints the numbers.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 import os
-import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,27 +28,9 @@ from rich.table import Table
 
 from firsttoken.addon.record import percentile
 
+from .bench_common import free_port, stream_once, wait_port
+
 CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
-_CONTENT = re.compile(rb'"content":\s*"[^"]')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"a benchmark process exited early (code {proc.returncode}): {proc.args!r}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise click.ClickException(f"nothing listened on port {port} within {timeout:.0f} s")
 
 
 def _cpu_seconds(pid: int) -> float | None:
@@ -109,7 +87,7 @@ def _process(argv: list[str], port: int, terminal: _Terminal | None = None) -> I
         io_ = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc = subprocess.Popen(argv, env=env, start_new_session=True, **io_)
     try:
-        _wait_port(port, proc)
+        wait_port(port, proc)
         yield proc
     finally:
         proc.send_signal(signal.SIGINT)
@@ -118,32 +96,6 @@ def _process(argv: list[str], port: int, terminal: _Terminal | None = None) -> I
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
-
-
-def stream_once(port: int, body: bytes, start: threading.Barrier | None = None) -> tuple[float, float]:
-    """(TTFB, TTFT) in ms of one streaming request, as the client sees them."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    try:
-        conn.connect()
-        if start is not None:
-            start.wait(30)
-        t0 = time.perf_counter()
-        conn.request("POST", "/v1/chat/completions", body=body, headers={
-            "content-type": "application/json", "authorization": "Bearer sk-bench-live-000000000000000000"})
-        resp = conn.getresponse()
-        ttfb = time.perf_counter() - t0
-        ttft, buf = None, b""
-        while True:
-            chunk = resp.read1(65536)
-            if not chunk:
-                break
-            if ttft is None:
-                buf += chunk
-                if _CONTENT.search(buf):
-                    ttft = time.perf_counter() - t0
-        return ttfb * 1000.0, (ttft if ttft is not None else time.perf_counter() - t0) * 1000.0
-    finally:
-        conn.close()
 
 
 def burst(port: int, body: bytes, n: int) -> list[tuple[float, float]]:
@@ -198,7 +150,7 @@ def run_bench(
     say = progress or (lambda msg: None)
     body = json.dumps({"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
                        "messages": [{"role": "user", "content": "Say hi."}]}).encode()
-    sp, off_port, on_port = _free_port(), _free_port(), _free_port()
+    sp, off_port, on_port = free_port(), free_port(), free_port()
     sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", str(ttfb_ms), "--prefill-base-ms",
                       str(prefill_ms), "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
     upstream = f"http://127.0.0.1:{sp}"
