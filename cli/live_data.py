@@ -1,0 +1,159 @@
+"""The plain data behind the live view: slim rows, the snapshot types and the statistics.
+
+``LiveSnapshot`` is what ``live.render`` draws; ``slim`` copies the fields of a finished
+record it needs. Per-model rolling P50/P95 (TTFB, TTFT, gap) cover the last ``window``
+finished requests of each model; ``Tally`` counts the whole session (header totals, final
+summary). ``live_state`` builds snapshots from a running proxy, ``live_db`` from its database.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from firsttoken.addon.record import percentile
+
+#: finished requests per model that the rolling percentiles and the sparkline cover
+DEFAULT_WINDOW = 50
+#: finished requests kept for the "recent" section
+RECENT_KEEP = 30
+
+#: the fields of a finished record the view uses (a slim copy; never the bodies or offsets)
+ROW_FIELDS = (
+    "id", "started_at", "state", "route", "upstream", "model", "api", "path", "status", "error",
+    "client_aborted", "usage_prompt_tokens", "prompt_tokens_est", "tokens_exact",
+    "usage_completion_tokens", "output_tokens_est", "ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms",
+    "total_ms", "findings", "top_code", "top_severity",
+)
+
+
+def _g(r: Any, k: str) -> Any:
+    """A field of a Record or of a row dict."""
+    if isinstance(r, dict):
+        return r.get(k)
+    return getattr(r, k, None)
+
+
+def slim(r: Any) -> dict[str, Any]:
+    """The fields the view needs, copied (findings as a new list of dicts)."""
+    out = {k: _g(r, k) for k in ROW_FIELDS}
+    f = out.get("findings")
+    out["findings"] = [dict(x) for x in f] if isinstance(f, list) else []
+    return out
+
+
+def is_error(r: Any) -> bool:
+    status = _g(r, "status")
+    return bool(
+        _g(r, "error")
+        or _g(r, "client_aborted")
+        or status is None
+        or status >= 400
+        or _g(r, "top_severity") == "error"
+    )
+
+
+# -- the snapshot -----------------------------------------------------------------------
+@dataclass
+class FlightView:
+    """One request still in flight."""
+
+    id: str
+    elapsed_s: float
+    phase: str  # connecting | waiting_headers | prefill | waiting_body | streaming
+    route: str | None = None
+    model: str | None = None
+    api: str | None = None
+    path: str | None = None
+    status: int | None = None
+    prompt_tokens_est: int | None = None
+    ttfb_ms: float | None = None
+    tokens: int | None = None  # token-bearing events so far (None: unknown, e.g. from the DB)
+    tok_per_s: float | None = None
+
+
+@dataclass
+class ModelStats:
+    model: str
+    n: int
+    errors: int
+    ttfb_p50: float | None = None
+    ttfb_p95: float | None = None
+    ttft_p50: float | None = None
+    ttft_p95: float | None = None
+    gap_p50: float | None = None
+    gap_p95: float | None = None
+    ttft_series: list[float] = field(default_factory=list)  # oldest first, for the sparkline
+
+
+@dataclass
+class LiveSnapshot:
+    routes: list[tuple[str, str]]  # (where clients reach the route, the upstream it forwards to)
+    base_url: str | None  # the line to paste into a client, or None (attached to a DB)
+    db_path: str | None
+    uptime_s: float
+    requests: int  # finished so far (this session / since attaching)
+    errors: int
+    in_flight: list[FlightView]  # oldest first
+    recent: list[dict[str, Any]]  # finished rows (see ROW_FIELDS), newest last
+    models: list[ModelStats]
+    window: int = DEFAULT_WINDOW
+    attached: bool = False  # True: read from the database of a proxy running elsewhere
+    note: str | None = None  # e.g. "database not created yet"
+
+
+# -- statistics ------------------------------------------------------------------------
+def _pct(vals: list[float], q: float) -> float | None:
+    return percentile(sorted(vals), q) if vals else None
+
+
+def _stats(model: str, rows: list[Any], series: bool = True) -> ModelStats:
+    cols = {k: [v for v in (_g(r, k) for r in rows) if v is not None] for k in ("ttfb_ms", "ttft_ms", "gap_ms")}
+    return ModelStats(
+        model=model,
+        n=len(rows),
+        errors=sum(1 for r in rows if is_error(r)),
+        ttfb_p50=_pct(cols["ttfb_ms"], 50), ttfb_p95=_pct(cols["ttfb_ms"], 95),
+        ttft_p50=_pct(cols["ttft_ms"], 50), ttft_p95=_pct(cols["ttft_ms"], 95),
+        gap_p50=_pct(cols["gap_ms"], 50), gap_p95=_pct(cols["gap_ms"], 95),
+        ttft_series=list(cols["ttft_ms"]) if series else [],
+    )
+
+
+def model_stats(rows: Iterable[Any], window: int = DEFAULT_WINDOW) -> list[ModelStats]:
+    """Rolling stats over the last ``window`` finished requests of each model (rows oldest first)."""
+    by: dict[str, collections.deque] = {}
+    for r in rows:
+        by.setdefault(_g(r, "model") or "–", collections.deque(maxlen=window)).append(r)
+    return [_stats(m, list(d)) for m, d in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+
+
+class Tally:
+    """Session totals, fed one finished record at a time (from any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.errors = 0
+        self._by_model: dict[str, list[tuple[float | None, float | None, float | None, bool]]] = {}
+
+    def add(self, r: Any) -> None:
+        err = is_error(r)
+        item = (_g(r, "ttfb_ms"), _g(r, "ttft_ms"), _g(r, "gap_ms"), err)
+        with self._lock:
+            self.requests += 1
+            self.errors += err
+            self._by_model.setdefault(_g(r, "model") or "–", []).append(item)
+
+    def summary(self) -> list[ModelStats]:
+        """Per model over the whole session: count, errors, P50/P95 of TTFB/TTFT/gap."""
+        with self._lock:
+            items = {m: list(v) for m, v in self._by_model.items()}
+        out = []
+        for m, vals in sorted(items.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            rows = [{"ttfb_ms": a, "ttft_ms": b, "gap_ms": c, "status": 500 if e else 200} for a, b, c, e in vals]
+            out.append(_stats(m, rows, series=False))
+        return out
