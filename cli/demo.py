@@ -10,7 +10,6 @@ from __future__ import annotations
 import concurrent.futures as cf
 import http.client
 import json
-import statistics
 import time
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from firsttoken.addon.record import percentile
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import default_db_path, open_db
 
@@ -73,11 +73,7 @@ def summary(rows: list[dict]) -> Table:
 
     def pct(vals: list[float], q: float) -> str:
         vals = sorted(v for v in vals if v is not None)
-        if not vals:
-            return "–"
-        if len(vals) == 1:
-            return fmt.ms(vals[0])
-        return fmt.ms(statistics.quantiles(vals, n=100, method="inclusive")[q - 1])
+        return fmt.ms(percentile(vals, q)) if vals else "–"
 
     for model, rs in sorted(by.items()):
         errs = sum(1 for r in rs if (r.get("status") or 0) >= 400 or r.get("status") is None or r.get("top_severity") == "error")
