@@ -1,7 +1,8 @@
 """`firsttoken doctor`: find what stands between a client and the proxy, without sending a prompt.
 
-The checks live in doctor_checks.py (pure functions of env, home and cwd); this module builds
-their context from the real environment, prints them, and exits 1 when one fails.
+The checks live in doctor_checks.py and the modules it gathers (pure functions of env, home and
+cwd); this module builds their context from the real environment, prints them, and exits 1
+when one fails.
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from firsttoken.addon import routing
 
 from . import doctor_checks as dc
 from .common import db_option
+from .proxy_state import read_states, state_routes
 
 STYLE = {dc.PASS: ("[green]✓[/]", "ok"), dc.WARN: ("[yellow]![/]", "warn"), dc.FAIL: ("[bold red]✗[/]", "FAIL")}
 
 
 def build_context(*, proxy_url: str | None, env_keys, db_path, upstreams, offline: bool, timeout: float,
                   env=None, home: Path | None = None, cwd: Path | None = None) -> dc.Context:
-    from .env import read_states
-
     env = dict(os.environ) if env is None else env
     states = read_states(db_path)
     routes, forward, confdir = None, False, None
@@ -34,10 +34,7 @@ def build_context(*, proxy_url: str | None, env_keys, db_path, upstreams, offlin
     proxy_url = proxy_url or dc.DEFAULT_PROXY
     for s in states:
         if s.get("url", "").rstrip("/") == proxy_url.rstrip("/"):
-            try:
-                routes = routing.parse_upstreams(s.get("routes") or [])
-            except routing.RouteError:
-                routes = None
+            routes = state_routes(s)
             forward, confdir = bool(s.get("forward")), s.get("confdir")
     if upstreams and routes is None:
         try:

@@ -1,0 +1,66 @@
+"""The network as `firsttoken doctor` sees it: probes with short timeouts that never hang.
+
+:class:`Net` is what a check's :class:`~firsttoken.cli.doctor_core.Context` carries, so a test
+can swap it for a fake (no DNS, a trusted test CA…).
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from typing import Any, Callable
+
+
+class Net:
+    """Probes that never raise and never wait longer than ``timeout``."""
+
+    def __init__(self, timeout: float = 2.0) -> None:
+        self.timeout = timeout
+
+    def _bounded(self, fn: Callable[[], Any]) -> Any:
+        """Run fn in a daemon thread; TimeoutError if it takes too long (getaddrinfo has no timeout)."""
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["v"] = fn()
+            except BaseException as e:  # noqa: BLE001 - reported to the caller
+                box["e"] = e
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(self.timeout)
+        if t.is_alive():
+            raise TimeoutError(f"no answer within {self.timeout:g} s")
+        if "e" in box:
+            raise box["e"]
+        return box["v"]
+
+    def listening(self, host: str, port: int) -> str | None:
+        """None when something accepts TCP connections at host:port, else the error."""
+        try:
+            with socket.create_connection((host, port), timeout=min(self.timeout, 1.0)):
+                return None
+        except OSError as e:
+            return _oserror(e)
+
+    def resolve(self, host: str, port: int) -> list[str]:
+        infos = self._bounded(lambda: socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        return list(dict.fromkeys(i[4][0] for i in infos))
+
+    def connect(self, addr: str, port: int) -> socket.socket:
+        return socket.create_connection((addr, port), timeout=self.timeout)
+
+    def tls(self, sock: socket.socket, host: str) -> str:
+        ctx = ssl.create_default_context()
+        with ctx.wrap_socket(sock, server_hostname=host) as s:
+            return s.version() or "TLS"
+
+
+def _oserror(e: BaseException) -> str:
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return "timed out"
+    return str(e) or type(e).__name__
