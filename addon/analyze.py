@@ -57,7 +57,7 @@ class Analyzer:
     def finish(self, flight: Flight) -> None:
         self.q.put(("finish", flight))
 
-    def close(self, timeout: float = 30.0) -> None:
+    def close(self, timeout: float | None = 120.0) -> None:
         if self._thread.is_alive():
             self.q.put(_STOP)
             self._thread.join(timeout)
@@ -103,6 +103,7 @@ class Analyzer:
     def _finish(self, flight: Flight) -> None:
         rec, tap = flight.record, flight.tap
         if tap is not None:
+            tap.parse_body()
             f = tap.facts
             rec.model = rec.model or f.model
             for k in ("usage_prompt_tokens", "usage_completion_tokens", "usage_cached_tokens",
@@ -153,7 +154,12 @@ class Analyzer:
                 rec.prompt_tokens_calibrated = tokens.corrected(rec.prompt_tokens_est, factor)
 
     def _seed(self) -> None:
-        """Start from the recorded history: prefix counts and calibration pairs."""
+        """Start from the recorded history: prefix counts and calibration pairs. Also load the
+        bundled tokenizer now, not in the middle of the first request's stream."""
+        try:
+            tokens.load_encoding("cl100k_base")
+        except Exception as e:
+            log.warning("firsttoken: could not load the bundled tokenizer: %s", e)
         try:
             db = open_db(self.writer.path, write=False)
             try:
@@ -189,7 +195,7 @@ class Analyzer:
         rec = flight.record
         if flight.body:
             rec.request_body = redact_text(
-                flight.body[:MAX_SAVED_BODY].decode("utf-8", "replace"), flight.secrets
+                bytes(flight.body[:MAX_SAVED_BODY]).decode("utf-8", "replace"), flight.secrets
             )
         if flight.tap is not None and flight.tap.saved:
             rec.response_body = redact_text(

@@ -23,7 +23,7 @@ from .analyze import PARSE_EARLY_MAX, Analyzer, Settings
 from .apis import detect_api
 from .flight import Flight
 from .record import Clock, Record
-from .secrets import fingerprint_headers, secret_values
+from .secrets import fingerprint_headers, query_secrets, redact_path, secret_values
 from .store.db import default_db_path
 from .store.writer import Writer
 from .tap import StreamTap
@@ -47,6 +47,8 @@ class Capture:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.started = time.time()
         self.db_path: str | None = None
+        self._running = False
+        self._conn_claimed: set[str] = set()
         self.host_filter: forward.HostFilter | None = None  # forward mode only
 
     # -- options -------------------------------------------------------------------
@@ -75,8 +77,8 @@ class Capture:
             if o.connection_strategy != "lazy":
                 # Eager connects fail before a flow exists; lazy ones become records.
                 o.connection_strategy = "lazy"
-        if self.writer is None or ("firsttoken_db" in updated and self._db_changed()):
-            self._open_store()
+        if self._running and "firsttoken_db" in updated and self._db_changed():
+            self._open_store()  # the database was changed while running (e.g. --set in mitmproxy)
 
     def _db_changed(self) -> bool:
         return str(ctx.options.firsttoken_db or default_db_path()) != self.db_path
@@ -98,6 +100,15 @@ class Capture:
         self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done)
 
     def running(self) -> None:
+        # Options are final now: open the store here, not at load (that would create the
+        # default database even when another one is configured).
+        self._running = True
+        try:
+            self._open_store()
+        except exceptions.OptionsError as e:
+            log.error("%s", e)
+            ctx.master.shutdown()
+            return
         self._loop = asyncio.get_running_loop()
         self.settings.proxy_url = self._proxy_url()
         # The worker and writer threads share the GIL with the event loop; a short switch
@@ -120,9 +131,9 @@ class Capture:
             flight.clock.end = now
             self._finish(flight)
         if self.analyzer:
-            self.analyzer.close()
+            self.analyzer.close(timeout=None)  # every pending row reaches the writer first
         if self.writer:
-            self.writer.close()
+            self.writer.close(timeout=120)
 
     # -- connections -----------------------------------------------------------------
     def server_connect(self, data) -> None:
@@ -136,9 +147,13 @@ class Capture:
         if data.conn.id in self._conn_start:
             self._conn_end[data.conn.id] = time.perf_counter()
 
+    def server_connect_error(self, data) -> None:
+        self.server_disconnected(data)
+
     def server_disconnected(self, data) -> None:
         self._conn_start.pop(data.server.id, None)
         self._conn_end.pop(data.server.id, None)
+        self._conn_claimed.discard(data.server.id)
 
     # -- request -------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
@@ -150,25 +165,30 @@ class Capture:
             id=flow.id,
             started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
             method=req.method,
-            path=req.path,
+            path=redact_path(req.path),
         )
         flight = Flight(record=rec, clock=Clock(t0=t0), flow=flow)
         headers = list(req.headers.items(multi=True))
         fp = fingerprint_headers(headers)
+        in_query = query_secrets(req.path)
+        if in_query and "missing" in fp.facts:  # a key in the URL (e.g. Gemini's ?key=)
+            fp = fingerprint_headers([("x-api-key", v) for _, v in in_query])
+            fp.header = "query:" + "+".join(n for n, _ in in_query)
         rec.key_header, rec.key_fingerprint, rec.key_scheme = fp.header, fp.fingerprint, fp.scheme
         rec.key_length, rec.key_facts = fp.length, fp.facts
-        flight.secrets = secret_values(headers)
+        flight.secrets = secret_values(headers) + [v for _, v in in_query]
         rec.experiment = req.headers.get(EXPERIMENT_HEADER)
         if self.routes:
             route, rest = routing.match(self.routes, req.path)
             if route is None:
                 mounts = ", ".join(r.mount or "/" for r in self.routes)
-                msg = (f"firsttoken has no route for {req.path!r}. Routes: {mounts}. "
+                msg = (f"firsttoken has no route for {redact_path(req.path)!r}. Routes: {mounts}. "
                        f"Set your client's base URL to http://{req.host_header or 'localhost'}/<route>.")
                 flow.response = http.Response.make(
                     404, json.dumps({"error": {"message": msg, "type": "firsttoken_no_route"}}),
                     {"content-type": "application/json"},
                 )
+                req.stream = False  # a response set here must not meet request streaming
                 rec.error = msg
             else:
                 rec.route = route.name or "default"
@@ -195,7 +215,8 @@ class Capture:
         copy = flight.body_copy
         if copy is not None:
             flight.record.request_bytes = copy.size
-            flight.body = bytes(copy.buf) if not copy.truncated else None
+            flight.body = copy.buf if not copy.truncated else None  # no copy on the event loop
+            flight.body_copy = None
             if copy.truncated:
                 flight.record.request_error = f"request body larger than {copy.cap // 2**20} MiB: forwarded, not analysed"
         else:
@@ -246,6 +267,7 @@ class Capture:
         if flight.tap is None and flow.response is not None:  # a response made by the proxy itself
             flight.record.status = flow.response.status_code
             flight.record.content_type = flow.response.headers.get("content-type")
+            flight.record.response_bytes = len(flow.response.raw_content or b"")
         flight.clock.end = time.perf_counter()
         self._finish(flight)
 
@@ -256,7 +278,8 @@ class Capture:
         flight.clock.end = time.perf_counter()
         msg = flow.error.msg if flow.error else "unknown error"
         flight.record.error = msg
-        if "client disconnected" in msg.lower() or "client closed" in msg.lower():
+        low = msg.lower()
+        if "client disconnected" in low or "client closed" in low or "stream reset by client (cancel)" in low:
             flight.record.client_aborted = True
         if flight.clock.headers is None:
             self._connection_timing(flight, flow)
@@ -266,7 +289,9 @@ class Capture:
     def _connection_timing(self, flight: Flight, flow: http.HTTPFlow) -> None:
         sid = flow.server_conn.id if flow.server_conn else None
         start = self._conn_start.get(sid)
-        if start is not None and start >= flight.clock.t0:
+        if start is not None and start >= flight.clock.t0 and sid not in self._conn_claimed:
+            # the first flow on a new connection paid for it; others sharing it (HTTP/2) did not
+            self._conn_claimed.add(sid)
             flight.clock.connect_start = start
             flight.clock.connect_end = self._conn_end.get(sid)
             flight.clock.conn_reused = False
@@ -291,6 +316,14 @@ class Capture:
         self.flights.pop(flight.record.id, None)
         if flight.tap is not None:
             flight.tap.finish()
+        copy = flight.body_copy
+        if copy is not None and flight.body is None:  # ended before the `request` hook ran
+            flight.record.request_bytes = copy.size
+            expected = flight.flow.request.headers.get("content-length") if flight.flow else None
+            whole = expected is None or expected.strip() == str(copy.size)
+            # a complete body is analysed as usual; half a JSON document would only look malformed
+            flight.body = copy.buf if whole and not copy.truncated else None
+            flight.body_copy = None
         flight.body_done = True
         self._parse(flight)
         if self.analyzer:

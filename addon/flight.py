@@ -15,7 +15,7 @@ class Flight:
     clock: Clock
     flow: Any = None  # the mitmproxy flow (for comments/marks once diagnosed)
     tap: StreamTap | None = None
-    body: bytes | None = None  # request body, raw as received
+    body: bytes | bytearray | None = None  # request body, raw as received
     body_encoding: str | None = None  # the request's Content-Encoding, if any
     secrets: list[str] = field(default_factory=list)  # for redaction; never stored
     body_copy: Any = None  # capture.BodyCopy while the request body streams through

@@ -146,6 +146,7 @@ class Clock:
     last_byte: float | None = None
     end: float | None = None
     token_events: list[float] = field(default_factory=list)
+    events_over_cap: int = 0  # token events beyond the tap's cap: counted, not timed
 
     def apply(self, rec: Record, output_tokens: int | None) -> None:
         t0 = self.t0
@@ -161,7 +162,7 @@ class Clock:
         if rec.ttft_ms is not None and rec.ttfb_ms is not None:
             rec.gap_ms = round(rec.ttft_ms - rec.ttfb_ms, 3)
         ev = self.token_events
-        rec.events = len(ev)
+        rec.events = len(ev) + self.events_over_cap
         rec.event_offsets = [round((t - t0) * 1000.0, 1) for t in ev[:MAX_EVENT_OFFSETS]]
         if len(ev) >= 2:
             gaps = sorted((b - a) * 1000.0 for a, b in zip(ev, ev[1:]))

@@ -13,13 +13,13 @@ from typing import Any
 from . import tokens
 
 
-def request_facts(raw: bytes, content_encoding: str | None, api: str) -> dict[str, Any]:
+def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if content_encoding:
         try:
             from mitmproxy.net.encoding import decode
 
-            raw = decode(raw, content_encoding)
+            raw = decode(bytes(raw), content_encoding)
         except Exception as e:
             out["request_error"] = f"request body has Content-Encoding {content_encoding!r} that could not be decoded: {e}"
             return out

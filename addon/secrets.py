@@ -136,3 +136,31 @@ def secret_values(headers: list[tuple[str, str]]) -> list[str]:
             if rest:
                 out.append(rest)
     return out
+
+
+_QUERY_SECRET_NAMES = frozenset({"key", "api_key", "api-key", "apikey", "token", "access_token", "auth", "sig", "signature", "code"})
+
+
+def query_secrets(path: str) -> list[tuple[str, str]]:
+    """Credential-looking query parameters of a path, e.g. Gemini's ``?key=AIza…``."""
+    _, _, query = path.partition("?")
+    out = []
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        if eq and value and name.lower() in _QUERY_SECRET_NAMES:
+            out.append((name, value))
+    return out
+
+
+def redact_path(path: str) -> str:
+    """The path with credential query values (and key-like strings) replaced, for storage."""
+    if "?" not in path:
+        return path
+    base, _, query = path.partition("?")
+    parts = []
+    for part in query.split("&"):
+        name, eq, value = part.partition("=")
+        if eq and value and name.lower() in _QUERY_SECRET_NAMES:
+            part = f"{name}=[REDACTED]"
+        parts.append(part)
+    return redact_text(base + "?" + "&".join(parts))

@@ -19,6 +19,8 @@ from .sse import SSEDecoder
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024
+#: token-bearing event times kept per response (a count goes on beyond it)
+MAX_TOKEN_EVENTS = 200_000
 #: generated text kept for the output token estimate
 MAX_TEXT_KEEP = 4 * 1024 * 1024
 
@@ -93,35 +95,39 @@ class StreamTap:
     def _feed(self, chunk: bytes) -> None:
         now = time.perf_counter()
         c = self.clock
-        if chunk:
-            if c.first_byte is None:
-                c.first_byte = now
-            c.last_byte = now
-            self.bytes += len(chunk)
-            data = chunk
-            if self._decompress is not None:
-                try:
-                    data = self._decompress(chunk)
-                except Exception as e:
-                    self.decode_error = f"could not decompress the body: {e}"
-                    self._decompress = None
-                    self.interp = self.decoder = None
-                    return
-            if self.keep_body and len(self.saved) < self.keep_body:
-                self.saved += data[: self.keep_body - len(self.saved)]
-            if self.decoder is not None and self.interp is not None:
-                for ev in self.decoder.feed(data):
-                    self._deltas(self.interp.on_event(ev), now)
-            elif self.interp is not None:
-                if len(self.body) + len(data) <= MAX_BODY_COPY:
-                    self.body += data
-                else:
-                    self.body_truncated = True
-        else:
-            self.finish()
+        if not chunk:
+            # mitmproxy calls with b"" at the end of the body, but an HTTP/2 upstream may also
+            # send empty DATA frames mid-stream: the end is signalled by the hooks (finish()).
+            return
+        if c.first_byte is None:
+            c.first_byte = now
+        c.last_byte = now
+        self.bytes += len(chunk)
+        data = chunk
+        if self.interp is None and not self.keep_body:
+            return  # nothing reads the decoded bytes
+        if self._decompress is not None:
+            try:
+                data = self._decompress(chunk)
+            except Exception as e:
+                self.decode_error = f"could not decompress the body: {e}"
+                self._decompress = None
+                self.interp = self.decoder = None
+                return
+        if self.keep_body and len(self.saved) < self.keep_body:
+            self.saved += data[: self.keep_body - len(self.saved)]
+        if self.decoder is not None and self.interp is not None:
+            for ev in self.decoder.feed(data):
+                self._deltas(self.interp.on_event(ev), now)
+        elif self.interp is not None:
+            if len(self.body) + len(data) <= MAX_BODY_COPY:
+                self.body += data
+            else:
+                self.body_truncated = True
 
     def finish(self) -> None:
-        """End of body (also called by the addon on errors). Idempotent."""
+        """End of the stream (the response or error hook). Idempotent; cheap: a pending SSE
+        event at most. A whole non-streamed body is parsed later, by ``parse_body``."""
         if self.closed:
             return
         self.closed = True
@@ -130,8 +136,15 @@ class StreamTap:
             if self.decoder is not None and self.interp is not None:
                 for ev in self.decoder.close():
                     self._deltas(self.interp.on_event(ev), now)
-            elif self.interp is not None and self.body and not self.body_truncated:
+        except Exception as e:
+            self.error = self.error or f"{type(e).__name__}: {e}"
+
+    def parse_body(self) -> None:
+        """Parse a complete non-streamed body (on the analysis thread: it grows with the body)."""
+        try:
+            if self.decoder is None and self.interp is not None and self.body and not self.body_truncated:
                 self._deltas(self.interp.on_body(bytes(self.body)), None)
+                self.body = bytearray()
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
 
@@ -152,7 +165,10 @@ class StreamTap:
                 self._text_len += n
         if now is None:  # a non-streamed body: output, but no token timing
             return
-        c.token_events.append(now)
+        if len(c.token_events) < MAX_TOKEN_EVENTS:
+            c.token_events.append(now)
+        else:
+            c.events_over_cap += 1
         if c.first_token is None:
             c.first_token = now
             if self._on_phase:

@@ -109,6 +109,8 @@ class ProxyServer:
         from mitmproxy.master import Master
 
         self.loop = asyncio.get_running_loop()
+        if isinstance(self.capture, Capture):
+            self._check_db()
         for name in ("mitmproxy", "firsttoken"):
             logging.getLogger(name).addHandler(self._log)
             logging.getLogger(name).propagate = False
@@ -123,6 +125,13 @@ class ProxyServer:
         except Exception as e:
             raise ProxyStartError(f"firsttoken could not configure the proxy: {e}") from None
         self.master = master
+        try:
+            await self._run(master, on_ready, handle_signals)
+        finally:
+            for name in ("mitmproxy", "firsttoken"):
+                logging.getLogger(name).removeHandler(self._log)
+
+    async def _run(self, master, on_ready, handle_signals: bool) -> None:
         task = asyncio.create_task(master.run())
         ps = master.addons.get("proxyserver")
         for _ in range(1000):
@@ -154,6 +163,18 @@ class ProxyServer:
         if on_ready:
             on_ready(self)
         await task
+
+    def _check_db(self) -> None:
+        """Fail before listening when the database cannot be written (and migrate it now)."""
+        from firsttoken.addon.store.db import open_db
+
+        try:
+            open_db(self.db).conn.close()
+        except Exception as e:
+            raise ProxyStartError(
+                f"firsttoken cannot write its database {self.db}: {e}. "
+                "Pass a writable file with --db (or set FIRSTTOKEN_DB)."
+            ) from None
 
     def shutdown(self) -> None:
         if self.master is not None:

@@ -160,3 +160,31 @@ def test_key_never_reaches_disk(sim, db_path, tmp_path):
     for f in tmp_path.iterdir():
         assert secret.encode() not in f.read_bytes(), f"key found in {f.name}"
         assert secret[8:30].encode() not in f.read_bytes()
+
+
+def test_query_string_keys_never_reach_disk(sim, db_path, tmp_path):
+    secret = "AIzaSyTESTKEY0123456789abcdefghijklmno"
+    with ProxyServer([sim.url], str(db_path), port=0) as p:
+        httpx.post(p.url + f"/v1/chat/completions?key={secret}&alt=sse", json=chat_body(), timeout=10)
+        httpx.post(p.url.replace("127.0.0.1", "localhost") + f"/nowhere?api_key={secret}", json=chat_body(), timeout=10)
+        p.flush()
+        rs = rows(db_path)
+    assert len(rs) == 2
+    assert rs[0]["path"] == "/v1/chat/completions?key=[REDACTED]&alt=sse"
+    assert rs[0]["key_header"] == "query:key" and rs[0]["key_fingerprint"] == "AIz…lmno"
+    for f in tmp_path.iterdir():
+        assert secret.encode() not in f.read_bytes(), f"key found in {f.name}"
+
+
+def test_http2_empty_data_frames_do_not_end_the_analysis(db_path):
+    """An empty chunk mid-stream (HTTP/2 empty DATA frames reach the tap as b"") is not the end."""
+    from firsttoken.addon.record import Clock
+    from firsttoken.addon.tap import StreamTap
+
+    tap = StreamTap(Clock(t0=time.perf_counter()), "openai.chat", "text/event-stream", None)
+    for i in range(3):
+        assert tap(_chunk(i, "a")) == _chunk(i, "a")
+        assert tap(b"") == b""
+    tap(b"data: [DONE]\n\n")
+    tap.finish()
+    assert len(tap.clock.token_events) == 3 and tap.facts.done

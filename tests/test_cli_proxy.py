@@ -95,3 +95,13 @@ def test_port_in_use_is_a_clear_error(tmp_path):
                             "--db", str(tmp_path / "z.db")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert "could not listen" in r.stderr and "--port" in r.stderr
+
+
+def test_unwritable_database_is_a_clear_error_and_the_default_db_is_untouched(tmp_path):
+    (tmp_path / "afile").write_text("")  # a database path under a regular file: unwritable, even for root
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
+    r = subprocess.run([FT, "proxy", "--no-live", "--port", "0", "--upstream", "http://127.0.0.1:9",
+                        "--db", str(tmp_path / "afile" / "x.db")], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 1
+    assert "cannot write its database" in r.stderr and "--db" in r.stderr
+    assert not (tmp_path / "xdg").exists()  # the default database was never created

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import queue
+import sqlite3
 import threading
+import time
 from typing import Any
 
 from .db import open_db
@@ -18,6 +20,8 @@ from .db import open_db
 log = logging.getLogger("firsttoken")
 
 _STOP = object()
+#: a batch meeting "database is locked" is retried once a second for this long before giving up
+LOCKED_RETRIES = 300
 _JSON = ("event_offsets", "key_facts", "findings")
 
 
@@ -73,21 +77,32 @@ class Writer:
         db.conn.close()
 
     def _write(self, db, rows: list[dict[str, Any]]) -> None:
-        try:
-            with db.conn:
-                self._apply(db, rows)
-            self.written += len(rows)
-        except Exception as e:  # one bad row must not lose the batch: retry one by one
-            log.warning("firsttoken: batch write failed (%s); retrying rows one at a time", e)
-            for r in rows:
-                try:
-                    with db.conn:
-                        self._apply(db, [r])
-                    self.written += 1
-                except Exception as e2:
-                    self.failed += 1
-                    self.last_error = f"{type(e2).__name__}: {e2}"
-                    log.error("firsttoken: could not store request %s: %s", r.get("id"), e2)
+        for attempt in range(LOCKED_RETRIES + 1):
+            try:
+                with db.conn:
+                    self._apply(db, rows)
+                self.written += len(rows)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or attempt == LOCKED_RETRIES:
+                    break
+                # another process holds a long write lock (a reader's VACUUM, a bulk import):
+                # wait for it rather than drop rows
+                log.warning("firsttoken: database is locked; retrying in 1 s (%d rows waiting)", len(rows))
+                time.sleep(1.0)
+            except Exception:
+                break
+        # one bad row must not lose the batch: retry one by one
+        log.warning("firsttoken: batch write failed; retrying rows one at a time")
+        for r in rows:
+            try:
+                with db.conn:
+                    self._apply(db, [r])
+                self.written += 1
+            except Exception as e2:
+                self.failed += 1
+                self.last_error = f"{type(e2).__name__}: {e2}"
+                log.error("firsttoken: could not store request %s: %s", r.get("id"), e2)
 
     @staticmethod
     def _apply(db, rows: list[dict[str, Any]]) -> None:
