@@ -188,3 +188,26 @@ def test_http2_empty_data_frames_do_not_end_the_analysis(db_path):
     tap(b"data: [DONE]\n\n")
     tap.finish()
     assert len(tap.clock.token_events) == 3 and tap.facts.done
+
+
+def test_findings_become_flow_comments_and_marks_for_mitmweb(sim, db_path):
+    class Collect:  # a real mitmproxy addon beside the capture, as a mitmweb user would have
+        def __init__(self):
+            self.flows = []
+
+        def response(self, flow):
+            self.flows.append(flow)
+
+    collect = Collect()
+    with ProxyServer([sim.url], str(db_path), port=0) as p:
+        p.loop.call_soon_threadsafe(p.master.addons.add, collect)
+        time.sleep(0.2)
+        r = httpx.post(p.url + CHAT, json=chat_body(), headers={"x-sim-fault": "auth", "authorization": "Bearer sk-wrong-0000000000000000"}, timeout=10)
+        assert r.status_code == 401
+        p.flush()
+        deadline = time.time() + 5
+        while time.time() < deadline and not (collect.flows and collect.flows[0].comment):
+            time.sleep(0.05)
+    flow = collect.flows[0]
+    assert "auth.rejected" in flow.comment and "[error]" in flow.comment
+    assert flow.marked
