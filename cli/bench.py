@@ -121,3 +121,8 @@ def bench(n: int) -> None:
     out.print(t2)
     extra = (size["firsttoken"][1][0] - size["firsttoken"][0][0]) - (size["direct"][1][0] - size["direct"][0][0])
     out.print(f"what a ~200k-token prompt costs through firsttoken beyond sending it directly: {extra:+.2f} ms TTFB")
+    from firsttoken.addon import tokens
+
+    b = tokens.benchmark()
+    out.print(f"prompt token counting (analysis thread, {b['tokenizer']}): {b['prompt_tokens_est']:,} tokens in "
+              f"{b['seconds'] * 1000:.0f} ms = {b['prompt_tokens_est'] / b['seconds'] / 1e6:.2f} M tokens/s")
