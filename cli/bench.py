@@ -9,11 +9,8 @@ proxy nothing on the request path (tokenizing runs off the event loop).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .bench_common import free_port, stream_once, wait_port
+from .bench_common import free_port, process, stream_once
 
 BIN = Path(sys.executable).parent
 
@@ -36,20 +33,6 @@ def requestheaders(flow):
 def responseheaders(flow):
     flow.response.stream = True
 """
-
-
-@contextlib.contextmanager
-def _server(argv: list[str], port: int):
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        wait_port(port, proc)
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def chat(prompt: str) -> bytes:
@@ -88,7 +71,7 @@ def bench(n: int) -> None:
     sp, bp, fp = free_port(), free_port(), free_port()
     sim_argv = [str(BIN / "firsttoken"), "simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5",
                 "--prefill-base-ms", "5", "--prefill-ms-per-1k", "0", "--tpot-ms", "1", "--output-tokens", "8"]
-    with tempfile.TemporaryDirectory() as tmp, _server(sim_argv, sp):
+    with tempfile.TemporaryDirectory() as tmp, process(sim_argv, sp):
         script = Path(tmp) / "bare_streaming.py"
         script.write_text(BARE_SCRIPT)
         bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
@@ -96,12 +79,12 @@ def bench(n: int) -> None:
         big_n = max(5, n // 8)
         res = {"direct": measure(sp, small, n)}
         size = {"direct": sizes(sp, small, big, big_n)}
-        with _server(bare_argv, bp):
+        with process(bare_argv, bp):
             res["bare mitmproxy (streaming)"] = measure(bp, small, n)
             size["bare mitmproxy (streaming)"] = sizes(bp, small, big, big_n)
         ft_argv = [str(BIN / "firsttoken"), "proxy", "--no-live", "--port", str(fp), "--upstream", f"http://127.0.0.1:{sp}",
                    "--db", str(Path(tmp) / "bench.db")]
-        with _server(ft_argv, fp):
+        with process(ft_argv, fp):
             res["firsttoken"] = measure(fp, small, n)
             size["firsttoken"] = sizes(fp, small, big, big_n)
     t = Table(title=f"median over {n} streaming requests on loopback (simulated upstream: TTFB 5 ms, first token +5 ms)")

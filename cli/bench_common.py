@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import re
+import signal
 import socket
 import subprocess
 import threading
 import time
+from typing import Any, Iterator
 
 import click
 
@@ -57,3 +60,23 @@ def stream_once(port: int, body: bytes, start: threading.Barrier | None = None) 
         return ttfb * 1000.0, (ttft if ttft is not None else time.perf_counter() - t0) * 1000.0
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def process(argv: list[str], port: int, **popen: Any) -> Iterator[subprocess.Popen]:
+    """A server process for the length of a with-block: started, awaited on its port, then
+    stopped with SIGINT (as a user's Ctrl-C) and killed only if it does not stop."""
+    popen.setdefault("stdin", subprocess.DEVNULL)
+    popen.setdefault("stdout", subprocess.DEVNULL)
+    popen.setdefault("stderr", subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, **popen)
+    try:
+        wait_port(port, proc)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

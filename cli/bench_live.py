@@ -10,17 +10,14 @@ Nothing is asserted: it prints the numbers.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 from rich.console import Console
@@ -28,7 +25,7 @@ from rich.table import Table
 
 from firsttoken.addon.record import percentile
 
-from .bench_common import free_port, stream_once, wait_port
+from .bench_common import free_port, process, stream_once
 
 CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
 
@@ -75,27 +72,16 @@ class _Terminal:
                 pass
 
 
-@contextlib.contextmanager
-def _process(argv: list[str], port: int, terminal: _Terminal | None = None) -> Iterator[subprocess.Popen]:
+def _process(argv: list[str], port: int, terminal: _Terminal | None = None):
+    """A benchmark process, on a pseudo-terminal when one is given (the live view draws there)."""
     env = dict(os.environ)
     for k in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "LINES"):
         env.pop(k, None)
+    io_: dict = {}
     if terminal is not None:
         env["TERM"] = env.get("TERM") or "xterm-256color"
         io_ = dict(stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave)
-    else:
-        io_ = dict(stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    proc = subprocess.Popen(argv, env=env, start_new_session=True, **io_)
-    try:
-        wait_port(port, proc)
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    return process(argv, port, env=env, start_new_session=True, **io_)
 
 
 def burst(port: int, body: bytes, n: int) -> list[tuple[float, float]]:
