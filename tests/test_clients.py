@@ -49,7 +49,8 @@ def test_anthropic_sdk_thinking_stream(proxy, db_path):
     assert r["api"] == "anthropic.messages" and r["status"] == 200 and r["stream_done"] == 1
     assert r["first_token_ms"] < r["ttft_ms"]  # thinking arrived before the first visible text
     assert r["reasoning_chars"] > 0 and r["usage_prompt_tokens"] > 0
-    assert r["key_header"] == "x-api-key" and not _errors(r)
+    assert r["key_header"] in ("x-api-key", "authorization")  # anthropic SDK 2.x sends Authorization
+    assert r["key_fingerprint"] == "sk-ant-…0000" and not _errors(r)
 
 
 def test_openai_responses_stream(proxy, db_path):
