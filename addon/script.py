@@ -12,6 +12,8 @@ or with routing done by firsttoken (several upstreams, path prefixes):
 
 from firsttoken.addon.capture import Capture
 from firsttoken.addon.metrics import MetricsAddon
+from firsttoken.addon.otel import OtelAddon
 
 capture = Capture()
-addons = [capture, MetricsAddon(capture)]
+metrics = MetricsAddon(capture)
+addons = [capture, metrics, OtelAddon(capture, metrics.metrics)]

@@ -6,6 +6,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from firsttoken.addon.store.db import default_db_path, open_db
 
@@ -34,5 +35,5 @@ def console(stderr: bool = False) -> Console:
 
 
 def fail(message: str, code: int = 1):
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {message}")
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}")
     sys.exit(code)

@@ -53,8 +53,11 @@ def cli() -> None:
 @click.option("--host-match", "host_match", multiple=True, metavar="HOST",
               help="With --forward: also record this host (host, *.domain, host:port, or a regex on host:port).")
 @click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
+@click.option("--otlp-endpoint", default=None, metavar="URL",
+              help="Push OpenTelemetry metrics over OTLP/HTTP, e.g. http://127.0.0.1:4318/v1/metrics "
+                   "(default: $OTEL_EXPORTER_OTLP_ENDPOINT if set). Needs: pip install 'firsttoken[otel]'.")
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-          forward_mode, host_match, metrics_port):
+          forward_mode, host_match, metrics_port, otlp_endpoint):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
     from .run_proxy import run
 
@@ -63,7 +66,8 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
     run(upstreams=list(upstreams), port=port if port is not None else (8080 if forward_mode else 8787), host=host,
         db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
         warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
-        forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port)
+        forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
+        otlp_endpoint=otlp_endpoint)
 
 
 @cli.command()

@@ -18,6 +18,7 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.capture import Capture
 from firsttoken.addon.metrics import MetricsAddon
+from firsttoken.addon.otel import OtelAddon
 
 
 class ProxyStartError(RuntimeError):
@@ -52,6 +53,7 @@ class ProxyServer:
         host_match: list[str] | tuple[str, ...] = (),
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
+        otlp_endpoint: str | None = None,
     ) -> None:
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
         if forward_mode and self.routes:
@@ -82,10 +84,13 @@ class ProxyServer:
             self.options.update(fwd.mitmproxy_options(host_match))  # HostMatchError is a RouteError
         if metrics_port is not None:
             self.options.update(firsttoken_metrics_port=metrics_port, firsttoken_metrics_host=metrics_host)
+        if otlp_endpoint:
+            self.options.update(firsttoken_otlp_endpoint=otlp_endpoint)
         self.capture = addon if addon is not None else Capture()
         if not isinstance(self.capture, Capture):  # another addon (benchmarks: bare mitmproxy)
             self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
         self.metrics = MetricsAddon(self.capture) if isinstance(self.capture, Capture) else None
+        self.otel = OtelAddon(self.capture, self.metrics.metrics) if self.metrics is not None else None
         self.options.update(extra_options or {})
         self.master = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -111,7 +116,7 @@ class ProxyServer:
         self.loop = asyncio.get_running_loop()
         if isinstance(self.capture, Capture):
             self._check_db()
-        for name in ("mitmproxy", "firsttoken"):
+        for name in ("mitmproxy", "firsttoken", "opentelemetry"):
             logging.getLogger(name).addHandler(self._log)
             logging.getLogger(name).propagate = False
         opts = mitm_options.Options()
@@ -120,6 +125,8 @@ class ProxyServer:
         master.addons.add(self.capture)
         if self.metrics is not None:
             master.addons.add(self.metrics)
+        if self.otel is not None:
+            master.addons.add(self.otel)  # after Capture: its done() drains records first
         try:
             opts.update(**self.options)
         except Exception as e:
@@ -128,7 +135,7 @@ class ProxyServer:
         try:
             await self._run(master, on_ready, handle_signals)
         finally:
-            for name in ("mitmproxy", "firsttoken"):
+            for name in ("mitmproxy", "firsttoken", "opentelemetry"):
                 logging.getLogger(name).removeHandler(self._log)
 
     async def _run(self, master, on_ready, handle_signals: bool) -> None:
@@ -183,6 +190,10 @@ class ProxyServer:
     @property
     def metrics_url(self) -> str | None:
         return self.metrics.url if self.metrics is not None else None
+
+    @property
+    def otlp_endpoint(self) -> str | None:
+        return self.otel.endpoint if self.otel is not None else None
 
     @property
     def messages(self) -> list[str]:

@@ -25,6 +25,8 @@ def banner(server: ProxyServer, out: Console) -> None:
     out.print(f"[bold]firsttoken[/] listening on [bold]{server.url}[/]  (db: {server.db})")
     if server.metrics_url:
         out.print(f"  Prometheus metrics: {server.metrics_url}", markup=False)
+    if server.otlp_endpoint:
+        out.print(f"  OpenTelemetry metrics (OTLP/HTTP) -> {server.otlp_endpoint}", markup=False)
     if server.forward_mode:
         for line in fwd.client_hints(server.url, server.options.get("confdir")):
             out.print(line, markup=False)
@@ -38,7 +40,7 @@ def banner(server: ProxyServer, out: Console) -> None:
 
 
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-        forward_mode=False, host_match=(), metrics_port=None) -> None:
+        forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     try:
@@ -47,6 +49,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
             insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
             stall_ms=stall_ms, lang=lang or "",
             forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
+            otlp_endpoint=otlp_endpoint,
         )
     except RouteError as e:
         fail(str(e), 2)
