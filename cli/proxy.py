@@ -222,8 +222,17 @@ class ProxyServer:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def flush(self, timeout: float = 10.0) -> None:
-        """Wait until every finished request so far is in the database."""
+    def flush(self, timeout: float = 10.0, settle: float = 2.0) -> None:
+        """Wait until every request so far is in the database.
+
+        A client can finish reading a response a moment before the proxy's own response hook
+        has run, so first wait (up to ``settle`` seconds) for requests still in flight."""
+        import time
+
+        flights = getattr(self.capture, "flights", None)
+        deadline = time.monotonic() + settle
+        while flights and time.monotonic() < deadline:
+            time.sleep(0.005)
         if getattr(self.capture, "analyzer", None) is not None:
             self.capture.analyzer.flush(timeout)
 
