@@ -34,6 +34,15 @@ def load_json(text: str | bytes) -> Any:
         return _BAD
 
 
+def first_int(*values: Any) -> int | None:
+    """The first of ``values`` that is an integer count (see ``as_int``), else None."""
+    for v in values:
+        i = as_int(v)
+        if i is not None:
+            return i
+    return None
+
+
 def as_int(v: Any) -> int | None:
     """An integer count, or None (bools, strings, NaN, fractions are not counts)."""
     t = type(v)
@@ -155,29 +164,17 @@ def apply_openai_usage(facts: ApiFacts, u: dict) -> None:
     else ``cache_read_input_tokens`` (gateways fronting Anthropic). Cache writes:
     ``*_details.cache_write_tokens``, else ``cache_creation_input_tokens``.
     """
-    v = as_int(u.get("prompt_tokens"))
-    if v is None:
-        v = as_int(u.get("input_tokens"))
-    if v is not None:
-        facts.usage_prompt_tokens = v
-    v = as_int(u.get("completion_tokens"))
-    if v is None:
-        v = as_int(u.get("output_tokens"))
-    if v is not None:
-        facts.usage_completion_tokens = v
     pd = _details(u, "prompt_tokens_details", "input_tokens_details")
-    v = as_int(pd.get("cached_tokens"))
-    if v is None:
-        v = as_int(u.get("prompt_cache_hit_tokens"))
-        if v is None:
-            v = as_int(u.get("cache_read_input_tokens"))
-    if v is not None:
-        facts.usage_cached_tokens = v
-    v = as_int(pd.get("cache_write_tokens"))
-    if v is None:
-        v = as_int(u.get("cache_creation_input_tokens"))
-    if v is not None:
-        facts.usage_cache_creation_tokens = v
+    found = {
+        "usage_prompt_tokens": first_int(u.get("prompt_tokens"), u.get("input_tokens")),
+        "usage_completion_tokens": first_int(u.get("completion_tokens"), u.get("output_tokens")),
+        "usage_cached_tokens": first_int(pd.get("cached_tokens"), u.get("prompt_cache_hit_tokens"),
+                                         u.get("cache_read_input_tokens")),
+        "usage_cache_creation_tokens": first_int(pd.get("cache_write_tokens"), u.get("cache_creation_input_tokens")),
+    }
+    for field, v in found.items():
+        if v is not None:  # a field the server did not send keeps what an earlier event said
+            setattr(facts, field, v)
     cd = _details(u, "completion_tokens_details", "output_tokens_details")
     v = as_int(cd.get("reasoning_tokens"))
     if v is not None:
