@@ -8,6 +8,7 @@ in-flight row is created first and completed later.
 
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import sqlite3
@@ -30,6 +31,7 @@ class Writer:
         self.path = str(path)
         self.batch = batch
         self.q: queue.Queue[Any] = queue.Queue()
+        self._cols: set[str] | None = None
         self.written = 0
         self.failed = 0
         self.last_error: str | None = None
@@ -104,21 +106,43 @@ class Writer:
                 self.last_error = f"{type(e2).__name__}: {e2}"
                 log.error("firsttoken: could not store request %s: %s", r.get("id"), e2)
 
-    @staticmethod
-    def _apply(db, rows: list[dict[str, Any]]) -> None:
-        t = db["requests"]
+    def _apply(self, db, rows: list[dict[str, Any]]) -> None:
+        conn = db.conn
         for row in rows:
-            row = dict(row)
+            cols = list(row)
+            unknown = [c for c in cols if c not in self._columns(db)]
+            if unknown:
+                raise ValueError(f"no such column(s) in requests: {', '.join(unknown)}")
+            # An upsert naming only the given columns: an in-flight row is created first and
+            # completed later, column by column. (Plain SQL: sqlite-utils' upsert re-reads the
+            # schema on every call, ~1 ms a row on the writer thread.)
+            sql = _UPSERT.get(tuple(cols))
+            if sql is None:
+                sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols if c != "id") or "id = id"
+                sql = (f"INSERT INTO requests ({', '.join(f'[{c}]' for c in cols)}) "
+                       f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT(id) DO UPDATE SET {sets}")
+                _UPSERT[tuple(cols)] = sql
+            conn.execute(sql, [_value(row[c]) for c in cols])
             findings = row.get("findings")
-            t.upsert(row, pk="id", alter=False)
             if findings is not None:
-                db.execute("DELETE FROM findings WHERE request_id = ?", [row["id"]])
-                seen = set()
-                for f in findings:
-                    if f["code"] in seen:
-                        continue
-                    seen.add(f["code"])
-                    db.execute(
-                        "INSERT INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
-                        [row["id"], f["code"], f["severity"]],
-                    )
+                conn.execute("DELETE FROM findings WHERE request_id = ?", [row["id"]])
+                conn.executemany(
+                    "INSERT OR IGNORE INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
+                    [(row["id"], f["code"], f["severity"]) for f in findings],
+                )
+
+    def _columns(self, db) -> set[str]:
+        if self._cols is None:
+            self._cols = {r[1] for r in db.execute("PRAGMA table_info(requests)").fetchall()}
+        return self._cols
+
+
+_UPSERT: dict[tuple[str, ...], str] = {}
+
+
+def _value(v: Any) -> Any:
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, ensure_ascii=False, default=str)
+    if isinstance(v, bool):
+        return int(v)
+    return v
