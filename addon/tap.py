@@ -19,6 +19,8 @@ from .sse import SSEDecoder
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024
+#: a single network chunk may not decompress to more than this (the copy, not what is forwarded)
+MAX_DECODED_CHUNK = 64 * 2**20
 #: token-bearing event times kept per response (a count goes on beyond it)
 MAX_TOKEN_EVENTS = 200_000
 #: generated text kept for the output token estimate
@@ -31,7 +33,14 @@ def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None:
         return None
     if enc in ("gzip", "x-gzip", "deflate"):
         d = zlib.decompressobj(zlib.MAX_WBITS | 32)
-        return d.decompress
+
+        def gunzip(chunk: bytes) -> bytes:
+            out = d.decompress(chunk, MAX_DECODED_CHUNK)
+            if d.unconsumed_tail:  # a decompression bomb: stop analysing, keep forwarding
+                raise ValueError(f"one chunk decompresses to more than {MAX_DECODED_CHUNK // 2**20} MiB")
+            return out
+
+        return gunzip
     if enc == "br":
         import brotli
 

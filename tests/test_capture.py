@@ -211,3 +211,19 @@ def test_findings_become_flow_comments_and_marks_for_mitmweb(sim, db_path):
     flow = collect.flows[0]
     assert "auth.rejected" in flow.comment and "[error]" in flow.comment
     assert flow.marked
+
+
+def test_decompression_bomb_is_forwarded_but_not_analysed(db_path):
+    import zlib
+
+    c = zlib.compressobj(9, zlib.DEFLATED, 31)
+    bomb = c.compress(b"\0" * (80 * 2**20)) + c.flush()  # 80 MiB of zeros in ~80 KB
+    with RawUpstream([bomb], headers={"content-type": "text/event-stream", "content-encoding": "gzip"}) as up, \
+            ProxyServer([up.url], str(db_path), port=0) as p:
+        with httpx.Client() as cl:
+            r = cl.send(cl.build_request("POST", p.url + CHAT, json=chat_body()), stream=True)
+            raw = b"".join(r.iter_raw())
+            r.close()
+        assert raw == bomb
+        row = one_row(p, db_path)
+    assert row["status"] == 200 and "decompress" in (row["error"] or "")
