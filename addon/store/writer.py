@@ -21,6 +21,8 @@ from .db import open_db
 log = logging.getLogger("firsttoken")
 
 _STOP = object()
+#: how long the writer gathers rows before a transaction
+GATHER_S = 0.02
 #: a batch meeting "database is locked" is retried once a second for this long before giving up
 LOCKED_RETRIES = 300
 _JSON = ("event_offsets", "key_facts", "findings")
@@ -59,9 +61,13 @@ class Writer:
         stop = False
         while not stop:
             items = [self.q.get()]
-            while len(items) < self.batch:
+            # Gather for a moment before writing: one transaction for a burst, and the write
+            # lands after the request that caused it has been forwarded, not in its way.
+            deadline = time.monotonic() + GATHER_S
+            while len(items) < self.batch and not isinstance(items[-1], threading.Event) and items[-1] is not _STOP:
+                left = deadline - time.monotonic()
                 try:
-                    items.append(self.q.get_nowait())
+                    items.append(self.q.get(timeout=left) if left > 0 else self.q.get_nowait())
                 except queue.Empty:
                     break
             rows, events = [], []
