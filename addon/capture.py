@@ -21,7 +21,7 @@ from mitmproxy import ctx, exceptions, http
 from . import forward, routing
 from .analyze import PARSE_EARLY_MAX, Analyzer, Settings
 from .apis import detect_api
-from .flight import Flight
+from .flight import BodyCopy, Flight
 from .record import Clock, Record
 from .secrets import fingerprint_headers, query_secrets, redact_path, secret_values
 from .store.db import default_db_path
@@ -377,26 +377,6 @@ def _retry_after(headers) -> float | None:
             return max(0.0, when.timestamp() - time.time())
     except (TypeError, ValueError, OverflowError):
         return None
-
-
-class BodyCopy:
-    """The request's stream callable: forwards each chunk as is, keeps a capped copy."""
-
-    def __init__(self, cap: int = 64 * 2**20) -> None:
-        self.buf = bytearray()
-        self.cap = cap
-        self.size = 0
-        self.truncated = False
-
-    def __call__(self, chunk: bytes) -> bytes:
-        self.size += len(chunk)
-        if not self.truncated:
-            if len(self.buf) + len(chunk) <= self.cap:
-                self.buf += chunk
-            else:
-                self.truncated = True
-                self.buf = bytearray()
-        return chunk
 
 
 def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:

@@ -18,7 +18,7 @@ class Flight:
     body: bytes | bytearray | None = None  # request body, raw as received
     body_encoding: str | None = None  # the request's Content-Encoding, if any
     secrets: list[str] = field(default_factory=list)  # for redaction; never stored
-    body_copy: Any = None  # capture.BodyCopy while the request body streams through
+    body_copy: "BodyCopy | None" = None  # while the request body streams through
     body_done: bool = False  # the whole request body has been seen
     parsed: bool = False  # the request body was handed to the analyzer
     finished: bool = False
@@ -42,3 +42,23 @@ class Flight:
             "events": len(self.clock.token_events),
             "output_chars": tap.output_chars if tap else 0,
         }
+
+
+class BodyCopy:
+    """The request's stream callable: forwards each chunk as is, keeps a capped copy."""
+
+    def __init__(self, cap: int = 64 * 2**20) -> None:
+        self.buf = bytearray()
+        self.cap = cap
+        self.size = 0
+        self.truncated = False
+
+    def __call__(self, chunk: bytes) -> bytes:
+        self.size += len(chunk)
+        if not self.truncated:
+            if len(self.buf) + len(chunk) <= self.cap:
+                self.buf += chunk
+            else:
+                self.truncated = True
+                self.buf = bytearray()
+        return chunk
