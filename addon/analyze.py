@@ -27,6 +27,8 @@ MAX_SAVED_BODY = 256 * 1024
 #: larger request bodies are parsed only once their response has ended: parsing and
 #: tokenizing a megabyte costs milliseconds of GIL and CPU the request itself must not pay
 PARSE_EARLY_MAX = 128 * 1024
+#: bodies larger than this are parsed and counted in a helper process (its own GIL)
+SUBPROCESS_MIN = 1024 * 1024
 _STOP = object()
 
 
@@ -48,6 +50,7 @@ class Analyzer:
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
         self.q: queue.Queue[Any] = queue.Queue()
+        self._procs = None  # the helper process for very large bodies, started on first use
         self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
         self._thread.start()
 
@@ -57,10 +60,27 @@ class Analyzer:
     def finish(self, flight: Flight) -> None:
         self.q.put(("finish", flight))
 
+    def _in_helper_process(self, body: bytes, encoding: str | None, api: str) -> dict[str, Any] | None:
+        """Parse and count a very large body in a helper process, which has its own GIL: in
+        this process, ``json.loads`` of megabytes would stall every other stream for
+        milliseconds. None when the helper cannot be used (then the caller parses here)."""
+        try:
+            if self._procs is None:
+                import concurrent.futures
+                import multiprocessing
+
+                self._procs = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            return self._procs.submit(request_facts, body, encoding, api).result(timeout=300)
+        except Exception as e:
+            log.warning("firsttoken: helper process unavailable (%s); parsing in the proxy process", e)
+            return None
+
     def close(self, timeout: float | None = 120.0) -> None:
         if self._thread.is_alive():
             self.q.put(_STOP)
             self._thread.join(timeout)
+        if self._procs is not None:
+            self._procs.shutdown(wait=False, cancel_futures=True)
 
     def flush(self, timeout: float = 10.0) -> None:
         done = threading.Event()
@@ -92,7 +112,12 @@ class Analyzer:
 
     def _parse(self, flight: Flight) -> None:
         rec = flight.record
-        facts = request_facts(flight.body or b"", flight.body_encoding, rec.api)
+        body = flight.body or b""
+        facts = None
+        if len(body) > SUBPROCESS_MIN:
+            facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
+        if facts is None:
+            facts = request_facts(body, flight.body_encoding, rec.api)
         for k, v in facts.items():
             setattr(rec, k, v)
         if rec.prefix_hash:

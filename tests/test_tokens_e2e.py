@@ -56,3 +56,14 @@ def test_show_prints_prompt_breakdown(proxy, db_path):
     ).stdout
     assert "tokenizer cl100k_base (exact)" in out
     assert "system" in out and "last user turn" in out
+
+
+def test_very_large_prompt_is_counted_in_the_helper_process(proxy, db_path):
+    big = "The quick brown fox jumps over the lazy dog. " * 30000  # ~1.35 MB, ~300k tokens
+    client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-test-tokens-0000000000000000000")
+    list(client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": big}], stream=True))
+    proxy.flush(timeout=60)
+    (row,) = rows(db_path)
+    assert proxy.capture.analyzer._procs is not None  # the helper process did the parsing
+    assert row["request_bytes"] > 1024 * 1024
+    assert 290_000 < row["prompt_tokens_est"] < 310_000 and row["tokenizer"] == "cl100k_base"
