@@ -130,7 +130,8 @@ def rule_overloaded(rec: Any, c: Ctx) -> None:
 
 def rule_request_body(rec: Any, c: Ctx) -> None:
     err = rec.request_error
-    if not err or err.startswith("analysis failed") or rec.status in AUTH_STATUSES:
+    # not the client's fault: our analysis failed, or the body was too large to analyse
+    if not err or err.startswith(("analysis failed", "request body larger than")) or rec.status in AUTH_STATUSES:
         return
     failed = rec.status is None or rec.status >= 400
     c.add("request.malformed", "error" if failed and not c.errors() else "warn", variant="body", **c.common(),
