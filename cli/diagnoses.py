@@ -16,7 +16,8 @@ from firsttoken.addon.diagnose import catalog as cat
 from firsttoken.addon.diagnose.lang import resolve
 from firsttoken.addon.diagnose.rules_base import THRESHOLDS
 
-SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
+from .fmt import SEVERITY_STYLE
+
 _FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)(?:[:!][^{}]*)?\}(?!\})")
 
 _TEXT = {

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import datetime as _dt
 
+#: how a finding's severity is coloured everywhere (logs, show, live, diagnoses)
+SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
+
 
 def ms(v: float | None) -> str:
     if v is None:

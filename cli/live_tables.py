@@ -12,13 +12,13 @@ from typing import Any
 from rich.text import Text
 
 from . import fmt
+from .fmt import SEVERITY_STYLE
 from .live_labels import _flight_cols, _model_cols, _recent_cols, label, phase_label
 from .live_layout import (
     GAP, _cells_line, _fit_text, _header_cells, _wrap, api_short, columns_width, fit_columns, seconds, sparkline,
 )
 from .live_state import FlightView, ModelStats, is_error
 
-SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 SEVERITY_MARK = {"error": "✖", "warn": "▲", "info": "•"}
 PHASE_STYLE = {"connecting": "dim", "waiting_headers": "blue", "prefill": "cyan", "waiting_body": "cyan", "streaming": "green"}
 #: below this width the finding goes on its own lines under the row

@@ -12,8 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import fmt
-
-SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
+from .fmt import SEVERITY_STYLE
 
 
 COLUMNS = [

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import fmt
-from .logs import SEVERITY_STYLE
+from .fmt import SEVERITY_STYLE
 
 BAR = 48  # set per render from the console width
 

@@ -8,6 +8,7 @@ import sqlite3
 
 import pytest
 
+from firsttoken.cli.bench_common import free_port  # noqa: F401 - shared by the test modules
 from firsttoken.cli.proxy import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 

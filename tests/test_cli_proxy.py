@@ -13,15 +13,10 @@ import time
 from pathlib import Path
 
 import httpx
-import pytest
+
+from conftest import free_port
 
 FT = str(Path(sys.executable).parent / "firsttoken")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen, int]:

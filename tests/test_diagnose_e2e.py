@@ -18,7 +18,7 @@ import httpx
 import openai
 import pytest
 
-from conftest import FAST, rows
+from conftest import FAST, rows, free_port
 from firsttoken.addon.diagnose import CATALOG, rules_latency
 from firsttoken.cli.proxy import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
@@ -436,16 +436,8 @@ def test_other_http_error(db_path, make_proxy):
 
 # ---- connectivity -------------------------------------------------------------------------------------------
 
-def _free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_unreachable_connection_refused(make_proxy, db_path):
-    port = _free_port()
+    port = free_port()
     p = make_proxy([f"http://127.0.0.1:{port}"])
     assert isinstance(chat(oai(p.url + "/v1")), openai.APIStatusError)
     f = has(one(p, db_path), "upstream.unreachable", "error", variant="refused")

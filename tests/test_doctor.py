@@ -15,16 +15,11 @@ from firsttoken.addon.routing import parse_upstreams
 from firsttoken.cli import doctor_checks as dc
 from firsttoken.cli.doctor import doctor
 from tls_upstream import TLSUpstream, make_ca_and_cert
+from conftest import free_port
 
 SECRET = "sk-proj-DOCTORSECRET0123456789abcdefWXYZ"
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 @pytest.fixture

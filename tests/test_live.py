@@ -23,7 +23,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from conftest import rows
+from conftest import rows, free_port
 from firsttoken.addon.record import Record
 from firsttoken.addon.store.db import open_db
 from firsttoken.cli import fmt
@@ -350,12 +350,6 @@ CLI_LIVE = [sys.executable, "-c", "from firsttoken.cli.main import cli; from fir
 SLOW_PREFILL = SimConfig(ttfb_ms=40, prefill_base_ms=1500, prefill_ms_per_1k_tokens=0, tpot_ms=20, output_tokens=20)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _stream(url: str, seen: dict) -> None:
     body = {"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
             "messages": [{"role": "user", "content": "Say hi."}]}
@@ -373,7 +367,7 @@ def _lines_with(text: str, needle: str) -> list[str]:
 
 def test_proxy_live_view_in_a_terminal(tmp_path):
     db = tmp_path / "live.db"
-    port = _free_port()
+    port = free_port()
     with SimServer(SLOW_PREFILL) as sim:
         term = Pty(CLI + ["proxy", "-u", sim.url, "--port", str(port), "--db", str(db), "--lang", "en"], cols=120)
         try:
@@ -441,7 +435,7 @@ def test_live_command_follows_a_database_being_written(tmp_path):
 def test_not_a_terminal_prints_plain_lines(tmp_path):
     """Piped stdout (or --no-live): one plain line per request, no live area."""
     db = tmp_path / "plain.db"
-    port = _free_port()
+    port = free_port()
     with SimServer(SimConfig(ttfb_ms=10, prefill_base_ms=10, tpot_ms=2, output_tokens=5)) as sim:
         proc = subprocess.Popen(CLI + ["proxy", "-u", sim.url, "--port", str(port), "--db", str(db)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)

@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import rows
+from conftest import rows, free_port
 from firsttoken.addon import script as ft_script
 
 MITMDUMP = Path(sys.executable).parent / ("mitmdump.exe" if os.name == "nt" else "mitmdump")
@@ -23,12 +23,6 @@ CHAT = {"model": "sim-1", "messages": [{"role": "user", "content": "hello"}], "s
         "stream_options": {"include_usage": True}}
 
 
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Mitmdump:

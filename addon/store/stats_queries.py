@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 import sqlite_utils
 
+from ..record import percentile
 from .queries import Filters
 
 #: (name in output, column)
@@ -89,11 +90,9 @@ def rank_pos(n: int, q: float) -> tuple[int, float]:
 
 
 def percentile_of(values: list[float], q: float) -> float:
-    """Reference implementation on a Python list (tests, small data)."""
-    v = sorted(values)
-    lo, frac = rank_pos(len(v), q)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * frac
+    """Reference implementation on a Python list (tests, small data): record.percentile, the
+    definition the SQL walk below must agree with."""
+    return percentile(sorted(values), q)
 
 
 def _interp(n: int, q: float, at: dict[int, float]) -> float | None:
