@@ -18,15 +18,16 @@ from typing import Any, Callable
 
 from mitmproxy import ctx, exceptions, http
 
-from . import forward, routing
-from .analyze import PARSE_EARLY_MAX, Analyzer, Settings
-from .apis import detect_api
-from .flight import BodyCopy, Flight
-from .record import Clock, Record
-from .secrets import fingerprint_headers, query_secrets, redact_path, secret_values
-from .store.db import default_db_path
-from .store.writer import Writer
-from .tap import StreamTap
+from firsttoken.addon import forward, routing
+from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings
+from firsttoken.addon.apis import detect_api
+from firsttoken.addon.flight import BodyCopy, Flight
+from firsttoken.addon.record import Clock, Record
+from firsttoken.addon.secrets import fingerprint_headers, query_secrets, redact_path, secret_values
+from firsttoken.addon.store.db import default_db_path
+from firsttoken.addon.diagnose.lang import LANGS
+from firsttoken.addon.store.writer import Writer
+from firsttoken.addon.tap import StreamTap
 
 log = logging.getLogger("firsttoken")
 
@@ -49,7 +50,7 @@ class Capture:
         self.db_path: str | None = None
         self._running = False
         self._conn_claimed: set[str] = set()
-        self.host_filter: forward.HostFilter | None = None  # forward mode only
+        self._strategy_set = False  # connection_strategy was set to lazy by this addon
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -58,8 +59,8 @@ class Capture:
         loader.add_option("firsttoken_save_bodies", bool, False, "Store request/response bodies (redacted, capped).")
         loader.add_option("firsttoken_warn_prompt_tokens", int, 8000, "Flag prompts larger than this many tokens.")
         loader.add_option("firsttoken_stall_ms", int, 1000, "Flag inter-token gaps longer than this (ms).")
-        loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).")
-        forward.add_options(loader)
+        loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).",
+                          choices=["", *LANGS])
 
     def configure(self, updated: set[str]) -> None:
         o = ctx.options
@@ -68,15 +69,20 @@ class Capture:
                 self.routes = routing.parse_upstreams(list(o.firsttoken_upstream))
             except routing.RouteError as e:
                 raise exceptions.OptionsError(str(e)) from None
-        forward.configure(self, o, updated)
         self.settings.save_bodies = o.firsttoken_save_bodies
         self.settings.warn_prompt_tokens = o.firsttoken_warn_prompt_tokens
         self.settings.stall_ms = float(o.firsttoken_stall_ms)
         self.settings.lang = o.firsttoken_lang
-        if "connection_strategy" in updated or "firsttoken_db" in updated:
-            if o.connection_strategy != "lazy":
-                # Eager connects fail before a flow exists; lazy ones become records.
-                o.connection_strategy = "lazy"
+        if "connection_strategy" in updated and o.connection_strategy != "lazy":
+            # Eager connects fail before a flow exists; lazy ones become records.
+            if self._strategy_set:
+                raise exceptions.OptionsError(
+                    "firsttoken needs connection_strategy=lazy: with eager connections a refused, DNS or TLS "
+                    "failure happens before the request exists and could not be recorded or diagnosed.")
+            log.warning("firsttoken: connection_strategy set to lazy (was %s), so that upstream connection "
+                        "failures become records with a diagnosis.", o.connection_strategy)
+            self._strategy_set = True
+            o.connection_strategy = "lazy"
         if self._running and "firsttoken_db" in updated and self._db_changed():
             self._open_store()  # the database was changed while running (e.g. --set in mitmproxy)
 
@@ -157,7 +163,7 @@ class Capture:
 
     # -- request -------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
-        if forward.skip(self, flow):
+        if flow.metadata.get(forward.SKIP):
             return  # forward mode, not an LLM host: proxied untouched, not recorded
         t0 = time.perf_counter()
         req = flow.request

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .record import Clock, Record
-from .tap import StreamTap
+from firsttoken.addon.record import Clock, Record
+from firsttoken.addon.tap import StreamTap
 
 
 @dataclass

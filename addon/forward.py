@@ -4,8 +4,8 @@
 intercepted (TLS terminated with mitmproxy's CA) and recorded; every other host is tunnelled
 untouched: mitmproxy's ``allow_hosts`` turns a CONNECT to any other host into a plain TCP
 pipe, so its TLS is never opened and the client sees the real server's certificate.
-Plain-HTTP requests to other hosts are proxied but not recorded (the Capture hook asks
-:meth:`HostFilter.allowed`).
+Plain-HTTP requests to other hosts are proxied but not recorded (:class:`Forward` marks them
+and Capture passes them on).
 
 The same table names each host's ``gen_ai.provider.name`` (OpenTelemetry GenAI semantic
 conventions) for the metrics.
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from .routing import RouteError
+from firsttoken.addon.routing import RouteError
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def provider_for_host(host: str | None) -> str | None:
 def mitmproxy_options(host_match: Iterable[str] = ()) -> dict[str, Any]:
     """The mitmproxy (and firsttoken) options for forward mode, to merge into the proxy's options.
 
-    ``firsttoken_forward`` / ``firsttoken_host_match`` are declared by Capture.load."""
+    ``firsttoken_forward`` / ``firsttoken_host_match`` are declared by :class:`Forward`."""
     hf = HostFilter(host_match)
     return {
         "mode": ["regular"],
@@ -145,47 +145,55 @@ def mitmproxy_options(host_match: Iterable[str] = ()) -> dict[str, Any]:
     }
 
 
-# -- the Capture side (three calls from capture.py) ----------------------------------------
+# -- the addon ---------------------------------------------------------------------------
 
-def add_options(loader) -> None:
-    """Capture.load: the forward-mode options."""
-    from collections.abc import Sequence
-
-    loader.add_option("firsttoken_forward", bool, False,
-                      "Forward-proxy mode (mitmproxy regular mode): record only LLM API hosts; every "
-                      "other host is tunnelled untouched (sets allow_hosts unless you set it).")
-    loader.add_option("firsttoken_host_match", Sequence[str], [],
-                      "Forward mode: more hosts to record, as host, *.domain, host:port, or a regex on host:port.")
+#: set on a flow's metadata when forward mode passes it on without recording it
+SKIP = "firsttoken.skip"
 
 
-def configure(capture: Any, options: Any, updated: Iterable[str]) -> None:
-    """Capture.configure: keep ``capture.host_filter`` (None outside forward mode) and, in forward
-    mode, mitmproxy's ``allow_hosts`` in step with the options. Raises OptionsError on a bad pattern."""
-    updated = set(updated)
-    if not ({"firsttoken_forward", "firsttoken_host_match", "allow_hosts"} & updated):
-        return
-    from mitmproxy import exceptions
+class Forward:
+    """Forward mode as its own mitmproxy addon: its options, the host filter and ``allow_hosts``.
 
-    if not options.firsttoken_forward:
-        capture.host_filter = None
-        return
-    try:
-        hf = HostFilter(options.firsttoken_host_match)
-    except HostMatchError as e:
-        raise exceptions.OptionsError(str(e)) from None
-    capture.host_filter = hf
-    wanted = hf.mitmproxy_allow_hosts()
-    auto = getattr(capture, "_forward_allow_hosts", None)
-    # set allow_hosts unless the user set their own (then theirs decides what is intercepted)
-    if (not options.allow_hosts or list(options.allow_hosts) == auto) and list(options.allow_hosts) != wanted:
-        capture._forward_allow_hosts = wanted
-        options.allow_hosts = wanted
+    It runs before Capture (see :func:`firsttoken.addon.addons`) and marks the flows to other
+    hosts with ``flow.metadata[SKIP]``; Capture records every flow not so marked."""
 
+    def __init__(self) -> None:
+        self.host_filter: HostFilter | None = None  # None outside forward mode
+        self.auto_allow_hosts: list[str] | None = None  # what this addon set, to tell it from the user's
 
-def skip(capture: Any, flow: Any) -> bool:
-    """Capture.requestheaders: True for a flow forward mode must pass on without recording."""
-    hf = getattr(capture, "host_filter", None)
-    return hf is not None and not hf.allowed(flow.request.host, flow.request.port)
+    def load(self, loader) -> None:
+        from collections.abc import Sequence
+
+        loader.add_option("firsttoken_forward", bool, False,
+                          "Forward-proxy mode (mitmproxy regular mode): record only LLM API hosts; every "
+                          "other host is tunnelled untouched (sets allow_hosts unless you set it).")
+        loader.add_option("firsttoken_host_match", Sequence[str], [],
+                          "Forward mode: more hosts to record, as host, *.domain, host:port, or a regex on host:port.")
+
+    def configure(self, updated: set[str]) -> None:
+        from mitmproxy import ctx, exceptions
+
+        if not ({"firsttoken_forward", "firsttoken_host_match", "allow_hosts"} & set(updated)):
+            return
+        options = ctx.options
+        if not options.firsttoken_forward:
+            self.host_filter = None
+            return
+        try:
+            hf = HostFilter(options.firsttoken_host_match)
+        except HostMatchError as e:
+            raise exceptions.OptionsError(str(e)) from None
+        self.host_filter = hf
+        wanted = hf.mitmproxy_allow_hosts()
+        # set allow_hosts unless the user set their own (then theirs decides what is intercepted)
+        if (not options.allow_hosts or list(options.allow_hosts) == self.auto_allow_hosts) \
+                and list(options.allow_hosts) != wanted:
+            self.auto_allow_hosts = wanted
+            options.allow_hosts = wanted
+
+    def requestheaders(self, flow) -> None:
+        if self.host_filter is not None and not self.host_filter.allowed(flow.request.host, flow.request.port):
+            flow.metadata[SKIP] = True
 
 
 def ca_cert_path(confdir: str | os.PathLike | None = None) -> Path:

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
-from .forward import provider_for_host
-from .record import Record
+from firsttoken.addon.forward import provider_for_host
+from firsttoken.addon.record import Record
 
 log = logging.getLogger("firsttoken")
 

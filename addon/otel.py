@@ -35,8 +35,8 @@ import threading
 from typing import Any, Iterable, Sequence
 from urllib.parse import urlsplit
 
-from .metrics import DURATION_BUCKETS, GENAI_LABELS, OPERATION, TOKEN_BUCKETS, Metrics, error_type, is_streaming
-from .record import Record
+from firsttoken.addon.metrics import DURATION_BUCKETS, GENAI_LABELS, OPERATION, TOKEN_BUCKETS, Metrics, error_type, is_streaming
+from firsttoken.addon.record import Record
 
 log = logging.getLogger("firsttoken")
 

@@ -10,10 +10,6 @@ or with routing done by firsttoken (several upstreams, path prefixes):
         --set firsttoken_upstream=anthropic=https://api.anthropic.com
 """
 
-from firsttoken.addon.capture import Capture
-from firsttoken.addon.metrics import MetricsAddon
-from firsttoken.addon.otel import OtelAddon
+from firsttoken.addon import addons as _factory
 
-capture = Capture()
-metrics = MetricsAddon(capture)
-addons = [capture, metrics, OtelAddon(capture, metrics.metrics)]
+addons = _factory()

@@ -12,10 +12,10 @@ import time
 import zlib
 from typing import Callable
 
-from .apis import make_interpreter
-from .apis.base import VISIBLE, ApiFacts, Delta
-from .record import Clock
-from .sse import SSEDecoder
+from firsttoken.addon.apis import make_interpreter
+from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
+from firsttoken.addon.record import Clock
+from firsttoken.addon.sse import SSEDecoder
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024

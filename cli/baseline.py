@@ -18,9 +18,9 @@ import click
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 
-from . import fmt
-from .common import db_option
-from .stats import filter_options, make_filters
+from firsttoken.cli import output
+from firsttoken.cli.options import db_option
+from firsttoken.cli.stats import filter_options, make_filters
 
 BASE_METRICS = (("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"), ("prompt", sq.PROMPT), ("max_tokens", "max_tokens"))
 COMPARED = ("ttfb", "gap", "ttft")
@@ -85,7 +85,7 @@ def explain(model: str, items: list[dict[str, Any]], base: dict[str, Any], cur: 
         hits = [bad[(name, q)] for q in ("p50", "p95") if (name, q) in bad]
         if not hits:
             continue
-        parts = ", ".join(f"{h['q'].upper()} {fmt.ms(h['baseline'])} → {fmt.ms(h['current'])}" for h in hits)
+        parts = ", ".join(f"{h['q'].upper()} {output.ms(h['baseline'])} → {output.ms(h['current'])}" for h in hits)
         lines.append(f"{model}: {name.upper() if name == 'ttfb' else 'gap'} drifted ({parts}): {MEANING[name]}.")
         if name == "gap":
             bp, cp = base.get("prompt_tokens_p50"), cur.get("prompt_tokens_p50")
@@ -96,7 +96,7 @@ def explain(model: str, items: list[dict[str, Any]], base: dict[str, Any], cur: 
                 lines.append(f"  the median prompt is about the same ({bp:,.0f} → {cp:,.0f} tokens): the model side got slower")
     ttft = [bad[("ttft", q)] for q in ("p50", "p95") if ("ttft", q) in bad]
     if ttft and not lines:
-        parts = ", ".join(f"{h['q'].upper()} {fmt.ms(h['baseline'])} → {fmt.ms(h['current'])}" for h in ttft)
+        parts = ", ".join(f"{h['q'].upper()} {output.ms(h['baseline'])} → {output.ms(h['current'])}" for h in ttft)
         lines.append(f"{model}: TTFT drifted ({parts}) while neither TTFB nor gap alone crossed the tolerance: both grew a little.")
     return lines
 
@@ -114,7 +114,7 @@ def baseline() -> None:
 @click.option("--min-n", type=int, default=5, show_default=True, help="Fewest requests with a TTFT per model.")
 def save(name, db_path, include_cold, min_n, **kw):
     """Store the current P50/P95 of TTFB, TTFT and gap per model as NAME (replacing an older NAME)."""
-    from .common import console, fail, reader
+    from firsttoken.cli.options import console, fail, reader
 
     filters = make_filters(kw)
     db = reader(db_path)
@@ -148,9 +148,9 @@ def _table(rows):
     for c in ("name", "model", "created", "n", "TTFB P50/P95", "TTFT P50/P95", "gap P50/P95", "prompt P50"):
         t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left")
     for r in rows:
-        t.add_row(r["name"], r["model"], fmt.local_time(r["created_at"]) + " " + r["created_at"][:10], f"{r['n']:,}",
-                  *[f"{fmt.ms(r[f'{m}_p50'])} / {fmt.ms(r[f'{m}_p95'])}" for m in ("ttfb", "ttft", "gap")],
-                  fmt.num(None if r.get("prompt_tokens_p50") is None else int(r["prompt_tokens_p50"])))
+        t.add_row(r["name"], r["model"], output.local_time(r["created_at"]) + " " + r["created_at"][:10], f"{r['n']:,}",
+                  *[f"{output.ms(r[f'{m}_p50'])} / {output.ms(r[f'{m}_p95'])}" for m in ("ttfb", "ttft", "gap")],
+                  output.num(None if r.get("prompt_tokens_p50") is None else int(r["prompt_tokens_p50"])))
     return t
 
 
@@ -159,7 +159,7 @@ def _table(rows):
 @click.option("--json", "as_json", is_flag=True)
 def list_(db_path, as_json):
     """The saved baselines."""
-    from .common import console, reader
+    from firsttoken.cli.options import console, reader
 
     db = reader(db_path)
     rows = [dict(zip([d[0] for d in cur.description], r)) for cur in [db.execute(
@@ -177,7 +177,7 @@ def list_(db_path, as_json):
 @db_option
 def delete(name, db_path):
     """Forget baseline NAME."""
-    from .common import console, fail, reader
+    from firsttoken.cli.options import console, fail, reader
 
     db = reader(db_path)
     with db.conn:
@@ -207,7 +207,7 @@ def delete(name, db_path):
 def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, route, min_n, include_cold, sweep_url,
           runs, api, key_env, as_json):
     """Compare recent traffic with baseline NAME: exit 0 within tolerance, 1 on regression, 2 without enough data."""
-    from .common import fail, reader, resolve_db
+    from firsttoken.cli.options import fail, reader, resolve_db
 
     tol = parse_tolerance(tolerance)
     db = reader(db_path)
@@ -252,7 +252,7 @@ def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, rout
 def _print_check(report: dict[str, Any], lines: list[str]) -> None:
     from rich.table import Table
 
-    from .common import console
+    from firsttoken.cli.options import console
 
     con = console()
     t = Table(title=f"baseline {report['baseline']} vs " + ", ".join(f"{k} {v}" for k, v in report["compared"].items()),
@@ -263,7 +263,7 @@ def _print_check(report: dict[str, Any], lines: list[str]) -> None:
         for i, it in enumerate(m.get("metrics", [])):
             ch = f"{it['change'] * 100:+.0f}%" if it["change"] is not None else "–"
             t.add_row(m["model"] if i == 0 else "", f"{it['metric'].upper() if it['metric'] != 'gap' else 'gap'} {it['q'].upper()}",
-                      fmt.ms(it["baseline"]), fmt.ms(it["current"]), ch,
+                      output.ms(it["baseline"]), output.ms(it["current"]), ch,
                       "[bold red]REGRESSED[/]" if it["regressed"] else "[green]ok[/]")
     if t.rows:
         con.print(t)
@@ -274,8 +274,8 @@ def _print_check(report: dict[str, Any], lines: list[str]) -> None:
 
 def _probe(base_rows, name, base_url, runs, api, key_env, db_path) -> str:
     """Send runs (+1 warm-up) requests per model with the baseline's prompt size; returns the experiment tag."""
-    from .common import console, fail
-    from .sweep import Client, SweepError, guess_api, run
+    from firsttoken.cli.options import console, fail
+    from firsttoken.cli.sweep import Client, SweepError, guess_api, run
 
     experiment = f"check-{name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     for b in base_rows:

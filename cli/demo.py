@@ -21,10 +21,10 @@ from firsttoken.addon.record import percentile
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import default_db_path, open_db
 
-from . import fmt
-from .logs import table
-from .proxy import ProxyServer
-from .simulate import SimConfig, SimServer
+from firsttoken.cli import output
+from firsttoken.cli.logs import table
+from firsttoken.cli.proxy.server import ProxyServer
+from firsttoken.cli.simulate import SimConfig, SimServer
 
 DEMO_KEY = "sk-demo-0000000000000000000000000000firsttoken"
 LONG_PROMPT = " ".join(["The quick brown fox jumps over the lazy dog."] * 450)  # ~4.5k tokens
@@ -73,7 +73,7 @@ def summary(rows: list[dict]) -> Table:
 
     def pct(vals: list[float], q: float) -> str:
         vals = sorted(v for v in vals if v is not None)
-        return fmt.ms(percentile(vals, q)) if vals else "–"
+        return output.ms(percentile(vals, q)) if vals else "–"
 
     for model, rs in sorted(by.items()):
         errs = sum(1 for r in rs if (r.get("status") or 0) >= 400 or r.get("status") is None or r.get("top_severity") == "error")

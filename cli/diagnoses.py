@@ -12,11 +12,11 @@ from typing import Any
 
 import click
 
-from firsttoken.addon.diagnose import catalog as cat
+from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose.lang import resolve
-from firsttoken.addon.diagnose.rules_base import THRESHOLDS
+from firsttoken.addon.diagnose.thresholds import THRESHOLDS
 
-from .fmt import SEVERITY_STYLE
+from firsttoken.cli.output import SEVERITY_STYLE
 
 _FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)(?:[:!][^{}]*)?\}(?!\})")
 
@@ -151,6 +151,6 @@ def diagnoses(lang, as_markdown, as_json):
     if as_json:
         click.echo(json.dumps(entries(lang), ensure_ascii=False, indent=2))
         return
-    from .common import console
+    from firsttoken.cli.options import console
 
     console().print(table(lang))

@@ -16,8 +16,8 @@ import click
 
 from firsttoken.addon.store.queries import Filters, decode_row
 
-from .common import db_option
-from .stats import filter_options, make_filters
+from firsttoken.cli.options import db_option
+from firsttoken.cli.stats import filter_options, make_filters
 
 BODY_COLUMNS = ("request_body", "response_body")
 
@@ -68,7 +68,7 @@ def write(rows: Iterator[dict[str, Any]], fmt: str, out) -> int:
 @click.option("--limit", type=int, default=None, help="At most this many rows (oldest first).")
 def export(db_path, as_csv, as_json, output, columns, bodies, limit, **kw):
     """Export the recorded requests (all columns) as CSV or JSON Lines, oldest first."""
-    from .common import console, fail, reader
+    from firsttoken.cli.options import console, fail, reader
 
     if as_csv == as_json:
         raise click.UsageError("choose one of --csv or --json")

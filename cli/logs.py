@@ -11,25 +11,25 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from . import fmt
-from .fmt import SEVERITY_STYLE
+from firsttoken.cli import output
+from firsttoken.cli.output import SEVERITY_STYLE
 
 
 COLUMNS = [
     # (header, min console width to show it, justify, cell)
-    ("time", 120, "left", lambda r: fmt.local_time(r.get("started_at"))),
+    ("time", 120, "left", lambda r: output.local_time(r.get("started_at"))),
     ("id", 0, "left", lambda r: r["id"][:8]),
     ("route", 140, "left", lambda r: r.get("route") or "–"),
     ("model", 0, "left", lambda r: _clip(r.get("model") or "–", 22)),
     ("api", 130, "left", lambda r: (r.get("api") or "other").replace("openai.", "oai.").replace("anthropic.", "ant.")),
     ("st", 0, "right", lambda r: _status(r)),
-    ("prompt", 0, "right", lambda r: fmt.prompt_tokens(r)),
-    ("TTFB", 0, "right", lambda r: fmt.ms(r.get("ttfb_ms"))),
-    ("TTFT", 0, "right", lambda r: fmt.ms(r.get("ttft_ms"))),
-    ("gap", 0, "right", lambda r: fmt.ms(r.get("gap_ms"))),
-    ("TPOT", 110, "right", lambda r: fmt.ms(r.get("tpot_ms"))),
-    ("out", 100, "right", lambda r: fmt.output_tokens(r)),
-    ("total", 0, "right", lambda r: fmt.ms(r.get("total_ms"))),
+    ("prompt", 0, "right", lambda r: output.prompt_tokens(r)),
+    ("TTFB", 0, "right", lambda r: output.ms(r.get("ttfb_ms"))),
+    ("TTFT", 0, "right", lambda r: output.ms(r.get("ttft_ms"))),
+    ("gap", 0, "right", lambda r: output.ms(r.get("gap_ms"))),
+    ("TPOT", 110, "right", lambda r: output.ms(r.get("tpot_ms"))),
+    ("out", 100, "right", lambda r: output.output_tokens(r)),
+    ("total", 0, "right", lambda r: output.ms(r.get("total_ms"))),
 ]
 
 
@@ -38,7 +38,7 @@ def _clip(s: str, n: int) -> str:
 
 
 def _status(r: dict[str, Any]) -> Text:
-    st = fmt.status_text(r)
+    st = output.status_text(r)
     bad = st in ("ERR", "aborted") or (r.get("status") or 0) >= 400
     return Text(st, style="red" if bad else "")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from .common import db_option
+from firsttoken.cli.options import db_option
 
 
 class LazyGroup(click.Group):
@@ -59,7 +59,7 @@ def cli() -> None:
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
           forward_mode, host_match, metrics_port, otlp_endpoint):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
-    from .run_proxy import run
+    from firsttoken.cli.proxy.command import run
 
     if not upstreams and not forward_mode:
         raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
@@ -88,8 +88,8 @@ def logs(db_path, limit, as_json, as_csv, **filters):
     """Recent requests, newest first."""
     from firsttoken.addon.store import queries
 
-    from . import logs as logs_mod
-    from .common import console, fail, reader
+    from firsttoken.cli import logs as logs_mod
+    from firsttoken.cli.options import console, fail, reader
 
     db = reader(db_path)
     try:
@@ -117,8 +117,8 @@ def show(request_id, db_path, as_json):
 
     from firsttoken.addon.store import queries
 
-    from . import show as show_mod
-    from .common import console, fail, reader
+    from firsttoken.cli import show as show_mod
+    from firsttoken.cli.options import console, fail, reader
 
     db = reader(db_path)
     try:

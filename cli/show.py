@@ -11,8 +11,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from . import fmt
-from .fmt import SEVERITY_STYLE
+from firsttoken.cli import output
+from firsttoken.cli.output import SEVERITY_STYLE
 
 BAR = 48  # set per render from the console width
 
@@ -47,26 +47,26 @@ def timeline(r: dict[str, Any]) -> Table:
     )
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("phase", no_wrap=True)
-    t.add_column(f"0 → {fmt.ms(total)}", no_wrap=True)
+    t.add_column(f"0 → {output.ms(total)}", no_wrap=True)
     t.add_column("at", justify="right", no_wrap=True)
     t.add_column("took", justify="right", no_wrap=True)
     ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
     conn = r.get("connect_ms")
     if conn is not None:
-        t.add_row("connect", _bar(0, conn, total, "▒", "magenta"), "", fmt.ms(conn))
+        t.add_row("connect", _bar(0, conn, total, "▒", "magenta"), "", output.ms(conn))
     elif r.get("conn_reused"):
         t.add_row("connect", Text("reused connection", style="dim"), "", "0")
     if ttfb is not None:
-        t.add_row("TTFB", _bar(conn or 0, ttfb, total, "█", "blue"), fmt.ms(ttfb), fmt.ms(ttfb - (conn or 0)))
+        t.add_row("TTFB", _bar(conn or 0, ttfb, total, "█", "blue"), output.ms(ttfb), output.ms(ttfb - (conn or 0)))
     if ft is not None and ttft is not None and ft < ttft:
-        t.add_row("reasoning", _bar(ft, ttft, total, "▓", "yellow"), fmt.ms(ft), fmt.ms(ttft - ft))
+        t.add_row("reasoning", _bar(ft, ttft, total, "▓", "yellow"), output.ms(ft), output.ms(ttft - ft))
     if ttft is not None and ttfb is not None:
-        t.add_row("gap (prefill)", _bar(ttfb, ttft, total, "░", "cyan"), fmt.ms(ttft), fmt.ms(ttft - ttfb))
+        t.add_row("gap (prefill)", _bar(ttfb, ttft, total, "░", "cyan"), output.ms(ttft), output.ms(ttft - ttfb))
     offsets = r.get("event_offsets") or []
     if offsets:
-        t.add_row(f"stream ×{r.get('events', len(offsets))}", _events_strip(offsets, 0, total), fmt.ms(offsets[0]), fmt.ms(total - offsets[0]))
+        t.add_row(f"stream ×{r.get('events', len(offsets))}", _events_strip(offsets, 0, total), output.ms(offsets[0]), output.ms(total - offsets[0]))
     elif r.get("total_ms") is not None:
-        t.add_row("body", _bar(ttfb or 0, total, total, "█", "green"), fmt.ms(r.get("first_byte_ms")), fmt.ms(total - (ttfb or 0)))
+        t.add_row("body", _bar(ttfb or 0, total, total, "█", "green"), output.ms(r.get("first_byte_ms")), output.ms(total - (ttfb or 0)))
     return t
 
 
@@ -94,7 +94,7 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
     parts.append(head)
     parts.append(_kv([
         ("route", r.get("route")), ("api", r.get("api")), ("model", r.get("model")),
-        ("stream", {True: "yes", False: "no"}.get(r.get("stream"))), ("status", fmt.status_text(r)),
+        ("stream", {True: "yes", False: "no"}.get(r.get("stream"))), ("status", output.status_text(r)),
         ("content-type", r.get("content_type")), ("experiment", r.get("experiment")),
     ]))
     key = None
@@ -107,19 +107,19 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
     parts.append(Text(""))
     parts.append(timeline(r))
     parts.append(_kv([
-        ("TTFB", fmt.ms(r.get("ttfb_ms"))), ("TTFT", fmt.ms(r.get("ttft_ms"))), ("gap", fmt.ms(r.get("gap_ms"))),
-        ("first token incl. reasoning", fmt.ms(r.get("first_token_ms"))), ("TPOT", fmt.ms(r.get("tpot_ms"))),
-        ("ITL p50/p95/max", "/".join(fmt.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
-        ("total", fmt.ms(r.get("total_ms"))),
+        ("TTFB", output.ms(r.get("ttfb_ms"))), ("TTFT", output.ms(r.get("ttft_ms"))), ("gap", output.ms(r.get("gap_ms"))),
+        ("first token incl. reasoning", output.ms(r.get("first_token_ms"))), ("TPOT", output.ms(r.get("tpot_ms"))),
+        ("ITL p50/p95/max", "/".join(output.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
+        ("total", output.ms(r.get("total_ms"))),
     ]))
     parts.append(Text(""))
     tok = Table(title="tokens", title_justify="left", box=None, show_header=True, header_style="bold")
     for c in ("", "prompt", "output", "cached", "reasoning"):
         tok.add_column(c, justify="right" if c else "left")
     exact = r.get("tokens_exact")
-    tok.add_row("estimate" if exact or not r.get("tokenizer") else "estimate ~", fmt.num(r.get("prompt_tokens_est"), est=not exact), fmt.num(r.get("output_tokens_est"), est=True), "", "")
-    tok.add_row("server usage", fmt.num(r.get("usage_prompt_tokens")), fmt.num(r.get("usage_completion_tokens")),
-                fmt.num(r.get("usage_cached_tokens")), fmt.num(r.get("usage_reasoning_tokens")))
+    tok.add_row("estimate" if exact or not r.get("tokenizer") else "estimate ~", output.num(r.get("prompt_tokens_est"), est=not exact), output.num(r.get("output_tokens_est"), est=True), "", "")
+    tok.add_row("server usage", output.num(r.get("usage_prompt_tokens")), output.num(r.get("usage_completion_tokens")),
+                output.num(r.get("usage_cached_tokens")), output.num(r.get("usage_reasoning_tokens")))
     parts.append(tok)
     parts.append(_kv([
         ("tokenizer", f"{r['tokenizer']} ({'exact' if exact else 'approximate'})" if r.get("tokenizer") else None),

@@ -14,8 +14,8 @@ from rich.text import Text
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 
-from . import fmt
-from .common import db_option
+from firsttoken.cli import output
+from firsttoken.cli.options import db_option
 
 LABELS = {"ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total"}
 FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment")
@@ -90,7 +90,7 @@ def render(res: dict[str, Any]) -> Group:
             if m is None:
                 continue
             pct.add_row(_group_name(g["group"], by) if i == 0 else "", LABELS[name], f"{m['n']:,}",
-                        *[fmt.ms(m.get(q)) for q in qs])
+                        *[output.ms(m.get(q)) for q in qs])
     note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
                 + ("Cold connections included." if res["include_cold"] else
                    "Cold connections (new TCP/TLS connection) are left out of latency figures; --include-cold keeps them."),
@@ -123,7 +123,7 @@ def plot(res: dict[str, Any], width: int = 48) -> Group:
             ttfb, ttft = g["ttfb_ms"].get(q) or 0, g["ttft_ms"].get(q) or 0
             # percentiles do not add up; draw TTFB then the rest of TTFT
             b = bar([(min(ttfb, ttft), "blue"), (max(0.0, ttft - min(ttfb, ttft)), "magenta")], scale, width)
-            t.add_row(_group_name(g["group"], by) if q == "p50" else "", q.upper(), b, fmt.ms(ttft))
+            t.add_row(_group_name(g["group"], by) if q == "p50" else "", q.upper(), b, output.ms(ttft))
     return Group(t)
 
 
@@ -137,7 +137,7 @@ def plot(res: dict[str, Any], width: int = 48) -> Group:
 @click.option("--plot", "plot_", is_flag=True, help="Also draw TTFT bars (TTFB + gap) per group.")
 def stats(db_path, by, include_cold, as_json, plot_, **kw):
     """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""
-    from .common import console, fail, reader
+    from firsttoken.cli.options import console, fail, reader
 
     db = reader(db_path)
     try:

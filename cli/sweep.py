@@ -30,8 +30,8 @@ from firsttoken.addon import tokens
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 
-from . import fmt
-from .common import db_option
+from firsttoken.cli import output
+from firsttoken.cli.options import db_option
 
 EXPERIMENT_HEADER = "x-firsttoken-experiment"
 APIS = ("openai.chat", "anthropic.messages")
@@ -262,11 +262,11 @@ def print_summary(con, s: dict[str, Any]) -> None:
     for c in cols:
         t.add_column(c, justify="right")
     for p in s["points"]:
-        row = [f"{p['input_tokens']:,}", fmt.num(_int(p["server_prompt_tokens"]))] if inputs else \
-            [f"{p['max_tokens']:,}", fmt.num(_int(p["server_output_tokens"]))]
-        row += [str(p["n"]), fmt.ms(p["ttft_p50"]), fmt.ms(p["ttfb_p50"]), fmt.ms(p["gap_p50"]), fmt.ms(p["ttft_p95"])]
+        row = [f"{p['input_tokens']:,}", output.num(_int(p["server_prompt_tokens"]))] if inputs else \
+            [f"{p['max_tokens']:,}", output.num(_int(p["server_output_tokens"]))]
+        row += [str(p["n"]), output.ms(p["ttft_p50"]), output.ms(p["ttfb_p50"]), output.ms(p["gap_p50"]), output.ms(p["ttft_p95"])]
         if not inputs:
-            row += [fmt.ms(p["total_p50"]), fmt.ms(p["tpot_p50"])]
+            row += [output.ms(p["total_p50"]), output.ms(p["tpot_p50"])]
         t.add_row(*row)
     con.print(t)
     fit = s["fit"]
@@ -313,7 +313,7 @@ def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_toke
 
     from firsttoken.addon.store.db import open_db
 
-    from .common import console, fail, resolve_db
+    from firsttoken.cli.options import console, fail, resolve_db
 
     if inputs and outputs:
         raise click.UsageError("give --inputs or --outputs, not both")

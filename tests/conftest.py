@@ -8,8 +8,8 @@ import sqlite3
 
 import pytest
 
-from firsttoken.cli.bench_common import free_port  # noqa: F401 - shared by the test modules
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.bench.timing import free_port
+from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 # Tests must never reach a user's real database or the network.

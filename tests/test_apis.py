@@ -11,15 +11,7 @@ from typing import Any
 
 import pytest
 
-from firsttoken.addon.apis import (
-    AnthropicMessages,
-    OpenAIChat,
-    OpenAICompletions,
-    OpenAIResponses,
-    _util,
-    detect_api,
-    make_interpreter,
-)
+from firsttoken.addon.apis import AnthropicMessages, OpenAIChat, OpenAICompletions, OpenAIResponses, base, detect_api, make_interpreter
 from firsttoken.addon.apis.base import REASONING, REFUSAL, TEXT, TOOL, ApiFacts
 from firsttoken.addon.sse import SSEDecoder, SSEEvent
 
@@ -30,7 +22,7 @@ APIS = ["openai.chat", "openai.completions", "openai.responses", "anthropic.mess
 @pytest.fixture(autouse=True)
 def strict(monkeypatch: pytest.MonkeyPatch) -> None:
     """Internal errors raise in tests instead of being counted as malformed input."""
-    monkeypatch.setattr(_util, "STRICT", True)
+    monkeypatch.setattr(base, "STRICT", True)
 
 
 def ev(data: Any, event: str = "message") -> SSEEvent:
@@ -885,7 +877,7 @@ def test_interpreters_never_raise_on_mutated_payloads() -> None:
 
 
 def test_internal_errors_are_counted_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_util, "STRICT", False)
+    monkeypatch.setattr(base, "STRICT", False)
     i = OpenAIChat()
 
     def boom(*a: Any) -> None:

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from firsttoken.cli.baseline import baseline, compare, parse_tolerance
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 from firsttoken.cli.sweep import sweep
 

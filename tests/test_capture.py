@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from conftest import one_row, rows
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.proxy.server import ProxyServer
 from rawserver import RawUpstream
 
 CHAT = "/v1/chat/completions"

@@ -19,8 +19,8 @@ import openai
 import pytest
 
 from conftest import FAST, rows, free_port
-from firsttoken.addon.diagnose import CATALOG, rules_latency
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.addon.diagnose import CATALOG, latency
+from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 from rawserver import RawUpstream
 
@@ -704,7 +704,7 @@ def test_reasoning_before_visible_tokens(slow_sim, make_proxy, db_path):
 
 def test_cold_connection_only_on_the_first_request(proxy, db_path, monkeypatch):
     # loopback connects in ~1 ms: lower the threshold to see the rule follow the connection state
-    monkeypatch.setattr(rules_latency, "COLD_CONNECT_MS", 0.0)
+    monkeypatch.setattr(latency, "COLD_CONNECT_MS", 0.0)
     with httpx.Client(timeout=10) as c:
         for _ in range(2):
             c.post(proxy.url + CHAT, json=chat_body(), headers={"authorization": f"Bearer {KEY}"}).read()

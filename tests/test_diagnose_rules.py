@@ -10,11 +10,11 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from firsttoken.addon.analyze import Settings
-from firsttoken.addon.diagnose import catalog as cat
+from firsttoken.addon.analyzer import Settings
+from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose import diagnose, lang, render, render_finding
-from firsttoken.addon.diagnose.rules_base import quote
-from firsttoken.addon.diagnose.rules_limits import retry_after_s
+from firsttoken.addon.diagnose.context import quote
+from firsttoken.addon.diagnose.limits import retry_after_s
 from firsttoken.addon.record import Record
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "diagnoses.md"
@@ -238,12 +238,12 @@ def test_catalog_is_complete_in_both_languages():
 
 
 def test_a_rule_emitting_an_unknown_code_is_caught(monkeypatch):
-    from firsttoken.addon.diagnose import rules
+    from firsttoken.addon.diagnose import engine
 
     def bogus(rec, c):
         c.add("bogus.code", "error")
 
-    monkeypatch.setattr(rules, "ORDER", rules.ORDER + (bogus,))
+    monkeypatch.setattr(engine, "ORDER", engine.ORDER + (bogus,))
     found = diagnose(healthy(), ctx())
     assert [f["code"] for f in found if f["code"] not in cat.CATALOG] == ["bogus.code"]
 

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from firsttoken.addon.routing import parse_upstreams
-from firsttoken.cli import doctor_checks as dc
-from firsttoken.cli.doctor import doctor
+from firsttoken.cli.doctor import checks as dc
+from firsttoken.cli.doctor.command import doctor
 from tls_upstream import TLSUpstream, make_ca_and_cert
 from conftest import free_port
 
@@ -385,7 +385,7 @@ def test_cli_json_and_exit_codes(home, cwd, tmp_path, monkeypatch, listener):
 
 
 def test_forward_mode_ca_and_state(home, cwd, tmp_path, listener):
-    from firsttoken.cli.doctor import build_context
+    from firsttoken.cli.doctor.command import build_context
 
     c = ctx({}, home, cwd, forward=True, confdir=str(tmp_path / "mitm"))
     assert dc.check_forward_ca(c).status == dc.FAIL

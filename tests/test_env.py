@@ -15,8 +15,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import rows
-from firsttoken.cli import env as E
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.env import command as E
+from firsttoken.cli.proxy.server import ProxyServer
 
 
 def run_env(*args: str) -> tuple[str, str]:

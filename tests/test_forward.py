@@ -12,7 +12,7 @@ import pytest
 
 from conftest import rows
 from firsttoken.addon import forward
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.proxy.server import ProxyServer
 from tls_upstream import TLSUpstream, make_ca_and_cert
 
 
@@ -87,44 +87,30 @@ def test_mitmproxy_options_and_configure():
     assert opts["mode"] == ["regular"] and opts["firsttoken_forward"] is True
     assert opts["allow_hosts"][-1] == r"^(?:localhost):1234$"
 
-    class FakeCapture:
-        pass
+    from mitmproxy import exceptions
+    from mitmproxy.test import tflow
 
-    class Loader:
-        def __init__(self, o):
-            self.o = o
-
-        def add_option(self, *a, **kw):
-            self.o.add_option(*a, **kw)
-
-    cap = FakeCapture()
-    with taddons.context() as tctx:
-        forward.add_options(Loader(tctx.options))
+    fw = forward.Forward()
+    with taddons.context(fw) as tctx:
         o = tctx.options
-        forward.configure(cap, o, {"firsttoken_forward"})
-        assert cap.host_filter is None  # off by default
-        o.update(firsttoken_forward=True)
-        forward.configure(cap, o, {"firsttoken_forward"})
-        assert cap.host_filter is not None and list(o.allow_hosts) == forward.HostFilter().mitmproxy_allow_hosts()
-        o.update(firsttoken_host_match=["localhost:9"])
-        forward.configure(cap, o, {"firsttoken_host_match"})
+        assert fw.host_filter is None  # off by default
+        tctx.configure(fw, firsttoken_forward=True)
+        assert fw.host_filter is not None and list(o.allow_hosts) == forward.HostFilter().mitmproxy_allow_hosts()
+        tctx.configure(fw, firsttoken_host_match=["localhost:9"])
         assert list(o.allow_hosts)[-1] == r"^(?:localhost):9$"  # ours: kept in step
-        o.update(allow_hosts=["^mine:443$"])
-        forward.configure(cap, o, {"allow_hosts"})
+        tctx.configure(fw, allow_hosts=["^mine:443$"])
         assert list(o.allow_hosts) == ["^mine:443$"]  # the user's own: respected
 
-        class F:
-            class request:
-                host, port = "pypi.org", 443
-
-        assert forward.skip(cap, F)
-        F.request.host = "api.openai.com"
-        assert not forward.skip(cap, F)
-        from mitmproxy import exceptions
-
-        o.update(firsttoken_host_match=["(bad"])
+        f = tflow.tflow()
+        f.request.host, f.request.port = "pypi.org", 443
+        fw.requestheaders(f)
+        assert f.metadata.get(forward.SKIP)
+        f = tflow.tflow()
+        f.request.host, f.request.port = "api.openai.com", 443
+        fw.requestheaders(f)
+        assert not f.metadata.get(forward.SKIP)
         with pytest.raises(exceptions.OptionsError):
-            forward.configure(cap, o, {"firsttoken_host_match"})
+            tctx.configure(fw, firsttoken_host_match=["(bad"])
 
 
 def test_combined_ca_bundle(tmp_path):

@@ -26,12 +26,10 @@ from rich.console import Console
 from conftest import rows, free_port
 from firsttoken.addon.record import Record
 from firsttoken.addon.store.db import open_db
-from firsttoken.cli import fmt
-from firsttoken.cli.live import render, scroll_entry, sparkline, summary
-from firsttoken.cli.live_state import (
-    DbSource, FlightView, LiveSnapshot, Tally, connect_ro, from_capture, iso, model_stats,
-)
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli import output
+from firsttoken.cli.live.render import render, scroll_entry, sparkline, summary
+from firsttoken.cli.live.state import DbSource, FlightView, LiveSnapshot, Tally, connect_ro, from_capture, iso, model_stats
+from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 PREFILL = "waiting for first token (prefill)"
@@ -345,7 +343,7 @@ class Pty:
 
 CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
 # `live` is registered in cli/main.py by the lead; adding it again is a no-op once it is.
-CLI_LIVE = [sys.executable, "-c", "from firsttoken.cli.main import cli; from firsttoken.cli.live_runner import live; "
+CLI_LIVE = [sys.executable, "-c", "from firsttoken.cli.main import cli; from firsttoken.cli.live.runner import live; "
             "cli.add_command(live); cli()"]
 SLOW_PREFILL = SimConfig(ttfb_ms=40, prefill_base_ms=1500, prefill_ms_per_1k_tokens=0, tpot_ms=20, output_tokens=20)
 
@@ -396,14 +394,14 @@ def test_proxy_live_view_in_a_terminal(tmp_path):
     [r] = rows(db)
     assert r["state"] == "done" and r["model"] == "gpt-4o-mini" and r["ttft_ms"] >= 1500
     # The finished numbers: in the scrollback line and the live table.
-    done_lines = [ln for ln in final.split("\n") if "gpt-4o-mini" in ln and fmt.ms(r["ttft_ms"]) in ln]
+    done_lines = [ln for ln in final.split("\n") if "gpt-4o-mini" in ln and output.ms(r["ttft_ms"]) in ln]
     assert done_lines, final[-3000:]
-    assert any(fmt.ms(r["ttfb_ms"]) in ln and "200" in ln for ln in done_lines)
+    assert any(output.ms(r["ttfb_ms"]) in ln and "200" in ln for ln in done_lines)
     # Ctrl-C: a clean stop and the per-model summary.
     assert "firsttoken stopped · 1 request · 0 errors" in final
     tail = final[final.rindex("firsttoken stopped"):]
     assert "per model · this session" in tail and "TTFT p95" in tail
-    assert any(ln.startswith("gpt-4o-mini") and fmt.ms(r["ttft_ms"]) in ln for ln in tail.split("\n"))
+    assert any(ln.startswith("gpt-4o-mini") and output.ms(r["ttft_ms"]) in ln for ln in tail.split("\n"))
 
 
 def test_live_command_follows_a_database_being_written(tmp_path):
@@ -428,7 +426,7 @@ def test_live_command_follows_a_database_being_written(tmp_path):
             term.close()
     assert rc == 0, final[-2000:]
     [r] = rows(db)
-    assert any("gpt-4o-mini" in ln and fmt.ms(r["ttft_ms"]) in ln for ln in final.split("\n"))
+    assert any("gpt-4o-mini" in ln and output.ms(r["ttft_ms"]) in ln for ln in final.split("\n"))
     assert "per model · this session" in final[final.rindex("firsttoken live detached"):]
 
 

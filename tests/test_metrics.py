@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from conftest import rows
 from firsttoken.addon import metrics as M
 from firsttoken.addon.record import Record
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.proxy.server import ProxyServer
 
 DUR = "gen_ai_client_operation_duration_seconds"
 TTFC = "gen_ai_client_operation_time_to_first_chunk_seconds"

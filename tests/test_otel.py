@@ -19,7 +19,7 @@ from firsttoken.addon import metrics as M
 from firsttoken.addon import otel as O
 from firsttoken.addon.capture import Capture
 from firsttoken.addon.record import Record
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.proxy.server import ProxyServer
 
 HAVE_OTEL = O.otel_available()
 needs_otel = pytest.mark.skipif(

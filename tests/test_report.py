@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from firsttoken.addon.store.db import open_db
-from firsttoken.cli.bench_db import generate
-from firsttoken.cli.report import report
-from firsttoken.cli.report_html import nice_ticks
+from firsttoken.cli.bench.db import generate
+from firsttoken.cli.report.command import report
+from firsttoken.cli.report.html import nice_ticks
 
 VOID = {"meta", "br", "img", "input", "link", "hr", "col", "area", "base", "wbr", "source", "track", "embed", "param"}
 SVG_LEAVES = {"circle", "line", "rect", "path", "polyline"}

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import open_db
 from firsttoken.addon.store.queries import Filters
-from firsttoken.cli.bench_db import bench_db, generate
+from firsttoken.cli.bench.db import bench_db, generate
 from firsttoken.cli.export import export
 from firsttoken.cli.stats import stats
 

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from conftest import rows
 from firsttoken.addon import tokens
-from firsttoken.cli.proxy import ProxyServer
+from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 from firsttoken.cli.sweep import SweepError, build_prompt, sweep
 

@@ -19,7 +19,7 @@ import tiktoken
 from click.testing import CliRunner
 
 from firsttoken.addon import tokens
-from firsttoken.addon.prefix import PrefixTracker, calibration_factor, corrected, prefix_hash
+from firsttoken.addon.tokens.prefix import PrefixTracker, calibration_factor, corrected, prefix_hash
 from firsttoken.addon.tokens import (
     TokenCount,
     count_request,

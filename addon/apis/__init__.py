@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .anthropic_messages import AnthropicMessages
-from .base import ApiFacts, Delta, Interpreter
-from .openai_chat import OpenAIChat
-from .openai_completions import OpenAICompletions
-from .openai_responses import OpenAIResponses
+from firsttoken.addon.apis.anthropic_messages import AnthropicMessages
+from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter
+from firsttoken.addon.apis.openai_chat import OpenAIChat
+from firsttoken.addon.apis.openai_completions import OpenAICompletions
+from firsttoken.addon.apis.openai_responses import OpenAIResponses
 
 API_NAMES = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "other")
 

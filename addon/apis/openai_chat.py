@@ -26,17 +26,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._util import (
-    JsonInterpreter,
-    add,
-    apply_openai_usage,
-    as_text,
-    error_of,
-    note_ids,
-    note_no_choices,
-    set_error,
-)
-from .base import REASONING, REFUSAL, TEXT, TOOL, Delta
+from firsttoken.addon.apis.base import JsonInterpreter, add, apply_openai_usage, as_text, error_of, note_ids, note_no_choices, set_error
+from firsttoken.addon.apis.base import REASONING, REFUSAL, TEXT, TOOL, Delta
 
 
 def _content(c: Any, out: list[Delta]) -> None:

@@ -7,16 +7,8 @@ with whole texts. Errors and chunks without ``choices``/``usage`` as for chat.
 
 from __future__ import annotations
 
-from ._util import (
-    JsonInterpreter,
-    add,
-    apply_openai_usage,
-    error_of,
-    note_ids,
-    note_no_choices,
-    set_error,
-)
-from .base import TEXT, Delta
+from firsttoken.addon.apis.base import JsonInterpreter, add, apply_openai_usage, error_of, note_ids, note_no_choices, set_error
+from firsttoken.addon.apis.base import TEXT, Delta
 
 
 class OpenAICompletions(JsonInterpreter):

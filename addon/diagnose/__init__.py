@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import CATALOG, render, render_finding, title
-from .lang import resolve as resolve_lang
+from firsttoken.addon.diagnose.engine import CATALOG, render, render_finding, title
+from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 
@@ -21,6 +21,6 @@ __all__ = ["CATALOG", "SEVERITY_ORDER", "diagnose", "render", "render_finding", 
 
 def diagnose(rec, context: Any = None) -> list[dict[str, Any]]:
     """Findings for one finished record, most severe first."""
-    from .rules import run_rules
+    from firsttoken.addon.diagnose.engine import run_rules
 
     return run_rules(rec, context)

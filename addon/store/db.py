@@ -7,7 +7,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from .migrations import migrate
+from firsttoken.addon.store.migrations import migrate
 
 
 def default_db_path() -> Path:

@@ -34,8 +34,8 @@ from typing import Any, Callable
 
 import sqlite_utils
 
-from ..record import percentile
-from .queries import Filters
+from firsttoken.addon.record import percentile
+from firsttoken.addon.store.queries import Filters
 
 #: (name in output, column)
 METRICS: tuple[tuple[str, str], ...] = (

@@ -16,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from .db import open_db
+from firsttoken.addon.store.db import open_db
 
 log = logging.getLogger("firsttoken")
 

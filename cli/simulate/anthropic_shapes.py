@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .context import Gen
-from .wire import FINAL, HEAD, TAIL, TOKEN, Ev, signature, sse
+from firsttoken.cli.simulate.context import Gen
+from firsttoken.cli.simulate.wire import FINAL, HEAD, TAIL, TOKEN, Ev, signature, sse
 
 PING = b'event: ping\ndata: {"type": "ping"}\n\n'
 

@@ -6,8 +6,8 @@ import threading
 
 import click
 
-from .config import ERROR_FAULTS, FAULT_HEADER, FAULT_HELP, FAULTS, SimConfig
-from .server import SimServer
+from firsttoken.cli.simulate.config import ERROR_FAULTS, FAULT_HEADER, FAULT_HELP, FAULTS, SimConfig
+from firsttoken.cli.simulate.server import SimServer
 
 
 @click.command("simulate")

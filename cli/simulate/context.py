@@ -6,9 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import tokens
-from .config import SimConfig
-from .wire import alnum, hexid
+from firsttoken.cli.simulate import tokens
+from firsttoken.cli.simulate.config import SimConfig
+from firsttoken.cli.simulate.wire import alnum, hexid
 
 CACHE_HIT_FRACTION = 0.8
 

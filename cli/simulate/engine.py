@@ -5,16 +5,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import anthropic_shapes, openai_shapes, responses_shapes
-from .config import ERROR_FAULTS
-from .context import Gen
-from .faults import error_fault
-from .timing import KEEPALIVE_INTERVAL_S, Schedule, sleep_until
-from .tokens import count_prompt_tokens
-from .wire import FINAL, TOKEN, BodyWriter, Ev, truncate_data_line
+from firsttoken.cli.simulate import anthropic_shapes, openai_shapes, responses_shapes
+from firsttoken.cli.simulate.config import ERROR_FAULTS
+from firsttoken.cli.simulate.context import Gen
+from firsttoken.cli.simulate.faults import error_fault
+from firsttoken.cli.simulate.timing import KEEPALIVE_INTERVAL_S, Schedule, sleep_until
+from firsttoken.cli.simulate.tokens import count_prompt_tokens
+from firsttoken.cli.simulate.wire import FINAL, TOKEN, BodyWriter, Ev, truncate_data_line
 
 if TYPE_CHECKING:
-    from .server import SimHandler
+    from firsttoken.cli.simulate.server import SimHandler
 
 # api -> (stream events, full body, in-stream error event)
 SHAPES: dict[str, tuple[Callable[[Gen], list[Ev]], Callable[[Gen], dict[str, Any]], Callable[..., bytes]]] = {

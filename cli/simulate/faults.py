@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from .wire import alnum
+from firsttoken.cli.simulate.wire import alnum
 
 OPENAI_CONTEXT_WINDOW = 8192
 OPENAI_MAX_COMPLETION = 4096

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import Gen
-from .wire import FINAL, HEAD, TAIL, Ev, sse
+from firsttoken.cli.simulate.context import Gen
+from firsttoken.cli.simulate.wire import FINAL, HEAD, TAIL, Ev, sse
 
 SERVER_ERROR_MESSAGE = "The server had an error while processing your request. Sorry about that!"
 

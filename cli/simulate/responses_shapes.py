@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import Gen
-from .openai_shapes import SERVER_ERROR_MESSAGE
-from .wire import FINAL, HEAD, TAIL, TOKEN, Ev, sse
+from firsttoken.cli.simulate.context import Gen
+from firsttoken.cli.simulate.openai_shapes import SERVER_ERROR_MESSAGE
+from firsttoken.cli.simulate.wire import FINAL, HEAD, TAIL, TOKEN, Ev, sse
 
 
 def _status(gen: Gen, done: bool) -> str:

@@ -11,12 +11,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from . import faults as errors
-from . import tokens
-from .config import FAULT_HEADER, FAULTS, SimConfig, UnknownFault, parse_faults
-from .engine import answer, proto_of
-from .timing import Jitter, Schedule, sleep_until
-from .wire import BodyWriter, gzip_bytes, hexid
+from firsttoken.cli.simulate import faults as errors
+from firsttoken.cli.simulate import tokens
+from firsttoken.cli.simulate.config import FAULT_HEADER, FAULTS, SimConfig, UnknownFault, parse_faults
+from firsttoken.cli.simulate.engine import answer, proto_of
+from firsttoken.cli.simulate.timing import Jitter, Schedule, sleep_until
+from firsttoken.cli.simulate.wire import BodyWriter, gzip_bytes, hexid
 
 # path after the prefix -> (method, api)
 ROUTES: dict[tuple[str, str], str] = {

@@ -6,7 +6,7 @@ import random
 import threading
 import time
 
-from .config import SimConfig
+from firsttoken.cli.simulate.config import SimConfig
 
 SLOW_TTFB_EXTRA_MS = 1000.0
 KEEPALIVE_INTERVAL_S = 0.1

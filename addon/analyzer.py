@@ -1,0 +1,286 @@
+"""The analysis worker: everything that grows with the prompt or the body, off the event loop.
+
+Jobs run in arrival order on one thread: ``parse`` (request JSON, prompt tokens) as soon as
+the request has been forwarded, ``finish`` (timings, output tokens, diagnosis, the final
+row) once the response has ended. A job that fails still writes the row it has.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+from typing import Any, Callable
+
+from firsttoken.addon import tokens
+from firsttoken.addon.diagnose import diagnose
+from firsttoken.addon.flight import Flight
+from firsttoken.addon.secrets import redact_text
+from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store.writer import Writer
+import json
+
+log = logging.getLogger("firsttoken")
+
+MAX_SAVED_BODY = 256 * 1024
+#: larger request bodies are parsed only once their response has ended: parsing and
+#: tokenizing a megabyte costs milliseconds of GIL and CPU the request itself must not pay
+PARSE_EARLY_MAX = 128 * 1024
+#: bodies larger than this are parsed and counted in a helper process (its own GIL)
+SUBPROCESS_MIN = 1024 * 1024
+_STOP = object()
+
+
+class Settings:
+    def __init__(self, save_bodies: bool = False, warn_prompt_tokens: int = 8000, stall_ms: float = 1000.0, lang: str = "", proxy_url: str = ""):
+        self.save_bodies = save_bodies
+        self.warn_prompt_tokens = warn_prompt_tokens
+        self.stall_ms = stall_ms
+        self.lang = lang  # "" → FIRSTTOKEN_LANG, then the locale
+        self.proxy_url = proxy_url  # the proxy's own base URL, for hints ("set OPENAI_BASE_URL=…/v1")
+
+
+class Analyzer:
+    def __init__(self, writer: Writer, settings: Settings, on_done: Callable[[Flight], None] | None = None):
+        self.writer = writer
+        self.settings = settings
+        self.on_done = on_done
+        self.prefixes = tokens.PrefixTracker()
+        self.calibration: dict[str, collections.deque] = {}
+        self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
+        self.q: queue.Queue[Any] = queue.Queue()
+        self._procs = None  # the helper process for very large bodies, started on first use
+        self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
+        self._thread.start()
+
+    def parse(self, flight: Flight) -> None:
+        self.q.put(("parse", flight))
+
+    def finish(self, flight: Flight) -> None:
+        self.q.put(("finish", flight))
+
+    def _in_helper_process(self, body: bytes, encoding: str | None, api: str) -> dict[str, Any] | None:
+        """Parse and count a very large body in a helper process, which has its own GIL: in
+        this process, ``json.loads`` of megabytes would stall every other stream for
+        milliseconds. None when the helper cannot be used (then the caller parses here)."""
+        try:
+            if self._procs is None:
+                import concurrent.futures
+                import multiprocessing
+
+                self._procs = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+            return self._procs.submit(request_facts, body, encoding, api).result(timeout=300)
+        except Exception as e:
+            log.warning("firsttoken: helper process unavailable (%s); parsing in the proxy process", e)
+            return None
+
+    def close(self, timeout: float | None = 120.0) -> None:
+        if self._thread.is_alive():
+            self.q.put(_STOP)
+            self._thread.join(timeout)
+        if self._procs is not None:
+            self._procs.shutdown(wait=False, cancel_futures=True)
+
+    def flush(self, timeout: float = 10.0) -> None:
+        done = threading.Event()
+        self.q.put(done)
+        done.wait(timeout)
+        self.writer.flush(timeout)
+
+    # -- thread ----------------------------------------------------------------------
+    def _run(self) -> None:
+        self._seed()
+        while True:
+            job = self.q.get()
+            if job is _STOP:
+                return
+            if isinstance(job, threading.Event):
+                job.set()
+                continue
+            kind, flight = job
+            try:
+                if kind == "parse":
+                    self._parse(flight)
+                else:
+                    self._finish(flight)
+            except Exception as e:  # never lose the row
+                log.exception("firsttoken: analysis of %s failed", flight.record.id)
+                flight.record.request_error = flight.record.request_error or f"analysis failed: {e}"
+                if kind == "finish":
+                    self._write(flight)
+
+    def _parse(self, flight: Flight) -> None:
+        rec = flight.record
+        body = flight.body or b""
+        facts = None
+        if len(body) > SUBPROCESS_MIN:
+            facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
+        if facts is None:
+            facts = request_facts(body, flight.body_encoding, rec.api)
+        for k, v in facts.items():
+            setattr(rec, k, v)
+        if rec.prefix_hash:
+            rec.prefix_seen_before = self.prefixes.seen(rec.prefix_hash)
+        if not flight.finished:
+            self.writer.put({k: getattr(rec, k) for k in _PARSE_FIELDS})
+
+    def _finish(self, flight: Flight) -> None:
+        rec, tap = flight.record, flight.tap
+        if tap is not None:
+            tap.parse_body()
+            f = tap.facts
+            rec.model = rec.model or f.model
+            for k in ("usage_prompt_tokens", "usage_completion_tokens", "usage_cached_tokens",
+                      "usage_cache_creation_tokens", "usage_reasoning_tokens", "finish_reason"):
+                setattr(rec, k, getattr(f, k))
+            # upstream text is quoted back to the user: servers echo keys, so redact it first
+            rec.upstream_error = _redact(f.error_message, flight.secrets)
+            rec.upstream_error_type = f.error_type
+            rec.no_choices = _redact(f.no_choices, flight.secrets)
+            rec.malformed_events = f.malformed
+            rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
+            rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
+            rec.output_chars = tap.output_chars
+            rec.reasoning_chars = tap.reasoning_chars
+            rec.sse_comments = tap.sse_comments
+            rec.response_bytes = tap.bytes
+            if tap.error:
+                rec.error = rec.error or f"firsttoken could not parse this response ({tap.error}); it was forwarded unchanged"
+            if tap.decode_error and not rec.error:
+                rec.error = f"{tap.decode_error}; the response was forwarded unchanged but not analysed"
+            if tap.text:
+                n, _, _ = tokens.count_text("".join(tap.text), rec.model)
+                rec.output_tokens_est = n
+        self._calibrate(rec)
+        out_tokens = rec.usage_completion_tokens or rec.output_tokens_est
+        flight.clock.apply(rec, out_tokens)
+        if self.settings.save_bodies:
+            self._save_bodies(flight)
+        rec.state, rec.phase = "done", "done"
+        rec.findings = diagnose(rec, self)
+        if rec.findings:
+            rec.top_code = rec.findings[0]["code"]
+            rec.top_severity = rec.findings[0]["severity"]
+        self._write(flight)
+
+    def _calibrate(self, rec) -> None:
+        """Reconcile our estimate with the server's count, and learn a per-model factor."""
+        if not rec.prompt_tokens_est or not rec.model:
+            return
+        pairs = self.calibration.setdefault(rec.model, collections.deque(maxlen=200))
+        if rec.usage_prompt_tokens:
+            rec.usage_ratio = round(rec.usage_prompt_tokens / rec.prompt_tokens_est, 4)
+            pairs.append((rec.prompt_tokens_est, rec.usage_prompt_tokens))
+        factor = tokens.calibration_factor(pairs)
+        if factor is not None:
+            rec.calibration_factor = round(factor, 4)
+            if rec.usage_prompt_tokens is None:
+                rec.prompt_tokens_calibrated = tokens.corrected(rec.prompt_tokens_est, factor)
+
+    def _seed(self) -> None:
+        """Start from the recorded history: prefix counts and calibration pairs. Also load the
+        bundled tokenizer now, not in the middle of the first request's stream."""
+        try:
+            tokens.load_encoding("cl100k_base")
+        except Exception as e:
+            log.warning("firsttoken: could not load the bundled tokenizer: %s", e)
+        try:
+            db = open_db(self.writer.path, write=False)
+            try:
+                self.prefixes.seed(dict(db.execute(
+                    "SELECT prefix_hash, count(*) FROM (SELECT prefix_hash FROM requests "
+                    "WHERE prefix_hash IS NOT NULL ORDER BY started_at DESC LIMIT 20000) GROUP BY prefix_hash"
+                ).fetchall()))
+                for model, est, server in db.execute(
+                    "SELECT model, prompt_tokens_est, usage_prompt_tokens FROM requests WHERE model IS NOT NULL "
+                    "AND prompt_tokens_est > 0 AND usage_prompt_tokens > 0 ORDER BY started_at DESC LIMIT 5000"
+                ):
+                    pairs = self.calibration.setdefault(model, collections.deque(maxlen=200))
+                    if len(pairs) < pairs.maxlen:
+                        pairs.appendleft((est, server))
+            finally:
+                db.conn.close()
+        except Exception as e:  # history is a bonus; never block the proxy on it
+            log.warning("firsttoken: could not read history for calibration: %s", e)
+
+    def _write(self, flight: Flight) -> None:
+        rec = flight.record
+        rec.state, rec.phase = "done", "done"
+        self.writer.put(rec.row())
+        self.recent.append(rec)
+        flight.body = None
+        if self.on_done is not None:
+            try:
+                self.on_done(flight)
+            except Exception:
+                log.exception("firsttoken: on_done callback failed")
+
+    def _save_bodies(self, flight: Flight) -> None:
+        rec = flight.record
+        if flight.body:
+            rec.request_body = redact_text(
+                bytes(flight.body[:MAX_SAVED_BODY]).decode("utf-8", "replace"), flight.secrets
+            )
+        if flight.tap is not None and flight.tap.saved:
+            rec.response_body = redact_text(
+                bytes(flight.tap.saved).decode("utf-8", "replace"), flight.secrets
+            )
+
+
+def _redact(text: str | None, secrets: list[str]) -> str | None:
+    return None if text is None else redact_text(text, secrets)
+
+
+_PARSE_FIELDS = (
+    "id", "model", "stream", "max_tokens", "request_error", "tokenizer", "tokens_exact",
+    "prompt_tokens_est", "system_tokens", "tools_tokens", "last_user_tokens", "messages",
+    "images", "prefix_hash", "prefix_tokens", "prefix_seen_before",
+)
+
+
+# ---- What a request body says: model, stream, max_tokens and the prompt's token counts.
+
+def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if content_encoding:
+        try:
+            from mitmproxy.net.encoding import decode
+
+            raw = decode(bytes(raw), content_encoding)
+        except Exception as e:
+            out["request_error"] = f"request body has Content-Encoding {content_encoding!r} that could not be decoded: {e}"
+            return out
+    if not raw.strip():
+        return out
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        if api != "other":
+            out["request_error"] = f"request body is not valid JSON ({e})"
+        return out
+    if not isinstance(body, dict):
+        if api != "other":
+            out["request_error"] = f"request body is JSON but not an object (got {type(body).__name__})"
+        return out
+    model = body.get("model")
+    if isinstance(model, str):
+        out["model"] = model
+    if isinstance(body.get("stream"), bool):
+        out["stream"] = body["stream"]
+    elif api != "other":
+        out["stream"] = False
+    for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
+        v = body.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            out["max_tokens"] = v
+            break
+    if api == "other":
+        return out
+    tc = tokens.count_request(api, body, out.get("model"))
+    out.update(
+        tokenizer=tc.tokenizer, tokens_exact=tc.exact, prompt_tokens_est=tc.prompt_tokens_est,
+        system_tokens=tc.system_tokens, tools_tokens=tc.tools_tokens, last_user_tokens=tc.last_user_tokens,
+        messages=tc.messages, images=tc.images, prefix_hash=tc.prefix_hash, prefix_tokens=tc.prefix_tokens,
+    )
+    return out

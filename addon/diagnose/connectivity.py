@@ -1,0 +1,166 @@
+"""Connectivity: the upstream could not be reached, hung up, or the client left.
+
+Sub-causes are read from mitmproxy's error text (``rec.error``). Texts observed with
+mitmproxy 11 against real sockets:
+
+* refused: ``[Errno 111] Connect call failed ('127.0.0.1', 5)``
+* DNS: ``[Errno -2] Name or service not known`` (macOS: ``nodename nor servname provided``)
+* TLS: ``Certificate verify failed: self-signed certificate``
+* https:// to a plain-HTTP server: ``The remote server does not speak TLS.``
+* closed before answering: ``server closed connection`` (also http:// to a TLS port)
+* closed mid-body: ``HTTP/1 protocol error: peer closed connection without sending complete message body ...``
+* not HTTP: ``Cannot parse HTTP response: Bad HTTP response line: b'...'``
+* client gone: ``Client disconnected.``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from firsttoken.addon.diagnose.context import Ctx, quote
+
+#: (variant, lower-case fragments of the error text), first match wins
+UNREACHABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("dns", ("name or service not known", "nodename nor servname", "getaddrinfo failed", "no address associated",
+             "temporary failure in name resolution", "name resolution", "errno -2]", "errno -3]", "errno -5]",
+             "errno 11001", "errno 8]", "could not resolve")),
+    ("not_tls", ("does not speak tls", "wrong version number", "unknown protocol", "packet length too long",
+                 "http request", "record layer failure")),
+    ("tls", ("certificate", "tls", "ssl", "handshake")),
+    ("refused", ("connection refused", "connect call failed", "errno 111]", "errno 61]", "errno 10061")),
+    ("timeout", ("timed out", "timeout", "errno 110]", "errno 60]", "errno 10060")),
+    ("network", ("network is unreachable", "no route to host", "host is unreachable", "errno 101]", "errno 113]",
+                 "errno 51]", "errno 65]")),
+    ("not_http", ("cannot parse http response", "bad http response", "invalid http")),
+)
+CLOSED = ("server closed connection", "peer closed connection", "server disconnected", "connection reset",
+          "connection closed by peer", "errno 104]", "errno 54]", "broken pipe", "eof occurred",
+          "incomplete message body", "remote end closed", "connection aborted")
+#: errors that are the proxy's own business, not the upstream's
+OWN_ERRORS = ("firsttoken", "the proxy shut down")
+
+
+def _cause(error: str) -> str | None:
+    low = error.lower()
+    for variant, words in UNREACHABLE:
+        if any(w in low for w in words):
+            return variant
+    return None
+
+
+def _own(error: str) -> bool:
+    low = error.lower()
+    return any(low.startswith(w) or w in low[:40] for w in OWN_ERRORS)
+
+
+def rule_client_aborted(rec: Any, c: Ctx) -> None:
+    if not rec.client_aborted:
+        return
+    if rec.ttfb_ms is None:
+        variant, sev = "before_headers", "warn"
+    elif not rec.events:
+        variant, sev = "before_tokens", "warn"
+    else:
+        variant, sev = "streaming", "info"
+    c.add("client.aborted", sev, variant=variant, **c.common(), total_ms=rec.total_ms, ttfb_ms=rec.ttfb_ms,
+          events=rec.events, itl_max_ms=rec.itl_max_ms or 0.0)
+
+
+def rule_unreachable(rec: Any, c: Ctx) -> None:
+    err = rec.error
+    if not err or rec.client_aborted or _own(err):
+        return
+    host, port, scheme, prefix = c.target()
+    base = dict(c.common(), port=port, scheme=scheme, prefix=prefix, error=quote(err))
+    low = err.lower()
+    closed = any(w in low for w in CLOSED)
+    if rec.status is None:
+        cause = _cause(err)
+        if cause is None and closed:
+            c.add("upstream.closed", "error", variant="before_response", **base)
+        else:
+            c.add("upstream.unreachable", "error", variant=cause or "other", **base)
+    elif closed:
+        c.add("upstream.closed", "error", variant="mid_response", **base, events=rec.events, total_ms=rec.total_ms)
+
+
+RULES = (rule_client_aborted, rule_unreachable)
+
+
+# ---- The ``connectivity`` family of the finding catalog, in English and Chinese.
+
+_E, _W, _I = "error", "warn", "info"
+
+# (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)})
+ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
+    ("upstream.unreachable", "connectivity", _E, (), {
+        "en": ("Upstream unreachable",
+               "No response: the proxy could not connect (DNS failure, connection refused, TLS verification failed, timeout...).",
+               {"dns": "The upstream host {host} does not resolve: {error}.",
+                "refused": "Nothing accepted a connection at {host}:{port} (connection refused): {error}.",
+                "tls": "The TLS certificate of {host}:{port} was rejected: {error}.",
+                "not_tls": "{host}:{port} does not speak TLS, but the upstream is given as https://: {error}.",
+                "timeout": "Connecting to {host}:{port} timed out: {error}.",
+                "network": "There is no network route to {host}:{port}: {error}.",
+                "not_http": "{host}:{port} answered something that is not HTTP: {error}.",
+                "other": "The proxy could not reach {host}:{port}: {error}."},
+               {"dns": "Check the host name in --upstream ({upstream}) for typos, and your DNS or VPN (getent hosts {host}).",
+                "refused": "Start the upstream server, or fix the port in --upstream ({upstream}); check that it listens on that address (0.0.0.0 vs 127.0.0.1).",
+                "tls": "If a private CA or a corporate proxy signs it, trust that CA: --set ssl_verify_upstream_trusted_ca=/path/ca.pem; check that the host name matches the certificate; only for a local test server, --insecure-upstream.",
+                "not_tls": "Use http:// in --upstream: http://{host}:{port}{prefix}.",
+                "timeout": "A firewall drops the packets or the host is down: check the address and port, the VPN, and whether an HTTP proxy is required (HTTPS_PROXY).",
+                "network": "Check the network (VPN, Wi-Fi, routes) and the address in --upstream ({upstream}).",
+                "not_http": "Check the port in --upstream ({upstream}); if the server speaks TLS, use https://.",
+                "other": "Check --upstream ({upstream}) and that the server is up."}),
+        "zh": ("无法连接上游",
+               "没有响应：代理无法建立连接（DNS 失败、连接被拒绝、TLS 校验失败、超时等）。",
+               {"dns": "上游主机名 {host} 无法解析：{error}。",
+                "refused": "{host}:{port} 拒绝连接（connection refused）：{error}。",
+                "tls": "{host}:{port} 的 TLS 证书未通过校验：{error}。",
+                "not_tls": "{host}:{port} 不支持 TLS，但上游写的是 https://：{error}。",
+                "timeout": "连接 {host}:{port} 超时：{error}。",
+                "network": "没有到 {host}:{port} 的网络路由：{error}。",
+                "not_http": "{host}:{port} 返回的不是 HTTP：{error}。",
+                "other": "代理无法连接 {host}:{port}：{error}。"},
+               {"dns": "检查 --upstream（{upstream}）中的主机名是否拼错，并检查 DNS 或 VPN（getent hosts {host}）。",
+                "refused": "启动上游服务，或修正 --upstream（{upstream}）中的端口；确认服务监听在该地址上（0.0.0.0 还是 127.0.0.1）。",
+                "tls": "如果证书由私有 CA 或公司代理签发，信任该 CA：--set ssl_verify_upstream_trusted_ca=/path/ca.pem；确认主机名与证书一致；仅对本地测试服务器使用 --insecure-upstream。",
+                "not_tls": "在 --upstream 中使用 http://：http://{host}:{port}{prefix}。",
+                "timeout": "防火墙丢弃了数据包或主机已宕机：检查地址和端口、VPN，以及是否需要 HTTP 代理（HTTPS_PROXY）。",
+                "network": "检查网络（VPN、Wi-Fi、路由）以及 --upstream（{upstream}）中的地址。",
+                "not_http": "检查 --upstream（{upstream}）中的端口；如果服务器使用 TLS，请用 https://。",
+                "other": "检查 --upstream（{upstream}）以及服务器是否在运行。"}),
+    }),
+    ("upstream.closed", "connectivity", _E, (), {
+        "en": ("Upstream closed the connection",
+               "The server closed the connection before or while sending its response.",
+               {"before_response": "{host}:{port} closed the connection before sending a response: {error}.",
+                "mid_response": "{host} closed the connection while sending the response (status {status}, after {events} token events and {total_ms:,.0f} ms): {error}."},
+               {"before_response": "The server crashed, refused the request, or expects TLS (if it is HTTPS, use https:// in --upstream); check the server's logs.",
+                "mid_response": "The answer is incomplete: retry; if long answers are always cut, a gateway in between (idle/read timeout, maximum response size) is closing them."}),
+        "zh": ("上游关闭了连接",
+               "服务器在发送响应之前或发送过程中关闭了连接。",
+               {"before_response": "{host}:{port} 在发送响应前关闭了连接：{error}。",
+                "mid_response": "{host} 在发送响应的过程中关闭了连接（状态 {status}，已收到 {events} 个 token 事件，{total_ms:,.0f} 毫秒）：{error}。"},
+               {"before_response": "服务器崩溃、拒绝了请求，或者它要求 TLS（若是 HTTPS，请在 --upstream 中使用 https://）；查看服务器日志。",
+                "mid_response": "回答不完整：请重试；如果较长的回答总被截断，说明中间某个网关（空闲/读取超时、响应大小上限）在关闭连接。"}),
+    }),
+    ("client.aborted", "connectivity", _W, (_I,), {
+        "en": ("Client disconnected",
+               "The client closed the connection before the response ended (warning before the first token, info while streaming).",
+               {"before_headers": "The client gave up after {total_ms:,.0f} ms, before {host} sent response headers.",
+                "before_tokens": "The client gave up after {total_ms:,.0f} ms: headers came at {ttfb_ms:,.0f} ms but no token yet.",
+                "streaming": "The client stopped reading after {total_ms:,.0f} ms and {events} token events, while the stream was still running."},
+               {"before_headers": "The client's timeout is shorter than this upstream's response time: raise it (openai/anthropic SDK: timeout=..., Claude Code: API_TIMEOUT_MS, curl: --max-time).",
+                "before_tokens": "The client's timeout is shorter than this upstream's time to first token: raise it (openai/anthropic SDK: timeout=..., Claude Code: API_TIMEOUT_MS, curl: --max-time).",
+                "streaming": "Fine if it was cancelled on purpose; otherwise a client read timeout closed it (longest gap between tokens: {itl_max_ms:,.0f} ms): raise the read timeout."}),
+        "zh": ("客户端断开了连接",
+               "客户端在响应结束前关闭了连接（首个 token 之前为警告，流式输出中为提示）。",
+               {"before_headers": "客户端在 {total_ms:,.0f} 毫秒后放弃，此时 {host} 还没有返回响应头。",
+                "before_tokens": "客户端在 {total_ms:,.0f} 毫秒后放弃：响应头在 {ttfb_ms:,.0f} 毫秒到达，但还没有任何 token。",
+                "streaming": "客户端在 {total_ms:,.0f} 毫秒、收到 {events} 个 token 事件后停止读取，而流仍在进行。"},
+               {"before_headers": "客户端超时比上游的响应时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
+                "before_tokens": "客户端超时比上游的首 token 时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
+                "streaming": "若是主动取消则无妨；否则是客户端的读取超时关闭了连接（token 之间最长间隔 {itl_max_ms:,.0f} 毫秒）：调大读取超时。"}),
+    }),
+]

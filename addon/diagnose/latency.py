@@ -1,0 +1,171 @@
+"""Latency verdicts: which part of TTFT was slow (the "TTFT - TTFB" bisection), and prompt size.
+
+TTFB (headers) covers connecting, the network, gateways and queues; the gap after it
+(TTFT - TTFB) is the model reading the prompt (prefill) and, for reasoning models,
+thinking before the first visible token. One verdict per request: the largest part wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from firsttoken.addon.diagnose.context import Ctx, largest_part
+from firsttoken.addon.diagnose.thresholds import COLD_CONNECT_MS, CONNECT_SHARE, NETWORK_BASELINE_FLOOR_MS, NETWORK_BASELINE_RATIO, NETWORK_TTFB_MS, PREFILL_GAP_MS, PREFILL_MIN_TOKENS, REASONING_MS, REASONING_SHARE, REPEATED_PREFIX_TOKENS
+
+
+def _timed(rec: Any) -> bool:
+    """A successful stream with both clocks: the only kind the bisection applies to."""
+    return rec.status == 200 and rec.ttft_ms is not None and rec.ttfb_ms is not None
+
+
+def _cold_ms(rec: Any) -> float:
+    return (rec.connect_ms or 0.0) if rec.conn_reused is False else 0.0
+
+
+def rule_reasoning(rec: Any, c: Ctx) -> None:
+    if not _timed(rec) or c.errors():
+        return
+    ttft = rec.ttft_ms
+    if rec.first_token_ms is not None and rec.first_token_ms < ttft:
+        spent = ttft - rec.first_token_ms
+        if spent >= REASONING_MS and spent >= REASONING_SHARE * ttft:
+            c.add("latency.reasoning", "info", variant="visible", **c.common(), ttft_ms=ttft,
+                  first_token_ms=rec.first_token_ms, reasoning_ms=round(spent, 1),
+                  reasoning_tokens=rec.usage_reasoning_tokens)
+        return
+    gap = rec.gap_ms or 0.0
+    if rec.usage_reasoning_tokens and gap >= REASONING_MS and gap >= REASONING_SHARE * ttft and gap > rec.ttfb_ms:
+        c.add("latency.reasoning", "info", variant="hidden", **c.common(), ttft_ms=ttft,
+              first_token_ms=rec.first_token_ms, reasoning_ms=round(gap, 1), reasoning_tokens=rec.usage_reasoning_tokens)
+
+
+def rule_prefill(rec: Any, c: Ctx) -> None:
+    if not _timed(rec) or c.errors() or c.has("latency.reasoning"):
+        return
+    gap, tokens = rec.gap_ms or 0.0, rec.prompt_tokens_est or 0
+    if gap < PREFILL_GAP_MS or gap <= 0.5 * rec.ttft_ms or tokens < PREFILL_MIN_TOKENS:
+        return
+    label, part = largest_part(rec)
+    c.add("latency.prefill", "warn", **c.common(), gap_ms=gap, ttft_ms=rec.ttft_ms, prompt_tokens=tokens,
+          ms_per_1k=round(gap / (tokens / 1000.0), 1), largest=label, largest_tokens=part)
+
+
+def rule_network(rec: Any, c: Ctx) -> None:
+    if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill"):
+        return
+    ttfb, ttft = rec.ttfb_ms, rec.ttft_ms
+    if ttfb < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * ttfb:
+        return
+    p = dict(c.common(), ttfb_ms=ttfb, ttft_ms=ttft, connect_ms=rec.connect_ms if rec.conn_reused is False else 0,
+             model=rec.model or "?")
+    median, samples = c.baseline("ttfb_ms")
+    if median and ttfb > NETWORK_BASELINE_RATIO * median and ttfb > NETWORK_BASELINE_FLOOR_MS:
+        c.add("latency.network", "warn", variant="baseline", **p, median_ms=median, samples=samples,
+              ratio=round(ttfb / median, 1))
+    elif ttfb > NETWORK_TTFB_MS:
+        c.add("latency.network", "warn", variant="absolute", **p)
+
+
+def rule_cold_connection(rec: Any, c: Ctx) -> None:
+    if rec.conn_reused is False and rec.connect_ms is not None and rec.connect_ms >= COLD_CONNECT_MS:
+        c.add("latency.cold_connection", "info", **c.common(), connect_ms=rec.connect_ms, ttfb_ms=rec.ttfb_ms)
+
+
+def rule_prompt_large(rec: Any, c: Ctx) -> None:
+    tokens = rec.prompt_tokens_est
+    if tokens is None or tokens <= c.warn_prompt_tokens or c.has("request.context_length"):
+        return
+    label, part = largest_part(rec)
+    c.add("prompt.large", "warn", **c.common(), prompt_tokens=tokens, limit=c.warn_prompt_tokens,
+          system_tokens=rec.system_tokens or 0, tools_tokens=rec.tools_tokens or 0,
+          last_user_tokens=rec.last_user_tokens or 0, messages=rec.messages or 0, images=rec.images or 0,
+          largest=label, largest_tokens=part)
+
+
+def rule_repeated_prefix(rec: Any, c: Ctx) -> None:
+    if rec.status is None or rec.status >= 300 or c.errors():
+        return
+    if (rec.prefix_tokens or 0) < REPEATED_PREFIX_TOKENS or (rec.prefix_seen_before or 0) < 1:
+        return
+    if rec.usage_cached_tokens or rec.usage_cache_creation_tokens:
+        return  # cache hits, or caching is set up and this call wrote it
+    c.add("prompt.repeated_prefix", "info", variant="anthropic" if c.is_anthropic() else "openai", **c.common(),
+          prefix_tokens=rec.prefix_tokens, seen_before=rec.prefix_seen_before)
+
+
+RULES = (rule_reasoning, rule_prefill, rule_network, rule_cold_connection, rule_prompt_large, rule_repeated_prefix)
+
+
+# ---- The ``latency`` family of the finding catalog, in English and Chinese.
+
+_E, _W, _I = "error", "warn", "info"
+
+# (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)})
+ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
+    ("latency.network", "latency", _W, (), {
+        "en": ("Slow before the headers (network, gateway, queue)",
+               "TTFB is at least half of TTFT and either above {NETWORK_TTFB_MS:.0f} ms, or above {NETWORK_BASELINE_RATIO:.0f}x the median of the last {BASELINE_MIN_SAMPLES}+ warm requests to the same model (and above {NETWORK_BASELINE_FLOOR_MS:.0f} ms).",
+               {"absolute": "TTFB was {ttfb_ms:,.0f} ms of a {ttft_ms:,.0f} ms TTFT: the time went before {host} sent response headers, not to generation.",
+                "baseline": "TTFB was {ttfb_ms:,.0f} ms, {ratio:.1f}x the median of the last {samples} requests to {model} ({median_ms:,.0f} ms): the extra wait came before the response headers."},
+               "Look before the model: the network path or region (connecting took {connect_ms:,.0f} ms), a gateway or proxy in between, or a provider-side queue (overload, rate-limit tier); compare with curl -w '%{{time_starttransfer}}' against the upstream directly."),
+        "zh": ("响应头之前很慢（网络、网关、排队）",
+               "TTFB 至少占 TTFT 的一半，并且超过 {NETWORK_TTFB_MS:.0f} 毫秒，或超过同模型最近 {BASELINE_MIN_SAMPLES} 个以上热连接请求中位数的 {NETWORK_BASELINE_RATIO:.0f} 倍（且超过 {NETWORK_BASELINE_FLOOR_MS:.0f} 毫秒）。",
+               {"absolute": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，TTFB 占了 {ttfb_ms:,.0f} 毫秒：时间花在 {host} 返回响应头之前，而不是生成上。",
+                "baseline": "TTFB 为 {ttfb_ms:,.0f} 毫秒，是最近 {samples} 个 {model} 请求中位数（{median_ms:,.0f} 毫秒）的 {ratio:.1f} 倍：多出的等待发生在响应头之前。"},
+               "问题在模型之前：网络路径或地区（建立连接用了 {connect_ms:,.0f} 毫秒）、中间的网关或代理，或服务商侧排队（过载、限流等级）；用 curl -w '%{{time_starttransfer}}' 直连上游对比。"),
+    }),
+    ("latency.prefill", "latency", _W, (), {
+        "en": ("Slow prompt processing (prefill)",
+               "The gap between headers and first token is more than half of TTFT and above {PREFILL_GAP_MS:.0f} ms, for a prompt of at least {PREFILL_MIN_TOKENS} tokens.",
+               "{gap_ms:,.0f} ms passed between the headers and the first token (TTFT {ttft_ms:,.0f} ms) for {prompt_tokens:,} prompt tokens: {ms_per_1k:,.0f} ms per 1k tokens of prefill.",
+               "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens) or reuse a cached prefix: keep the start of the prompt identical across calls (OpenAI caches prefixes of 1024+ tokens automatically; Anthropic needs cache_control on the last stable block)."),
+        "zh": ("提示词处理（prefill）缓慢",
+               "响应头到首 token 的间隔超过 TTFT 的一半且超过 {PREFILL_GAP_MS:.0f} 毫秒，且提示词至少 {PREFILL_MIN_TOKENS} token。",
+               "响应头之后过了 {gap_ms:,.0f} 毫秒才出现首 token（TTFT {ttft_ms:,.0f} 毫秒），提示词 {prompt_tokens:,} token：prefill 约每 1k token {ms_per_1k:,.0f} 毫秒。",
+               "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或复用缓存前缀：让提示词开头在多次调用间保持完全一致（OpenAI 自动缓存 1024 token 以上的前缀；Anthropic 需要在最后一个稳定块上加 cache_control）。"),
+    }),
+    ("latency.reasoning", "latency", _I, (), {
+        "en": ("Reasoning before the answer",
+               "Reasoning ran at least {REASONING_MS:.0f} ms (and {REASONING_SHARE:.0%} of TTFT) before the first visible token: streamed reasoning tokens, or hidden reasoning tokens reported in usage.",
+               {"visible": "The first (reasoning) token came at {first_token_ms:,.0f} ms but the first visible token only at {ttft_ms:,.0f} ms: {reasoning_ms:,.0f} ms of reasoning before any answer text.",
+                "hidden": "TTFT was {ttft_ms:,.0f} ms and the upstream reported {reasoning_tokens} reasoning tokens: the model reasoned (unstreamed) before answering."},
+               "Expected for reasoning models: lower the effort (OpenAI \"reasoning_effort\": \"low\", Anthropic thinking.budget_tokens) or use a non-reasoning model where TTFT matters; show the reasoning as progress."),
+        "zh": ("回答前在推理",
+               "首个可见 token 之前推理了至少 {REASONING_MS:.0f} 毫秒（且占 TTFT 的 {REASONING_SHARE:.0%}）：流式的推理 token，或用量中报告的隐藏推理 token。",
+               {"visible": "第一个（推理）token 在 {first_token_ms:,.0f} 毫秒到达，第一个可见 token 直到 {ttft_ms:,.0f} 毫秒才出现：回答文字之前推理了 {reasoning_ms:,.0f} 毫秒。",
+                "hidden": "TTFT 为 {ttft_ms:,.0f} 毫秒，上游报告了 {reasoning_tokens} 个推理 token：模型在回答前进行了（未流式输出的）推理。"},
+               "推理模型的正常现象：降低推理强度（OpenAI \"reasoning_effort\": \"low\"，Anthropic thinking.budget_tokens），或在看重 TTFT 的场景使用非推理模型；把推理过程作为进度展示给用户。"),
+    }),
+    ("latency.cold_connection", "latency", _I, (), {
+        "en": ("Cold connection",
+               "The request opened a new upstream connection and connecting took at least {COLD_CONNECT_MS:.0f} ms; exclude it from baselines.",
+               "This request opened a new connection to {host}: connecting took {connect_ms:,.0f} ms of its {ttfb_ms:,.0f} ms TTFB.",
+               "Normal for the first request of a run (DNS, TCP, TLS): exclude it from baselines; clients that keep connections alive pay this once."),
+        "zh": ("冷连接",
+               "请求新建了上游连接且连接耗时至少 {COLD_CONNECT_MS:.0f} 毫秒；统计基线时应排除。",
+               "该请求新建了到 {host} 的连接：在 {ttfb_ms:,.0f} 毫秒的 TTFB 中，建立连接用了 {connect_ms:,.0f} 毫秒。",
+               "一次运行中的第一个请求通常如此（DNS、TCP、TLS）：统计基线时排除它；保持长连接的客户端只需付出一次。"),
+    }),
+    ("prompt.large", "latency", _W, (), {
+        "en": ("Large prompt",
+               "The counted prompt exceeds --warn-prompt-tokens.",
+               "The prompt is {prompt_tokens:,} tokens (limit {limit:,}): system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages.",
+               "The largest part is {largest} ({largest_tokens:,} tokens): trim it, summarise old turns, or cache the stable prefix; raise --warn-prompt-tokens if this size is expected."),
+        "zh": ("提示词过大",
+               "统计出的提示词超过 --warn-prompt-tokens。",
+               "提示词有 {prompt_tokens:,} token（阈值 {limit:,}）：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。",
+               "最大的部分是{largest}（{largest_tokens:,} token）：精简它、总结旧的对话轮次，或缓存稳定前缀；如果这个大小是预期的，调大 --warn-prompt-tokens。"),
+    }),
+    ("prompt.repeated_prefix", "latency", _I, (), {
+        "en": ("Repeated prefix without cache hits",
+               "A stable prefix (system, tools, earlier turns) of at least {REPEATED_PREFIX_TOKENS} tokens was sent before in this run and the upstream reported no cached tokens.",
+               "The first {prefix_tokens:,} prompt tokens (system, tools, earlier turns) were already sent {seen_before} time(s) in this run, and the upstream reported no cache hit.",
+               {"anthropic": "Add \"cache_control\": {{\"type\": \"ephemeral\"}} to the last stable block (the system prompt or the last tool) so repeats are read from the cache: faster prefill, a fraction of the price.",
+                "openai": "OpenAI-style providers cache identical prefixes of 1024+ tokens automatically: keep the prefix byte-identical (no timestamps or ids near the start) and set prompt_cache_key; if this provider has no prompt caching, the cost repeats every call."}),
+        "zh": ("前缀重复但没有命中缓存",
+               "本次运行中已发送过的、至少 {REPEATED_PREFIX_TOKENS} token 的稳定前缀（系统、工具、之前的轮次）再次发送，上游没有报告缓存 token。",
+               "前 {prefix_tokens:,} 个提示词 token（系统、工具、之前的轮次）在本次运行中已发送过 {seen_before} 次，上游没有报告缓存命中。",
+               {"anthropic": "在最后一个稳定块（系统提示词或最后一个工具）上加 \"cache_control\": {{\"type\": \"ephemeral\"}}，重复部分就会从缓存读取：prefill 更快，价格只是一小部分。",
+                "openai": "OpenAI 风格的服务商会自动缓存 1024 token 以上的相同前缀：保持前缀逐字节一致（开头不要放时间戳或 ID），并设置 prompt_cache_key；如果该服务商不支持提示词缓存，每次调用都要重复付出这部分开销。"}),
+    }),
+]

@@ -1,0 +1,215 @@
+"""Streams and response bodies: what a 200 answer got wrong on its way to the client."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, server_text
+from firsttoken.addon.diagnose.thresholds import BUFFERED_MAX_MEAN_GAP_MS, BUFFERED_MIN_EVENTS, BUFFERED_MIN_WAIT_MS, BUFFERED_SHARE, BUFFERED_WINDOW_MS, BUFFERED_WINDOW_SHARE
+
+
+def _ok(rec: Any) -> bool:
+    return rec.status is not None and 200 <= rec.status < 300
+
+
+def _sse(rec: Any) -> bool:
+    return "text/event-stream" in (rec.content_type or "").lower()
+
+
+def rule_error_event(rec: Any, c: Ctx) -> None:
+    if _ok(rec) and rec.upstream_error and not c.errors():
+        c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
+              error_type=rec.upstream_error_type or "-", events=rec.events)
+
+
+def rule_no_choices(rec: Any, c: Ctx) -> None:
+    if _ok(rec) and rec.no_choices and not rec.upstream_error:
+        c.add("response.no_choices", "error" if not c.errors() and not rec.output_chars else "warn",
+              **c.common(), sample=quote(rec.no_choices, 200))
+
+
+def rule_not_sse(rec: Any, c: Ctx) -> None:
+    if _ok(rec) and rec.stream is True and rec.api in LLM_APIS and not _sse(rec) and not rec.upstream_error:
+        c.add("stream.not_sse", "error", **c.common(), content_type=rec.content_type or "(none)",
+              total_ms=rec.total_ms)
+
+
+def rule_truncated(rec: Any, c: Ctx) -> None:
+    if not (_ok(rec) and _sse(rec) and rec.stream_done is False):
+        return
+    if rec.upstream_error or rec.error or rec.client_aborted or c.errors():
+        return
+    finished = bool(rec.finish_reason)
+    c.add("stream.truncated", "warn" if finished else "error", variant="finished" if finished else "cut",
+          **c.common(), terminator=TERMINATOR.get(rec.api, "the end-of-stream event"), events=rec.events,
+          finish_reason=rec.finish_reason)
+
+
+def rule_malformed(rec: Any, c: Ctx) -> None:
+    if not rec.malformed_events or rec.status is None or rec.status >= 300:
+        return
+    nothing = not rec.events and not rec.output_chars
+    c.add("response.malformed", "error" if nothing and not c.errors() else "warn", **c.common(),
+          count=rec.malformed_events, sample=quote(rec.malformed_sample, 200))
+
+
+def buffered_burst(rec: Any) -> dict[str, Any] | None:
+    """The facts of a buffered stream, or None: most token events at once, at the end, after a long wait."""
+    offs = list(rec.event_offsets or [])
+    n = len(offs)
+    if n < BUFFERED_MIN_EVENTS or rec.events > n or rec.ttfb_ms is None or rec.total_ms is None:
+        return None
+    k = math.ceil(BUFFERED_SHARE * n)
+    start = offs[n - k]
+    burst = offs[-1] - start
+    window = max(BUFFERED_WINDOW_MS, BUFFERED_WINDOW_SHARE * rec.total_ms)
+    wait = start - rec.ttfb_ms
+    if burst > window or burst / max(1, k - 1) >= BUFFERED_MAX_MEAN_GAP_MS:
+        return None
+    if wait < max(BUFFERED_MIN_WAIT_MS, 4 * burst):
+        return None
+    return {"burst_events": k, "events": n, "burst_ms": round(burst, 1), "wait_ms": round(wait, 1)}
+
+
+def rule_buffered(rec: Any, c: Ctx) -> None:
+    if not (_ok(rec) and _sse(rec)) or c.errors():
+        return
+    facts = buffered_burst(rec)
+    if facts:
+        c.add("stream.buffered", "warn", **c.common(), **facts)
+
+
+def rule_stall(rec: Any, c: Ctx) -> None:
+    if rec.itl_max_ms is None or rec.itl_max_ms <= c.stall_ms or c.has("stream.buffered"):
+        return
+    offs = list(rec.event_offsets or [])
+    at_event, at_ms = None, None
+    for i in range(1, len(offs)):
+        if abs((offs[i] - offs[i - 1]) - rec.itl_max_ms) < 1.0:
+            at_event, at_ms = i, offs[i - 1]
+            break
+    c.add("stream.stall", "warn", **c.common(), itl_max_ms=rec.itl_max_ms, stall_ms=c.stall_ms,
+          at_event=at_event, at_ms=at_ms)
+
+
+def rule_usage(rec: Any, c: Ctx) -> None:
+    if not (_ok(rec) and _sse(rec) and rec.stream_done) or rec.api not in LLM_APIS or c.errors():
+        return
+    if rec.usage_completion_tokens is None and rec.usage_prompt_tokens is None:
+        c.add("usage.missing", "info", variant="chat" if rec.api in ("openai.chat", "openai.completions") else "other",
+              **c.common(), output_tokens=rec.output_tokens_est)
+
+
+def rule_not_requested(rec: Any, c: Ctx) -> None:
+    if _ok(rec) and rec.api in LLM_APIS and rec.stream is False and not _sse(rec) and not c.errors():
+        c.add("stream.not_requested", "info", **c.common(), total_ms=rec.total_ms)
+
+
+RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_buffered,
+         rule_stall, rule_usage, rule_not_requested)
+
+
+# ---- The ``streams`` family of the finding catalog, in English and Chinese.
+
+_E, _W, _I = "error", "warn", "info"
+
+# (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)})
+ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
+    ("stream.error_event", "streams", _E, (), {
+        "en": ("Error inside a 200 stream",
+               "The stream answered 200, then carried an error event.",
+               "The stream started (200) but {host} sent an error after {events} token events: \u201c{server}\u201d ({error_type}).",
+               "The answer is incomplete: retry (overloaded and server errors are transient); make sure your client treats in-stream error events as failures."),
+        "zh": ("200 流中出现错误",
+               "流以 200 开始，随后出现了错误事件。",
+               "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d（{error_type}）。",
+               "回答不完整：请重试（过载和服务器错误通常是暂时的）；确保客户端把流中的错误事件当作失败处理。"),
+    }),
+    ("stream.truncated", "streams", _E, (_W,), {
+        "en": ("Stream ended without its terminator",
+               "A 200 event stream ended cleanly but without [DONE] / message_stop / response.completed (warning when the model reported a finish reason).",
+               {"cut": "The stream ended after {events} token events without {terminator} and without a finish reason: the answer is probably cut off.",
+                "finished": "The stream ended without {terminator}, although the model finished (finish_reason {finish_reason}) after {events} token events."},
+               {"cut": "Retry; if it repeats, a gateway in between closes long streams (check its timeouts) or the server drops the end of the stream.",
+                "finished": "The server does not send {terminator}: clients that wait for it may hang or report an error; report it to the server's maintainers."}),
+        "zh": ("流没有正常结束",
+               "200 的事件流结束了，但没有 [DONE] / message_stop / response.completed（模型给出结束原因时为警告）。",
+               {"cut": "流在 {events} 个 token 事件后结束，既没有 {terminator} 也没有结束原因：回答很可能被截断了。",
+                "finished": "流结束时没有 {terminator}，尽管模型在 {events} 个 token 事件后已结束（finish_reason {finish_reason}）。"},
+               {"cut": "请重试；如果反复出现，说明中间的网关在关闭较长的流（检查其超时），或服务器丢掉了流的结尾。",
+                "finished": "服务器不发送 {terminator}：等待它的客户端可能挂起或报错；请向服务器维护者报告。"}),
+    }),
+    ("stream.not_sse", "streams", _E, (), {
+        "en": ("Stream requested, plain body returned",
+               "The request asked for \"stream\": true but the 200 response is not text/event-stream.",
+               "The client asked for a stream but {host} answered with Content-Type {content_type}: one body after {total_ms:,.0f} ms.",
+               "The upstream (or a gateway in between) ignores \"stream\": true here: use an endpoint or model that streams, or enable streaming in the gateway; clients expecting SSE may show nothing."),
+        "zh": ("请求了流式，返回的却是普通响应体",
+               "请求带了 \"stream\": true，但 200 响应不是 text/event-stream。",
+               "客户端请求了流式输出，但 {host} 返回的 Content-Type 是 {content_type}：在 {total_ms:,.0f} 毫秒后一次性返回了整个响应体。",
+               "上游（或中间的网关）在这里忽略了 \"stream\": true：换用支持流式的接口或模型，或在网关中开启流式；期待 SSE 的客户端可能什么都显示不出来。"),
+    }),
+    ("stream.buffered", "streams", _W, (), {
+        "en": ("Stream buffered on the way",
+               "At least {BUFFERED_SHARE:.0%} of the token events (min. {BUFFERED_MIN_EVENTS}) arrived within {BUFFERED_WINDOW_MS:.0f} ms (or {BUFFERED_WINDOW_SHARE:.0%} of the response) at the end, faster than any model generates, after the client had waited at least {BUFFERED_MIN_WAIT_MS:.0f} ms for nothing.",
+               "{burst_events} of {events} token events arrived within {burst_ms:,.1f} ms at the very end; for {wait_ms:,.0f} ms after the headers the client received no token.",
+               "Something between the model and the client buffers the stream: for nginx set `proxy_buffering off;` (or have the upstream send `X-Accel-Buffering: no`), turn off response buffering/compression in gateways and CDNs, and check the HTTP(S)_PROXY in between."),
+        "zh": ("流在途中被缓冲",
+               "至少 {BUFFERED_SHARE:.0%} 的 token 事件（至少 {BUFFERED_MIN_EVENTS} 个）在末尾 {BUFFERED_WINDOW_MS:.0f} 毫秒（或响应时长的 {BUFFERED_WINDOW_SHARE:.0%}）内集中到达，快于任何模型的生成速度，此前客户端至少空等了 {BUFFERED_MIN_WAIT_MS:.0f} 毫秒。",
+               "{events} 个 token 事件中有 {burst_events} 个在最后 {burst_ms:,.1f} 毫秒内集中到达；响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token。",
+               "模型和客户端之间有东西在缓冲流：nginx 设置 `proxy_buffering off;`（或让上游发送 `X-Accel-Buffering: no`），关闭网关和 CDN 的响应缓冲/压缩，并检查中间的 HTTP(S)_PROXY。"),
+    }),
+    ("stream.stall", "streams", _W, (), {
+        "en": ("Stall inside the stream",
+               "The longest gap between two token events exceeds --stall-ms.",
+               "The stream paused {itl_max_ms:,.0f} ms between two tokens (limit {stall_ms:,.0f} ms), after token event {at_event} at {at_ms:,.0f} ms.",
+               "Pauses inside an answer come from the upstream (load, a long tool call) or a proxy flushing late: make sure client read timeouts exceed {itl_max_ms:,.0f} ms; raise --stall-ms if such pauses are expected."),
+        "zh": ("流中出现停顿",
+               "两个 token 事件之间的最长间隔超过 --stall-ms。",
+               "流在两个 token 之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒），发生在第 {at_event} 个 token 事件之后、{at_ms:,.0f} 毫秒处。",
+               "回答中的停顿来自上游（负载、生成较长的工具调用）或中间代理延迟刷新：确保客户端读取超时大于 {itl_max_ms:,.0f} 毫秒；如果这种停顿属于正常，调大 --stall-ms。"),
+    }),
+    ("response.no_choices", "streams", _E, (), {
+        "en": ("200 without choices or content",
+               "A 200 body or chunk that has neither choices/content nor an error.",
+               "{host} answered 200 but without choices or content: \u201c{sample}\u201d.",
+               "Often a content filter, a gateway error wrapped in a 200, or a provider-specific body: read the body above; the client gets an empty answer."),
+        "zh": ("200 响应中没有 choices 或内容",
+               "200 的响应体或数据块既没有 choices/content，也没有错误。",
+               "{host} 返回 200，但没有 choices 或内容：\u201c{sample}\u201d。",
+               "常见原因是内容过滤、网关把错误包在 200 里，或服务商特有的响应格式：查看上面的内容；客户端会得到空回答。"),
+    }),
+    ("response.malformed", "streams", _W, (_E,), {
+        "en": ("Malformed events",
+               "Data payloads that are not valid JSON (error when no token could be read at all).",
+               "{count} event(s) of the response were not valid JSON, e.g. \u201c{sample}\u201d.",
+               "The upstream or a proxy in between corrupts or splits events (a gateway rewriting the stream, a wrong Content-Encoding, a server bug); clients may drop these tokens or fail."),
+        "zh": ("事件格式错误",
+               "数据负载不是合法 JSON（完全读不到 token 时为错误）。",
+               "响应中有 {count} 个事件不是合法 JSON，例如\u201c{sample}\u201d。",
+               "上游或中间代理损坏或拆分了事件（网关改写了流、Content-Encoding 错误、服务器缺陷）；客户端可能丢掉这些 token 或直接报错。"),
+    }),
+    ("usage.missing", "streams", _I, (), {
+        "en": ("No usage in the stream",
+               "A streamed 200 response that reported no token usage.",
+               "The streamed response reported no token usage; the counts shown are firsttoken's estimates ({output_tokens} output tokens).",
+               {"chat": "Add \"stream_options\": {{\"include_usage\": true}} to the request; if it is already there, the upstream ignores it.",
+                "other": "The upstream does not report usage for this API; firsttoken's estimates stand in."}),
+        "zh": ("流中没有用量信息",
+               "流式 200 响应没有报告 token 用量。",
+               "流式响应没有报告 token 用量；显示的数量是 firsttoken 的估算（{output_tokens} 个输出 token）。",
+               {"chat": "在请求中加入 \"stream_options\": {{\"include_usage\": true}}；如果已经加了，说明上游忽略了它。",
+                "other": "上游不为此 API 报告用量；以 firsttoken 的估算代替。"}),
+    }),
+    ("stream.not_requested", "streams", _I, (), {
+        "en": ("Not streamed",
+               "A 200 answer to an LLM request that did not ask for streaming: TTFT cannot be measured.",
+               "The request did not ask for streaming, so TTFT cannot be measured: the client waited {total_ms:,.0f} ms for the whole answer.",
+               "Send \"stream\": true (openai: stream=True; anthropic: client.messages.stream(...)) to receive tokens as they are generated."),
+        "zh": ("未使用流式",
+               "LLM 请求没有要求流式输出，返回 200：无法测量 TTFT。",
+               "请求没有要求流式输出，因此无法测量 TTFT：客户端等了 {total_ms:,.0f} 毫秒才拿到完整回答。",
+               "发送 \"stream\": true（openai：stream=True；anthropic：client.messages.stream(...)），即可边生成边接收 token。"),
+    }),
+]

@@ -1,0 +1,65 @@
+"""The diagnosis thresholds: every number a rule compares against, in one place.
+
+``THRESHOLDS`` documents them (docs/diagnoses.md is generated from it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+#: stream.buffered: at least this share of the token events ...
+BUFFERED_SHARE = 0.9
+#: ... (and at least this many events) ...
+BUFFERED_MIN_EVENTS = 8
+#: ... arrived within this many ms, or this share of the response's duration, whichever is larger ...
+BUFFERED_WINDOW_MS = 50.0
+BUFFERED_WINDOW_SHARE = 0.10
+#: ... at a rate no model generates (mean gap between them below this) ...
+BUFFERED_MAX_MEAN_GAP_MS = 1.0
+#: ... after the client had waited at least this long after the headers.
+BUFFERED_MIN_WAIT_MS = 200.0
+#: latency.network: TTFB above this, and at least half of TTFT
+NETWORK_TTFB_MS = 1000.0
+#: latency.network (baseline): TTFB above this multiple of the model's recent median TTFB ...
+NETWORK_BASELINE_RATIO = 3.0
+#: ... from at least this many earlier healthy, warm requests of the same model ...
+BASELINE_MIN_SAMPLES = 5
+#: ... and above this many ms.
+NETWORK_BASELINE_FLOOR_MS = 300.0
+#: latency.prefill: gap (TTFT - TTFB) above this, more than half of TTFT ...
+PREFILL_GAP_MS = 1000.0
+#: ... for a prompt of at least this many tokens.
+PREFILL_MIN_TOKENS = 2000
+#: latency.reasoning: reasoning ran at least this long before the first visible token ...
+REASONING_MS = 500.0
+#: ... and took at least this share of TTFT.
+REASONING_SHARE = 0.3
+#: latency.cold_connection: a new upstream connection took at least this long.
+COLD_CONNECT_MS = 200.0
+#: prompt.repeated_prefix: stable prefix of at least this many tokens, seen before in the run.
+REPEATED_PREFIX_TOKENS = 1024
+#: latency.network: connecting must not explain more than this share of TTFB
+CONNECT_SHARE = 0.5
+
+THRESHOLDS: list[tuple[str, Any, str, str]] = [
+    ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of token events arriving together at the end", "stream.buffered：在末尾集中到达的 token 事件比例"),
+    ("BUFFERED_MIN_EVENTS", BUFFERED_MIN_EVENTS, "stream.buffered: minimum token events", "stream.buffered：最少 token 事件数"),
+    ("BUFFERED_WINDOW_MS", BUFFERED_WINDOW_MS, "stream.buffered: burst window (ms), or BUFFERED_WINDOW_SHARE of the response if larger", "stream.buffered：集中到达的时间窗（毫秒），或响应时长的 BUFFERED_WINDOW_SHARE（取较大者）"),
+    ("BUFFERED_WINDOW_SHARE", BUFFERED_WINDOW_SHARE, "stream.buffered: burst window as a share of the response duration", "stream.buffered：时间窗占响应时长的比例"),
+    ("BUFFERED_MAX_MEAN_GAP_MS", BUFFERED_MAX_MEAN_GAP_MS, "stream.buffered: mean gap inside the burst below this (ms): faster than any model generates", "stream.buffered：集中段内平均间隔低于此值（毫秒），快于任何模型的生成速度"),
+    ("BUFFERED_MIN_WAIT_MS", BUFFERED_MIN_WAIT_MS, "stream.buffered: the client waited at least this long after the headers (ms)", "stream.buffered：响应头之后客户端至少空等了这么久（毫秒）"),
+    ("NETWORK_TTFB_MS", NETWORK_TTFB_MS, "latency.network: TTFB above this (ms) and at least half of TTFT", "latency.network：TTFB 超过此值（毫秒）且至少占 TTFT 的一半"),
+    ("NETWORK_BASELINE_RATIO", NETWORK_BASELINE_RATIO, "latency.network: TTFB above this multiple of the model's recent median", "latency.network：TTFB 超过该模型近期中位数的倍数"),
+    ("BASELINE_MIN_SAMPLES", BASELINE_MIN_SAMPLES, "latency.network: earlier warm 200 requests of the same model needed for a median", "latency.network：计算中位数所需的同模型、已热连接的 200 请求数"),
+    ("NETWORK_BASELINE_FLOOR_MS", NETWORK_BASELINE_FLOOR_MS, "latency.network: baseline verdicts only above this TTFB (ms)", "latency.network：基于基线的判定只在 TTFB 超过此值（毫秒）时给出"),
+    ("CONNECT_SHARE", CONNECT_SHARE, "latency.network: not when connecting explains more than this share of TTFB", "latency.network：建立连接占 TTFB 超过此比例时不判定"),
+    ("PREFILL_GAP_MS", PREFILL_GAP_MS, "latency.prefill: gap (TTFT - TTFB) above this (ms) and more than half of TTFT", "latency.prefill：间隔（TTFT - TTFB）超过此值（毫秒）且超过 TTFT 的一半"),
+    ("PREFILL_MIN_TOKENS", PREFILL_MIN_TOKENS, "latency.prefill: prompt of at least this many tokens", "latency.prefill：提示词至少这么多 token"),
+    ("REASONING_MS", REASONING_MS, "latency.reasoning: reasoning before the first visible token (ms)", "latency.reasoning：首个可见 token 之前的推理时间（毫秒）"),
+    ("REASONING_SHARE", REASONING_SHARE, "latency.reasoning: minimum share of TTFT", "latency.reasoning：占 TTFT 的最小比例"),
+    ("COLD_CONNECT_MS", COLD_CONNECT_MS, "latency.cold_connection: new connection took at least this long (ms)", "latency.cold_connection：新建连接至少耗时（毫秒）"),
+    ("REPEATED_PREFIX_TOKENS", REPEATED_PREFIX_TOKENS, "prompt.repeated_prefix: stable prefix of at least this many tokens", "prompt.repeated_prefix：稳定前缀至少这么多 token"),
+    ("--stall-ms", 1000, "stream.stall: longest gap between token events above this (ms); proxy option, default shown", "stream.stall：token 事件间最长间隔超过此值（毫秒）；代理选项，此处为默认值"),
+    ("--warn-prompt-tokens", 8000, "prompt.large: counted prompt above this; proxy option, default shown", "prompt.large：统计的提示词超过此值；代理选项，此处为默认值"),
+]

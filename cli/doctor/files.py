@@ -1,0 +1,118 @@
+"""`firsttoken doctor`, the clients' own settings files: Claude Code's settings.json files
+(their ``env`` blocks) and Codex's config.toml (its model providers).
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from firsttoken.cli.doctor.core import FAIL, KEY_VARS, PASS, WARN, Check, Context
+from firsttoken.cli.doctor.env import check_base_url, check_key
+
+CODEX_BUILTIN_PROVIDERS = ("openai", "ollama", "lmstudio", "oss")
+
+
+# -- Claude Code ---------------------------------------------------------------------------------
+
+CLAUDE_SETTINGS = (("~/.claude/settings.json", "home"), ("./.claude/settings.json", "cwd"),
+                   ("./.claude/settings.local.json", "cwd"))
+
+
+def _claude_path(label: str, ctx: Context) -> Path:
+    rel = label.split("/", 1)[1]
+    return (ctx.home if label.startswith("~") else ctx.cwd) / rel
+
+
+def read_claude_settings(ctx: Context) -> tuple[list[Check], list[tuple[str, dict[str, Any]]]]:
+    """Parse errors as checks, and the `env` blocks found."""
+    checks, blocks = [], []
+    for label, _ in CLAUDE_SETTINGS:
+        path = _claude_path(label, ctx)
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            checks.append(Check(f"claude.{label}", "claude_code", FAIL, f"{label} is not valid JSON",
+                                str(e), "fix the syntax (a trailing comma? a comment?): Claude Code ignores the file"))
+            continue
+        block = doc.get("env") if isinstance(doc, dict) else None
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            checks.append(Check(f"claude.{label}.env", "claude_code", FAIL, f"{label}: \"env\" is not an object",
+                                repr(block)[:80], 'write it as "env": {"ANTHROPIC_BASE_URL": "…"}'))
+            continue
+        nonstr = [k for k, v in block.items() if not isinstance(v, str)]
+        if nonstr:
+            checks.append(Check(f"claude.{label}.env_types", "claude_code", WARN,
+                                f"{label}: env values must be strings", ", ".join(nonstr), "quote them"))
+        blocks.append((label, block))
+    return checks, blocks
+
+
+def check_claude_code(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[Check]:
+    out = []
+    for label, block in blocks:
+        v = block.get("ANTHROPIC_BASE_URL")
+        if isinstance(v, str):
+            out.append(check_base_url("ANTHROPIC_BASE_URL", v, "anthropic", ctx, source=label))
+    return out
+
+
+# -- Codex ---------------------------------------------------------------------------------------
+
+def codex_config_path(ctx: Context) -> Path:
+    base = ctx.env.get("CODEX_HOME")
+    return (Path(base).expanduser() if base else ctx.home / ".codex") / "config.toml"
+
+
+def check_codex(ctx: Context) -> list[Check]:
+    path = codex_config_path(ctx)
+    label = "~/.codex/config.toml" if not ctx.env.get("CODEX_HOME") else str(path)
+    if not path.is_file():
+        return []
+    try:
+        cfg = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        return [Check("codex.parse", "codex", FAIL, f"{label} is not valid TOML", str(e), "fix the syntax")]
+    out: list[Check] = []
+    providers = cfg.get("model_providers") or {}
+    if not isinstance(providers, dict):
+        return [Check("codex.providers", "codex", FAIL, f"{label}: model_providers is not a table", "", None)]
+    for pid, p in providers.items():
+        if isinstance(p, dict) and ("model_provider" in p or "model" in p):
+            key = "model_provider" if "model_provider" in p else "model"
+            out.append(Check(f"codex.{pid}.misplaced", "codex", FAIL,
+                             f"{label}: `{key}` is inside [model_providers.{pid}]",
+                             "TOML puts keys after a [table] header into that table, so Codex never sees it",
+                             f"move `{key} = …` above the first [table] in the file"))
+    chosen = cfg.get("model_provider", "openai")
+    if chosen not in providers and chosen not in CODEX_BUILTIN_PROVIDERS:
+        out.append(Check("codex.model_provider", "codex", FAIL, f"{label}: model_provider = {chosen!r} is not defined",
+                         f"defined: {', '.join(providers) or 'none'}; built in: {', '.join(CODEX_BUILTIN_PROVIDERS)}",
+                         f"add a [model_providers.{chosen}] table (`firsttoken env codex` prints one)"))
+    for pid, p in providers.items():
+        if not isinstance(p, dict):
+            continue
+        src = f"{label} [model_providers.{pid}]"
+        if isinstance(p.get("base_url"), str):
+            out.append(check_base_url("base_url", p["base_url"], "openai", ctx, source=src))
+        if p.get("wire_api") == "chat":
+            out.append(Check(f"codex.{pid}.wire_api", "codex", WARN, f"{src}: wire_api = \"chat\"",
+                             "Codex deprecated (newer versions reject) the chat wire API",
+                             'use wire_api = "responses" with an upstream that serves /v1/responses'))
+        env_key = p.get("env_key")
+        if isinstance(env_key, str) and pid == chosen:
+            if not (ctx.env.get(env_key) or "").strip():
+                out.append(Check(f"codex.{pid}.env_key", "codex", FAIL, f"{src}: env_key {env_key} is not set",
+                                 "Codex stops with 'Missing environment variable'",
+                                 f"export {env_key}='<key>' before starting codex"))
+            elif env_key not in KEY_VARS and env_key not in ctx.env_keys:
+                out.append(check_key(env_key, ctx.env[env_key]))
+    if not out:
+        out.append(Check("codex.ok", "codex", PASS, f"{label} parses; model_provider = {chosen!r}"))
+    return out

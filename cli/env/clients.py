@@ -1,0 +1,268 @@
+"""What each client needs to go through the proxy: a :class:`Plan` (variables to export,
+settings blocks to paste, notes and warnings) for claude-code, openai, anthropic, cline,
+codex and curl, in reverse-proxy or forward (HTTPS_PROXY + CA) mode.
+
+Keys are never put in a plan: the client keeps its own, the proxy forwards it unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+from firsttoken.addon import forward as fwd
+from firsttoken.addon.routing import Route
+
+from firsttoken.cli.env.target import EnvError, Target, _looks, anthropic_base, has_version, openai_base, pick_route
+
+CLIENTS = ("claude-code", "openai", "anthropic", "cline", "codex", "curl")
+
+
+@dataclass
+class Plan:
+    client: str
+    title: str
+    exports: list[tuple[str, str]] = field(default_factory=list)  # set these
+    placeholders: list[tuple[str, str]] = field(default_factory=list)  # shown commented: the user fills them
+    blocks: list[tuple[str, str]] = field(default_factory=list)  # (where, text): settings.json, config.toml…
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _route_label(target: Target, route: Route | None) -> str:
+    if route is None:
+        return f"proxy {target.url} (upstream unknown)"
+    return f"proxy {target.url}{route.mount or ''} → {route.url}  (route {route.name or 'default'!r})"
+
+
+def claude_oauth_login(home: Path) -> bool:
+    return (home / ".claude" / ".credentials.json").is_file()
+
+
+def auth_conflict(env: Mapping[str, str], home: Path) -> str | None:
+    """Claude Code's "auth conflict": a login (claude.ai OAuth or ANTHROPIC_AUTH_TOKEN) and an API key."""
+    key = (env.get("ANTHROPIC_API_KEY") or "").strip()
+    if not key:
+        return None
+    logins = []
+    if claude_oauth_login(home):
+        logins.append("a claude.ai login (~/.claude/.credentials.json)")
+    if (env.get("ANTHROPIC_AUTH_TOKEN") or "").strip():
+        logins.append("ANTHROPIC_AUTH_TOKEN")
+    if not logins:
+        return None
+    return (f"auth conflict: ANTHROPIC_API_KEY is set and so is {' and '.join(logins)}. Claude Code warns "
+            "about this and may bill the API key instead of your subscription (or send the wrong credential "
+            "through the proxy). Keep one: `unset ANTHROPIC_API_KEY` (and remove it from settings.json), "
+            "or run `claude /logout` to use only the key.")
+
+
+def plan_for(client: str, target: Target, *, route_name: str | None = None, model: str | None = None,
+             env: Mapping[str, str] | None = None, home: Path | None = None) -> Plan:
+    env = os.environ if env is None else env
+    home = Path.home() if home is None else home
+    if client not in CLIENTS:
+        raise EnvError(f"unknown client {client!r}; one of: {', '.join(CLIENTS)}")
+    if target.forward:
+        return _forward_plan(client, target, env)
+    plan = Plan(client, "")
+    if target.routes is None:
+        plan.notes.append(
+            f"no running proxy found ({target.source.split(':')[0]}): assuming `firsttoken proxy --port "
+            f"{target.url.rsplit(':', 1)[1]}` with one upstream whose path has no /v1. Pass the same "
+            "--upstream as the proxy (or start it first) to be exact.")
+    if client in ("openai", "codex"):
+        route = pick_route(target, "openai", route_name)
+        base = openai_base(target, route)
+        plan.title = f"{client}: {_route_label(target, route)}"
+        _version_note(plan, route)
+        if client == "openai":
+            plan.exports.append(("OPENAI_BASE_URL", base))
+            plan.notes += [
+                "OpenAI SDKs read OPENAI_BASE_URL: Python `openai.OpenAI()` and Node `new OpenAI()` pick it up "
+                f"(or pass base_url / baseURL = {base}).",
+                "Code on openai<1.0 or LangChain's older classes read OPENAI_API_BASE instead: set it to the same value.",
+                "Keep OPENAI_API_KEY as it is: the proxy forwards it unchanged.",
+            ]
+            if not (env.get("OPENAI_API_KEY") or "").strip():
+                plan.warnings.append("OPENAI_API_KEY is not set in this shell: the SDK will refuse to start without it.")
+        else:
+            plan.exports.append(("OPENAI_BASE_URL", base))
+            plan.blocks.append(("~/.codex/config.toml", _codex_toml(base, model)))
+            plan.notes += [
+                "Codex: the config.toml block is the durable way; `model_provider` must stay above every "
+                "[table] in the file. For one shell, OPENAI_BASE_URL (read by Codex's built-in openai "
+                "provider) is enough.",
+                "wire_api = \"responses\": the upstream must serve the Responses API (/v1/responses); "
+                "Codex no longer supports chat completions.",
+                "env_key names the variable that holds the key; Codex sends it as Authorization: Bearer.",
+            ]
+        return plan
+    if client in ("claude-code", "anthropic"):
+        route = pick_route(target, "anthropic", route_name)
+        base, warns = anthropic_base(target, route)
+        plan.warnings += warns
+        plan.title = f"{client}: {_route_label(target, route)}"
+        plan.exports.append(("ANTHROPIC_BASE_URL", base))
+        third_party = route is not None and route.host != "unknown" and route.host != "api.anthropic.com" \
+            and not fwd.is_loopback(route.host)
+        if client == "anthropic":
+            plan.notes += [
+                "Anthropic SDKs read ANTHROPIC_BASE_URL (no /v1: the SDK adds /v1/messages); Python "
+                f"`anthropic.Anthropic()` / Node `new Anthropic()` pick it up (or pass base_url / baseURL = {base}).",
+                "Keep ANTHROPIC_API_KEY as it is: the proxy forwards it unchanged.",
+            ]
+        else:
+            envblock: dict[str, str] = {"ANTHROPIC_BASE_URL": base}
+            if third_party:
+                envblock["ANTHROPIC_AUTH_TOKEN"] = f"<your {route.host} key>"
+                plan.placeholders.append(("ANTHROPIC_AUTH_TOKEN", f"<your {route.host} key>"))
+            if model:
+                envblock["ANTHROPIC_MODEL"] = model
+                plan.exports.append(("ANTHROPIC_MODEL", model))
+            elif third_party:
+                envblock["ANTHROPIC_MODEL"] = f"<a model {route.host} serves>"
+                plan.placeholders.append(("ANTHROPIC_MODEL", f"<a model {route.host} serves>"))
+            plan.blocks.append(("~/.claude/settings.json (or ./.claude/settings.json for one project)",
+                                json.dumps({"env": envblock}, indent=2)))
+            plan.notes += [
+                "ANTHROPIC_BASE_URL has no /v1: Claude Code adds /v1/messages itself.",
+                "Auth: a claude.ai login or ANTHROPIC_API_KEY goes through the proxy unchanged — nothing to add. "
+                "ANTHROPIC_API_KEY is sent as x-api-key; ANTHROPIC_AUTH_TOKEN as Authorization: Bearer "
+                "(what gateways and Anthropic-compatible providers expect). Set only one of them.",
+                "ANTHROPIC_MODEL picks the model (needed when the upstream is not Anthropic).",
+                "Restart Claude Code after editing settings.json; `claude /status` shows the base URL in use.",
+            ]
+            conflict = auth_conflict(env, home)
+            if conflict:
+                plan.warnings.append(conflict)
+            if (env.get("ANTHROPIC_API_KEY") or "").strip() and (env.get("ANTHROPIC_AUTH_TOKEN") or "").strip():
+                plan.warnings.append("both ANTHROPIC_API_KEY and ANTHROPIC_AUTH_TOKEN are set: Claude Code sends "
+                                     "both headers; unset the one your upstream does not expect.")
+        return plan
+    if client == "cline":
+        return _cline_plan(plan, target, route_name, model)
+    return _curl_plan(plan, target, route_name, model)
+
+
+def _version_note(plan: Plan, route: Route | None) -> None:
+    if route is not None and has_version(route.prefix):
+        plan.notes.append(f"The upstream path {route.prefix!r} already holds the API version, so the base URL has "
+                          "no /v1 (the client appends /chat/completions or /responses to it).")
+
+
+def _codex_toml(base: str, model: str | None) -> str:
+    lines = ['model_provider = "firsttoken"']
+    lines.append(f'model = "{model}"' if model else '# model = "gpt-5-codex"')
+    lines += ["", "[model_providers.firsttoken]", 'name = "firsttoken"', f'base_url = "{base}"',
+              'env_key = "OPENAI_API_KEY"', 'wire_api = "responses"']
+    return "\n".join(lines)
+
+
+def _families(target: Target, route_name: str | None) -> list[tuple[str, Route | None]]:
+    """For clients that speak both APIs (cline, curl): which API each route serves."""
+    if target.routes is None and not route_name:
+        return [("openai", None), ("anthropic", None)]
+    if route_name or len(target.routes or []) <= 1:
+        r = pick_route(target, "openai", route_name)
+        return [("anthropic" if r is not None and _looks(r, "anthropic") else "openai", r)]
+    out = []
+    for fam in ("openai", "anthropic"):
+        try:
+            out.append((fam, pick_route(target, fam, None)))
+        except EnvError:
+            pass
+    if not out:
+        raise EnvError(f"the proxy has {len(target.routes or [])} routes; pass --route NAME")
+    return out
+
+
+def _cline_plan(plan: Plan, target: Target, route_name: str | None, model: str | None) -> Plan:
+    plan.title = f"cline: proxy {target.url}"
+    text: list[str] = []
+    for fam, route in _families(target, route_name):
+        if text:
+            text.append("")
+        if fam == "openai":
+            _version_note(plan, route)
+            text += ["API Provider: OpenAI Compatible",
+                     f"  Base URL: {openai_base(target, route)}",
+                     "  API Key:  your upstream's key (forwarded unchanged)",
+                     f"  Model ID: {model or '<the model name>'}"]
+        else:
+            base, warns = anthropic_base(target, route)
+            plan.warnings += warns
+            text += ["API Provider: Anthropic",
+                     "  tick 'Use custom base URL'",
+                     f"  Base URL: {base}   (no /v1)",
+                     "  API Key:  your Anthropic key (forwarded unchanged)"]
+    plan.blocks.append(("Cline settings (the gear icon in Cline's panel)", "\n".join(text)))
+    plan.notes.append("Cline reads no environment variables for this: set it in its settings panel.")
+    return plan
+
+
+def _curl_plan(plan: Plan, target: Target, route_name: str | None, model: str | None) -> Plan:
+    plan.title = f"curl: proxy {target.url}"
+    examples = []
+    for fam, route in _families(target, route_name):
+        if fam == "openai":
+            _version_note(plan, route)
+            plan.exports.append(("OPENAI_BASE_URL", openai_base(target, route)))
+            body = json.dumps({"model": model or "gpt-4o-mini", "stream": True,
+                               "stream_options": {"include_usage": True},
+                               "messages": [{"role": "user", "content": "Say hi"}]})
+            examples.append('curl -N "$OPENAI_BASE_URL/chat/completions" \\\n'
+                            '  -H "Authorization: Bearer $OPENAI_API_KEY" -H "Content-Type: application/json" \\\n'
+                            f"  -d '{body}'")
+        else:
+            base, warns = anthropic_base(target, route)
+            plan.warnings += warns
+            plan.exports.append(("ANTHROPIC_BASE_URL", base))
+            body = json.dumps({"model": model or "claude-sonnet-4-5", "max_tokens": 64, "stream": True,
+                               "messages": [{"role": "user", "content": "Say hi"}]})
+            examples.append('curl -N "$ANTHROPIC_BASE_URL/v1/messages" \\\n'
+                            '  -H "x-api-key: $ANTHROPIC_API_KEY" -H "anthropic-version: 2023-06-01" '
+                            '-H "Content-Type: application/json" \\\n'
+                            f"  -d '{body}'")
+    plan.blocks.append(("curl (-N prints the stream as it arrives)", "\n\n".join(examples)))
+    plan.notes.append("Then `firsttoken logs` lists the request and `firsttoken show <id>` draws its timeline.")
+    return plan
+
+
+def _forward_plan(client: str, target: Target, env: Mapping[str, str]) -> Plan:
+    ca = fwd.ca_cert_path(target.confdir)
+    bundle = ca.parent / "firsttoken-ca-bundle.pem"
+    plan = Plan(client, f"{client}: forward proxy {target.url} (HTTPS_PROXY; only LLM hosts are intercepted)")
+    plan.exports.append(("HTTPS_PROXY", target.url))
+    if not ca.exists():
+        plan.warnings.append(f"{ca} does not exist yet: start `firsttoken proxy --forward` once, then run this again.")
+    elif client in ("openai", "anthropic", "codex", "curl"):
+        try:
+            fwd.combined_ca_bundle(bundle, target.confdir)
+        except OSError as e:
+            plan.warnings.append(f"could not write {bundle}: {e}")
+    if client in ("claude-code", "cline"):
+        plan.exports.append(("NODE_EXTRA_CA_CERTS", str(ca)))
+        plan.notes.append("Node adds NODE_EXTRA_CA_CERTS to its own CAs; it is read at start-up only.")
+        if client == "claude-code":
+            plan.blocks.append(("~/.claude/settings.json", json.dumps(
+                {"env": {"HTTPS_PROXY": target.url, "NODE_EXTRA_CA_CERTS": str(ca)}}, indent=2)))
+        else:
+            plan.notes.append("Cline runs inside VS Code: start `code` from a shell with these set, or set "
+                              "VS Code's http.proxy; the CA must be in NODE_EXTRA_CA_CERTS of VS Code's process.")
+    elif client in ("openai", "anthropic"):
+        plan.exports += [("SSL_CERT_FILE", str(bundle)), ("REQUESTS_CA_BUNDLE", str(bundle))]
+        plan.exports.append(("NODE_EXTRA_CA_CERTS", str(ca)))
+        plan.notes.append(f"{bundle.name} = the public CAs (certifi) + mitmproxy's CA: SSL_CERT_FILE replaces a "
+                          "Python client's trust store, so it needs both. Node SDKs use NODE_EXTRA_CA_CERTS.")
+    elif client == "codex":
+        plan.exports.append(("SSL_CERT_FILE", str(bundle)))
+    elif client == "curl":
+        plan.exports.append(("CURL_CA_BUNDLE", str(bundle)))
+    no_proxy = env.get("NO_PROXY") or env.get("no_proxy") or ""
+    if "127.0.0.1" not in no_proxy and "localhost" not in no_proxy:
+        plan.exports.append(("NO_PROXY", ",".join(x for x in (no_proxy, "127.0.0.1,localhost") if x)))
+    return plan

@@ -1,0 +1,107 @@
+"""`firsttoken env CLIENT`: exactly what to set so a client goes through the proxy.
+
+The proxy's address and routes come from ``--upstream`` (same syntax as ``firsttoken
+proxy``), else from the state file a running proxy writes (``<db dir>/proxy.json``, see
+:func:`write_state`), else the defaults (port 8787, one route at the root). The rules:
+
+* OpenAI-style clients append ``/chat/completions`` / ``/responses`` to their base URL, so it
+  needs ``/v1`` — unless the upstream's path already carries a version (``https://host/v1``,
+  ``…/api/paas/v4``, ``…/v1beta/openai``): then the proxy adds it and the base URL must not.
+* Anthropic clients append ``/v1/messages`` themselves: ``ANTHROPIC_BASE_URL`` never ends in
+  ``/v1`` (and an upstream ending in ``/v1`` would produce ``/v1/v1/messages``).
+* Keys are never printed: the client keeps its own, the proxy forwards it unchanged.
+
+The pieces live in their own modules and are re-exported here: the state file in
+proxy_state.py, the target, routes and base-URL rules in env_target.py, the per-client
+plans in env_clients.py. This module renders a plan and holds the click command.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+import click
+
+from firsttoken.cli.options import db_option
+from firsttoken.cli.env.clients import CLIENTS, Plan, auth_conflict, claude_oauth_login, plan_for
+from firsttoken.cli.env.target import DEFAULT_PORT, EnvError, Target, anthropic_base, count_versions, ends_in_v1, has_version, openai_base, pick_route, resolve_target
+from firsttoken.cli.proxy.state import STATE_FILE, clear_state, read_states, state_path, state_routes, write_state
+
+__all__ = [
+    "CLIENTS", "DEFAULT_PORT", "STATE_FILE", "EnvError", "Plan", "Target", "anthropic_base", "auth_conflict",
+    "claude_oauth_login", "clear_state", "count_versions", "ends_in_v1", "env", "has_version", "openai_base",
+    "pick_route", "plan_for", "read_states", "render", "resolve_target", "state_path", "state_routes", "write_state",
+]
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def _ps_quote(v: str) -> str:
+    return '"' + v.replace("`", "``").replace('"', '`"').replace("$", "`$") + '"'
+
+
+def render(plan: Plan, fmt: str = "human") -> str:
+    """``human``: blocks and notes; ``shell``: ``export`` lines; ``powershell``: ``$env:`` lines.
+    The shell formats hold only assignments and ``#`` comments, so they can be eval'd."""
+    lines: list[str] = []
+    if fmt in ("shell", "powershell"):
+        lines.append(f"# firsttoken env {plan.title}")
+        for k, v in plan.exports:
+            lines.append(f"export {k}={shlex.quote(v)}" if fmt == "shell" else f"$env:{k} = {_ps_quote(v)}")
+        for k, v in plan.placeholders:
+            lines.append(f"# export {k}={shlex.quote(v)}" if fmt == "shell" else f"# $env:{k} = {_ps_quote(v)}")
+        if not plan.exports:
+            lines.append("# nothing to set in the environment for this client:")
+            for where, text in plan.blocks:
+                lines.append(f"# {where}:")
+                lines += [f"#   {t}" for t in text.splitlines()]
+        return "\n".join(lines) + "\n"
+    lines.append(f"firsttoken env {plan.title}")
+    lines.append("")
+    if plan.exports and plan.client not in ("cline",):
+        lines.append("Environment (shell):")
+        for k, v in plan.exports:
+            lines.append(f"  export {k}={shlex.quote(v)}")
+        for k, v in plan.placeholders:
+            lines.append(f"  export {k}={shlex.quote(v)}   # fill in")
+        lines.append("")
+    for where, text in plan.blocks:
+        lines.append(f"{where}:")
+        lines += [f"  {t}" if t else "" for t in text.splitlines()]
+        lines.append("")
+    for n in plan.notes:
+        lines.append(f"- {n}")
+    if plan.exports:
+        lines.append(f'- In a shell: eval "$(firsttoken env {plan.client} --shell)" with the same options '
+                     f"(PowerShell: firsttoken env {plan.client} --powershell | Invoke-Expression)")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+# -- the command -------------------------------------------------------------------------------
+
+@click.command("env")
+@click.argument("client", type=click.Choice(CLIENTS))
+@click.option("--port", "-p", type=int, default=None, help="The proxy's port (default: the running proxy's, else 8787).")
+@click.option("--host", default=None, help="The proxy's address (default 127.0.0.1).")
+@click.option("--route", "route_name", default=None, metavar="NAME", help="Which route (for a proxy with several upstreams).")
+@click.option("--upstream", "-u", "upstreams", multiple=True, metavar="[NAME=]URL",
+              help="The proxy's upstreams, as given to `firsttoken proxy` (default: read from the running proxy).")
+@click.option("--model", default=None, help="Model to put in the settings (ANTHROPIC_MODEL, Codex model).")
+@click.option("--forward", "forward_mode", is_flag=True, help="Settings for `firsttoken proxy --forward` (HTTPS_PROXY + CA).")
+@click.option("--shell", "fmt", flag_value="shell", help="Only `export` lines, for eval \"$(firsttoken env … --shell)\".")
+@click.option("--powershell", "fmt", flag_value="powershell", help="Only `$env:X = \"…\"` lines.")
+@db_option
+def env(client, port, host, route_name, upstreams, model, forward_mode, fmt, db_path):
+    """Print what to set so CLIENT goes through the proxy.
+
+    CLIENT: claude-code, openai (Python/Node SDK), anthropic (SDK), cline, codex or curl.
+    Keys are never printed: clients keep their own and the proxy forwards them unchanged.
+    """
+    target = resolve_target(upstreams=upstreams, port=port, host=host, db_path=db_path, forward=forward_mode)
+    plan = plan_for(client, target, route_name=route_name, model=model)
+    click.echo(render(plan, fmt or "human"), nl=False)
+    for n in plan.notes if fmt else []:
+        if n.startswith("no running proxy found"):
+            click.echo(f"note: {n}", err=True)
+    for w in plan.warnings:
+        click.echo(f"warning: {w}", err=True)

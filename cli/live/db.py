@@ -1,0 +1,170 @@
+"""The live view of a proxy running elsewhere (``firsttoken live``): its database, read-only.
+
+``DbSource`` polls the SQLite file without ever creating, migrating or writing it. In-flight
+rows are those with ``state='in_flight'``; their elapsed time comes from ``started_at``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sqlite3
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from firsttoken.cli.live.data import DEFAULT_WINDOW, RECENT_KEEP, ROW_FIELDS, FlightView, LiveSnapshot, ModelStats, Tally, model_stats, slim
+
+#: in-flight DB rows older than this are leftovers of a proxy that was killed, not live requests
+STALE_IN_FLIGHT_S = 15 * 60
+
+
+def parse_iso(s: str | None) -> float | None:
+    if not s:
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.timezone.utc)
+    return t.timestamp()
+
+
+def iso(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def connect_ro(path: str | Path) -> sqlite3.Connection:
+    """A read-only connection: never creates, migrates or writes the file."""
+    p = Path(path).expanduser().resolve()
+    if not p.exists():
+        raise FileNotFoundError(
+            f"no firsttoken database at {p}: start `firsttoken proxy` (with the same --db) first, "
+            "or point --db / FIRSTTOKEN_DB at the right file"
+        )
+    conn = sqlite3.connect(f"{p.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=5)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 5000")
+    return conn
+
+
+class DbSource:
+    """Polls a proxy's database read-only and keeps what the view needs between polls.
+
+    ``poll()`` returns the requests that finished since the previous poll (oldest first) and
+    refreshes the in-flight rows; ``snapshot()`` builds a ``LiveSnapshot`` (elapsed timers
+    advance between polls).
+    """
+
+    def __init__(self, path: str | Path, window: int = DEFAULT_WINDOW, history: int = 500) -> None:
+        self.path = str(path)
+        self.window = window
+        self.history = history
+        self.conn = connect_ro(path)
+        self.attached = time.time()
+        self.tally = Tally()
+        self.in_flight: list[dict[str, Any]] = []
+        self.recent: list[dict[str, Any]] = []  # finished rows, newest last (window for stats)
+        self.routes: list[tuple[str, str]] = []
+        self.note: str | None = None
+        self._seen: dict[str, str] = {}  # id -> started_at of finished rows already reported
+        self._cutoff = self.attached  # finished rows that started before this were reported (or predate us)
+        self._first = True
+        self._derived: tuple[list[dict[str, Any]], list[ModelStats]] | None = None  # recent + stats, until new rows
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        from firsttoken.addon.store.queries import decode_row
+
+        return [decode_row(dict(r)) for r in self.conn.execute(sql, list(params)).fetchall()]
+
+    def poll(self) -> list[dict[str, Any]]:
+        try:
+            return self._poll()
+        except sqlite3.OperationalError as e:
+            msg = str(e)
+            self.note = ("waiting for the proxy to create its tables" if "no such table" in msg
+                         else f"database busy or unreadable ({msg}); retrying")
+            return []
+
+    def _poll(self) -> list[dict[str, Any]]:
+        now = time.time()
+        cols = ", ".join(ROW_FIELDS)
+        self.in_flight = self._query(
+            f"SELECT {cols}, phase FROM requests WHERE state = 'in_flight' AND started_at >= ? ORDER BY started_at",
+            [iso(now - STALE_IN_FLIGHT_S)],
+        )
+        if self._first:
+            # What finished before we attached is history: it fills the table and the
+            # percentiles but is not reported as new, nor counted in this session's totals.
+            hist = self._query(
+                f"SELECT {cols} FROM requests WHERE state = 'done' ORDER BY started_at DESC LIMIT ?", [self.history]
+            )
+            hist.reverse()
+            self.recent = hist
+            self._derived = None
+            for r in hist:
+                self._seen[r["id"]] = r["started_at"] or ""
+            self.routes = [
+                (r["route"] or "default", r["upstream"] or "–")
+                for r in self._query(
+                    "SELECT route, upstream, MAX(started_at) AS last FROM requests "
+                    "WHERE upstream IS NOT NULL GROUP BY route, upstream ORDER BY last DESC LIMIT 8"
+                )
+            ]
+            self._cutoff = min([self.attached] + [parse_iso(r["started_at"]) or now for r in self.in_flight])
+            self._first = False
+            self.note = None
+            return []
+        # A request that finishes now started at most a few seconds before the oldest one we
+        # saw in flight (or before our previous poll, allowing for the writer's batching).
+        since = min([self._cutoff] + [parse_iso(r["started_at"]) or self._cutoff for r in self.in_flight])
+        rows = self._query(
+            f"SELECT {cols} FROM requests WHERE state = 'done' AND started_at >= ? ORDER BY started_at",
+            [iso(since - 5.0)],
+        )
+        new = [r for r in rows if r["id"] not in self._seen]
+        for r in new:
+            self._seen[r["id"]] = r["started_at"] or ""
+            self.tally.add(r)
+            if r.get("upstream") and (r.get("route") or "default", r["upstream"]) not in self.routes:
+                self.routes.append((r.get("route") or "default", r["upstream"]))
+        if new:
+            self.recent = (self.recent + new)[-self.history:]
+            self._derived = None
+        self._cutoff = min([now] + [parse_iso(r["started_at"]) or now for r in self.in_flight])
+        horizon = iso(self._cutoff - 60.0)
+        self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
+        self.note = None
+        return new
+
+    def snapshot(self, wall_now: float | None = None) -> LiveSnapshot:
+        now = wall_now or time.time()
+        if self._derived is None:
+            self._derived = ([slim(r) for r in self.recent[-RECENT_KEEP:]], model_stats(self.recent, self.window))
+        recent, models = self._derived
+        flights = []
+        for r in self.in_flight:
+            started = parse_iso(r.get("started_at")) or now
+            flights.append(FlightView(
+                id=r["id"], elapsed_s=max(0.0, now - started), phase=r.get("phase") or "connecting",
+                route=r.get("route"), model=r.get("model"), api=r.get("api"), path=r.get("path"),
+                status=r.get("status"), prompt_tokens_est=r.get("prompt_tokens_est"),
+            ))
+        return LiveSnapshot(
+            routes=list(self.routes),
+            base_url=None,
+            db_path=self.path,
+            uptime_s=now - self.attached,
+            requests=self.tally.requests,
+            errors=self.tally.errors,
+            in_flight=flights,
+            recent=list(recent),
+            models=list(models),
+            window=self.window,
+            attached=True,
+            note=self.note,
+        )

@@ -1,0 +1,284 @@
+"""Running the live view: a refresh thread (≤ 4 Hz) around ``rich.live.Live``.
+
+The thread never touches the proxy's event loop. Each frame it builds a ``LiveSnapshot``
+(``Capture.snapshot()`` copies, or a read-only DB poll), renders it for the terminal's
+current size and prints the requests that finished since the last frame into the
+scrollback above the live area. Finished records reach it through ``push`` (a queue put,
+cheap enough for the analyzer thread that calls it).
+
+``serve_with_live`` runs ``firsttoken proxy`` with the view; ``live`` is the
+``firsttoken live`` command, which attaches to a proxy running elsewhere through its DB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+import click
+from rich.console import Console, Group
+from rich.live import Live
+from rich.text import Text
+
+from firsttoken.cli.live import render as view
+from firsttoken.cli.live.state import DEFAULT_WINDOW, DbSource, LiveSnapshot, Tally, from_capture, slim
+
+log = logging.getLogger("firsttoken")
+
+MAX_HZ = 4.0
+
+
+def default_lang() -> str:
+    """zh when the locale says so, else en (labels only; findings carry their own language)."""
+    import os
+
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
+        v = os.environ.get(var)
+        if v:
+            return "zh" if v.lower().startswith("zh") else "en"
+    return "en"
+
+
+class LiveRunner:
+    """Owns the terminal while it runs: one thread renders, prints and (optionally) polls.
+
+    ``build`` returns the snapshot to draw; ``poll`` (optional, called every
+    ``poll_interval`` s on the same thread) returns rows that finished since its last call.
+    """
+
+    def __init__(
+        self,
+        build: Callable[[], LiveSnapshot],
+        *,
+        console: Console | None = None,
+        lang: str = "en",
+        hz: float = MAX_HZ,
+        poll: Callable[[], list[dict[str, Any]]] | None = None,
+        poll_interval: float = 0.5,
+        transient: bool = True,
+    ) -> None:
+        self.build = build
+        self.console = console or Console(highlight=False)
+        self.lang = lang
+        self.period = 1.0 / min(max(hz, 0.1), MAX_HZ)
+        self.poll = poll
+        self.poll_interval = poll_interval
+        self.transient = transient
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._started = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.frames = 0
+        self.busy_s = 0.0  # time spent building + rendering frames
+        self.skipped = 0  # idle frames that needed no drawing
+        self._last_key: tuple | None = None
+        self.error: str | None = None
+
+    # -- from other threads ------------------------------------------------------------------
+    def push(self, record: Any) -> None:
+        """A request finished (any thread): it goes into the scrollback on the next frame."""
+        self._q.put(record)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="firsttoken-live", daemon=True)
+            self._thread.start()
+            self._started.wait(5)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Print what is still queued, draw a last frame, give the terminal back."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- the thread -------------------------------------------------------------------------------
+    def _run(self) -> None:
+        live = Live(console=self.console, auto_refresh=False, transient=self.transient,
+                    redirect_stdout=True, redirect_stderr=True, vertical_overflow="crop")
+        try:
+            live.start()
+        finally:
+            self._started.set()
+        next_poll = 0.0
+        try:
+            while True:
+                t0 = time.perf_counter()
+                if self.poll is not None and t0 >= next_poll:
+                    for row in self._safe(self.poll) or []:
+                        self._q.put(row)
+                    next_poll = t0 + self.poll_interval
+                self._frame(live)
+                self.busy_s += time.perf_counter() - t0
+                self.frames += 1
+                if self._stop.wait(max(0.05, self.period - (time.perf_counter() - t0))):
+                    break
+            if self.poll is not None:
+                for row in self._safe(self.poll) or []:
+                    self._q.put(row)
+            self._frame(live)
+        finally:
+            live.stop()
+
+    def _safe(self, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as e:  # a bad frame must not take the proxy down
+            if self.error is None:
+                log.exception("firsttoken: live view failed")
+            self.error = f"{type(e).__name__}: {e}"
+            return None
+
+    def _frame(self, live: Live) -> None:
+        width, height = self.console.size
+        done = []
+        while True:
+            try:
+                done.append(self._q.get_nowait())
+            except queue.Empty:
+                break
+        if done:
+            entries = []
+            for i, r in enumerate(done):
+                entries.append(self._safe(lambda r=r: view.scroll_entry(slim(r), width, self.lang)))
+                if i % 8 == 7:
+                    time.sleep(0)  # hand the GIL to the proxy's loop if it is waiting
+            live.console.print(Group(*[e for e in entries if e is not None]))
+            time.sleep(0)
+        snap = self._safe(self.build)
+        if snap is not None:
+            # Nothing in flight and nothing new: the frame would only differ in its uptime
+            # (whole seconds), so most idle frames cost one snapshot and no drawing.
+            key = (snap.requests, snap.errors, int(snap.uptime_s), snap.note, len(snap.routes), width, height)
+            if not snap.in_flight and not done and key == self._last_key:
+                self.skipped += 1
+                return
+            self._last_key = None if snap.in_flight else key
+            time.sleep(0)
+            body = self._safe(lambda: view.render(snap, width, self.lang, height=max(5, height - 1)))
+            time.sleep(0)
+            if body is not None:
+                live.update(body, refresh=True)
+                return
+        self._last_key = None
+        live.update(Text(f"firsttoken: live view error ({self.error}); traffic is unaffected", style="red"), refresh=True)
+
+
+def stop_line(requests: int, errors: int, db: str | None, lang: str, attached: bool = False) -> Text:
+    zh = lang == "zh"
+    if attached:
+        head = "firsttoken live 已退出（代理仍在运行）" if zh else "firsttoken live detached (the proxy keeps running)"
+    else:
+        head = "firsttoken 已停止" if zh else "firsttoken stopped"
+    t = Text(head, style="bold")
+    t.append(f" · {view.counted(requests, 'requests', lang)} · {view.counted(errors, 'errors', lang)}")
+    if db:
+        t.append(f" · {'所有记录在' if zh else 'every record is in'} {db}")
+    return t
+
+
+# -- firsttoken proxy -------------------------------------------------------------------------------
+def serve_with_live(server: Any, console: Console, lang: str, *, window: int = DEFAULT_WINDOW) -> Tally:
+    """Run ``server`` (a ProxyServer) until Ctrl-C/SIGTERM with the live view; print the summary.
+
+    Raises what ``server.serve`` raises (ProxyStartError) after giving the terminal back.
+    """
+    tally = Tally()
+    cache: dict[str, Any] = {}
+    runner = LiveRunner(
+        lambda: from_capture(server.capture, listen_url=server.url, tally=tally, window=window, cache=cache),
+        console=console, lang=lang,
+    )
+
+    def on_record(rec: Any) -> None:  # analyzer thread: count and queue, nothing more
+        tally.add(rec)
+        runner.push(rec)
+
+    server.capture.listeners.append(on_record)
+    try:
+        # Ctrl-C / SIGTERM → master.shutdown on the loop: in-flight requests are closed as
+        # records, the analyzer and writer drain, then serve() returns.
+        asyncio.run(server.serve(on_ready=lambda s: runner.start(), handle_signals=True))
+    except KeyboardInterrupt:  # before the signal handlers were installed
+        pass
+    finally:
+        runner.stop()
+        if on_record in server.capture.listeners:
+            server.capture.listeners.remove(on_record)
+    print_summary(console, tally, server.db, lang)
+    return tally
+
+
+def print_summary(console: Console, tally: Tally, db: str | None, lang: str, attached: bool = False) -> None:
+    console.print(stop_line(tally.requests, tally.errors, db, lang, attached))
+    console.print(view.summary(tally.summary(), console.width, lang))
+
+
+# -- firsttoken live ----------------------------------------------------------------------------------
+def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: float = 0.5, console: Console | None = None) -> None:
+    """Follow the database of a proxy running elsewhere until Ctrl-C (read-only)."""
+    from firsttoken.cli import output
+
+    console = console or Console(highlight=False)
+    src = DbSource(db_path, window=window)
+
+    def on_term(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() else None
+    try:
+        if sys.stdout.isatty() and console.is_terminal:
+            runner = LiveRunner(src.snapshot, console=console, lang=lang, poll=src.poll, poll_interval=interval)
+            src.poll()  # history first: the first frame already has the table and percentiles
+            runner.start()
+            try:
+                while runner.alive:
+                    time.sleep(0.2)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                runner.stop()
+        else:  # piped: one plain line per finished request, like `tail -f`
+            src.poll()
+            try:
+                while True:
+                    for row in src.poll():
+                        console.print(output.line(row), soft_wrap=True, highlight=False, markup=False)
+                    time.sleep(interval)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+        src.close()
+    print_summary(console, src.tally, db_path, lang, attached=True)
+
+
+@click.command("live")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
+              help="The database the proxy writes (default: per-user data dir; $FIRSTTOKEN_DB overrides).")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of the labels (default: locale).")
+@click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
+              help="Finished requests per model the rolling P50/P95 cover.")
+@click.option("--interval", type=float, default=0.5, show_default=True, help="Seconds between reads of the database.")
+def live(db_path, lang, window, interval):
+    """Watch a proxy running elsewhere (another terminal, a service) through its database, read-only.
+
+    Shows requests in flight with their phase and elapsed time, requests as they finish, and
+    per-model P50/P95 of TTFB, TTFT and the prefill gap. Ctrl-C prints a per-model summary.
+    """
+    from firsttoken.cli.options import fail, resolve_db
+
+    try:
+        attach(resolve_db(db_path), lang or default_lang(), window=max(1, window), interval=max(0.1, interval))
+    except FileNotFoundError as e:
+        fail(str(e))

@@ -1,0 +1,91 @@
+"""`firsttoken proxy`: start, print where to point clients, then the live view or plain lines.
+
+The live view (cli/live_runner.py) is the default when stdout is a terminal; ``--no-live``
+or a pipe/file gives one plain line per finished request (cli/output.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+from rich.console import Console
+
+from firsttoken.addon.routing import RouteError
+
+from firsttoken.addon import forward as fwd
+
+from firsttoken.cli import output
+from firsttoken.cli.env.command import clear_state, write_state
+from firsttoken.cli.options import fail, resolve_db
+from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+
+
+def banner(server: ProxyServer, out: Console) -> None:
+    out.print(f"[bold]firsttoken[/] listening on [bold]{server.url}[/]  (db: {server.db})")
+    if server.metrics_url:
+        out.print(f"  Prometheus metrics: {server.metrics_url}", markup=False)
+    if server.otlp_endpoint:
+        out.print(f"  OpenTelemetry metrics (OTLP/HTTP) -> {server.otlp_endpoint}", markup=False)
+    if server.forward_mode:
+        for line in fwd.client_hints(server.url, server.options.get("confdir")):
+            out.print(line, markup=False)
+        out.print("`firsttoken env CLIENT --forward` prints the exact settings; Ctrl-C stops.", markup=False)
+        return
+    for r in server.routes:
+        out.print(f"  {server.url}{r.mount or ''}  →  {r.url}")
+    base = server.url + (server.routes[0].mount or "")
+    out.print(f"Point your client here, e.g. OPENAI_BASE_URL={base}{'' if base.endswith('/v1') or server.routes[0].prefix.endswith('/v1') else '/v1'}"
+              f"  or  ANTHROPIC_BASE_URL={base}  (Ctrl-C stops and writes every pending record)")
+
+
+def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
+        forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None) -> None:
+    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    try:
+        server = ProxyServer(
+            upstreams, resolve_db(db_path), host=host, port=port, save_bodies=save_bodies,
+            insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
+            stall_ms=stall_ms, lang=lang or "",
+            forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
+            otlp_endpoint=otlp_endpoint,
+        )
+    except RouteError as e:
+        fail(str(e), 2)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err.print(f"[yellow]warning:[/] listening on {host}: the proxy (and the API keys your clients send through it) "
+                  "is reachable from the network. Use --host 127.0.0.1 unless you mean it.")
+    if insecure_upstream:
+        err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
+
+    server.on_listen.append(write_state)  # <db dir>/proxy.json: `firsttoken env` / `doctor` find this proxy
+    try:
+        _serve(server, out, lang, no_live)
+    finally:
+        clear_state(server)
+
+
+def _serve(server, out, lang, no_live) -> None:
+    if not no_live and sys.stdout.isatty():
+        from firsttoken.cli.live.runner import default_lang, serve_with_live
+
+        try:
+            serve_with_live(server, out, lang or default_lang())
+        except ProxyStartError as e:
+            fail(str(e))
+        sys.stdout.flush()
+        return
+
+    def on_record(rec) -> None:
+        out.print(output.line(rec.row()), soft_wrap=True, markup=False)
+
+    server.capture.listeners.append(on_record)
+    try:
+        asyncio.run(server.serve(on_ready=lambda s: banner(s, out), handle_signals=True))
+    except ProxyStartError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        pass
+    out.print("firsttoken stopped; every record is in " + server.db, markup=False)
+    sys.stdout.flush()

@@ -1,0 +1,242 @@
+"""Embedding mitmproxy: the firsttoken proxy as an object (for the CLI, the demo and tests).
+
+mitmproxy runs without its own terminal output (no termlog, no dumper); its warnings are
+kept in ``self.messages`` and startup errors become a ``ProxyStartError`` with a plain
+sentence. SIGINT/SIGTERM shut it down cleanly: every pending record is written first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import signal
+import threading
+from typing import Any, Callable
+
+from firsttoken.addon import forward as fwd
+from firsttoken.addon import addons, routing
+from firsttoken.addon.capture import Capture
+from firsttoken.addon.metrics import MetricsAddon
+from firsttoken.addon.otel import OtelAddon
+
+
+class ProxyStartError(RuntimeError):
+    pass
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: collections.deque[logging.LogRecord] = collections.deque(maxlen=200)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+class ProxyServer:
+    def __init__(
+        self,
+        upstreams: list[str],
+        db: str,
+        host: str = "127.0.0.1",
+        port: int = 8787,
+        *,
+        save_bodies: bool = False,
+        insecure_upstream: bool = False,
+        warn_prompt_tokens: int = 8000,
+        stall_ms: int = 1000,
+        lang: str = "",
+        extra_options: dict[str, Any] | None = None,
+        addon: Any = None,
+        forward_mode: bool = False,
+        host_match: list[str] | tuple[str, ...] = (),
+        metrics_port: int | None = None,
+        metrics_host: str = "127.0.0.1",
+        otlp_endpoint: str | None = None,
+    ) -> None:
+        self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
+        if forward_mode and self.routes:
+            raise routing.RouteError("--forward records whichever LLM host the client asks for: drop --upstream "
+                                     "(or drop --forward to run in front of that upstream)")
+        if not forward_mode and not self.routes:
+            raise routing.RouteError("no upstream given: pass --upstream https://your-llm-endpoint/…")
+        self.forward_mode = forward_mode
+        self.upstreams = list(upstreams)
+        self.db = str(db)
+        self.host = host
+        self.port = port
+        self.options: dict[str, Any] = dict(
+            listen_host=host,
+            listen_port=port,
+            mode=([f"reverse:{self.routes[0].scheme}://{self.routes[0].host}:{self.routes[0].port}"]
+                  if self.routes else ["regular"]),
+            connection_strategy="lazy",
+            ssl_insecure=insecure_upstream,
+            firsttoken_db=self.db,
+            firsttoken_upstream=self.upstreams,
+            firsttoken_save_bodies=save_bodies,
+            firsttoken_warn_prompt_tokens=warn_prompt_tokens,
+            firsttoken_stall_ms=stall_ms,
+            firsttoken_lang=lang,
+        )
+        if forward_mode:
+            self.options.update(fwd.mitmproxy_options(host_match))  # HostMatchError is a RouteError
+        if metrics_port is not None:
+            self.options.update(firsttoken_metrics_port=metrics_port, firsttoken_metrics_host=metrics_host)
+        if otlp_endpoint:
+            self.options.update(firsttoken_otlp_endpoint=otlp_endpoint)
+        if addon is not None:  # another addon instead of firsttoken's (benchmarks: bare mitmproxy)
+            self.addons: list[Any] = [addon]
+            self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
+        else:
+            self.addons = addons()
+        self.capture = next((a for a in self.addons if isinstance(a, Capture)), addon)
+        self.metrics = next((a for a in self.addons if isinstance(a, MetricsAddon)), None)
+        self.otel = next((a for a in self.addons if isinstance(a, OtelAddon)), None)
+        self.options.update(extra_options or {})
+        self.master = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.bound_port: int | None = None
+        self._log = _Collect()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._start_error: BaseException | None = None
+        self.on_listen: list[Callable[["ProxyServer"], None]] = []  # called once listening
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
+        return f"http://{host}:{self.bound_port}"
+
+    # -- running -------------------------------------------------------------------
+    async def serve(self, on_ready: Callable[["ProxyServer"], None] | None = None, handle_signals: bool = False) -> None:
+        """Run until shutdown() (or a signal, with handle_signals)."""
+        from mitmproxy import addons as mitm_addons
+        from mitmproxy import options as mitm_options
+        from mitmproxy.master import Master
+
+        self.loop = asyncio.get_running_loop()
+        if isinstance(self.capture, Capture):
+            self._check_db()
+        for name in ("mitmproxy", "firsttoken", "opentelemetry"):
+            logging.getLogger(name).addHandler(self._log)
+            logging.getLogger(name).propagate = False
+        opts = mitm_options.Options()
+        master = Master(opts, event_loop=self.loop)
+        master.addons.add(*mitm_addons.default_addons())
+        master.addons.add(*self.addons)
+        try:
+            opts.update(**self.options)
+        except Exception as e:
+            raise ProxyStartError(f"firsttoken could not configure the proxy: {e}") from None
+        self.master = master
+        try:
+            await self._run(master, on_ready, handle_signals)
+        finally:
+            for name in ("mitmproxy", "firsttoken", "opentelemetry"):
+                logging.getLogger(name).removeHandler(self._log)
+
+    async def _run(self, master, on_ready, handle_signals: bool) -> None:
+        task = asyncio.create_task(master.run())
+        ps = master.addons.get("proxyserver")
+        for _ in range(1000):
+            if ps.listen_addrs() or task.done():
+                break
+            await asyncio.sleep(0.01)
+        addrs = ps.listen_addrs()
+        if not addrs:
+            errors = [r.getMessage() for r in self._log.records if r.levelno >= logging.ERROR]
+            master.shutdown()
+            try:
+                await asyncio.wait_for(task, 5)
+            except Exception:
+                pass
+            why = errors[-1] if errors else "unknown reason"
+            raise ProxyStartError(
+                f"firsttoken could not listen on {self.host}:{self.port}: {why}. "
+                "Is another proxy already running there? Pick another port with --port."
+            )
+        self.bound_port = addrs[0][1]
+        for fn in self.on_listen:
+            fn(self)
+        if handle_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    self.loop.add_signal_handler(sig, master.shutdown)
+                except (NotImplementedError, RuntimeError):
+                    pass
+        if on_ready:
+            on_ready(self)
+        await task
+
+    def _check_db(self) -> None:
+        """Fail before listening when the database cannot be written (and migrate it now)."""
+        from firsttoken.addon.store.db import open_db
+
+        try:
+            open_db(self.db).conn.close()
+        except Exception as e:
+            raise ProxyStartError(
+                f"firsttoken cannot write its database {self.db}: {e}. "
+                "Pass a writable file with --db (or set FIRSTTOKEN_DB)."
+            ) from None
+
+    def shutdown(self) -> None:
+        if self.master is not None:
+            self.master.shutdown()
+
+    @property
+    def metrics_url(self) -> str | None:
+        return self.metrics.url if self.metrics is not None else None
+
+    @property
+    def otlp_endpoint(self) -> str | None:
+        return self.otel.endpoint if self.otel is not None else None
+
+    @property
+    def messages(self) -> list[str]:
+        return [r.getMessage() for r in self._log.records]
+
+    # -- in a background thread (tests, demo) -------------------------------------------
+    def start(self, timeout: float = 15.0) -> "ProxyServer":
+        def run() -> None:
+            try:
+                asyncio.run(self.serve(on_ready=lambda _: self._ready.set()))
+            except BaseException as e:  # noqa: BLE001 - reported to the starting thread
+                self._start_error = e
+                self._ready.set()
+
+        self._thread = threading.Thread(target=run, name="firsttoken-proxy", daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout):
+            raise ProxyStartError("firsttoken proxy did not start within %.0f s" % timeout)
+        if self._start_error is not None:
+            raise self._start_error
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.loop is not None and self.master is not None:
+            self.loop.call_soon_threadsafe(self.master.shutdown)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def flush(self, timeout: float = 10.0, settle: float = 2.0) -> None:
+        """Wait until every request so far is in the database.
+
+        A client can finish reading a response a moment before the proxy's own response hook
+        has run, so first wait (up to ``settle`` seconds) for requests still in flight."""
+        import time
+
+        flights = getattr(self.capture, "flights", None)
+        deadline = time.monotonic() + settle
+        while flights and time.monotonic() < deadline:
+            time.sleep(0.005)
+        if getattr(self.capture, "analyzer", None) is not None:
+            self.capture.analyzer.flush(timeout)
+
+    def __enter__(self) -> "ProxyServer":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

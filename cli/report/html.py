@@ -1,0 +1,134 @@
+"""The HTML of `firsttoken report`: one self-contained file, charts as inline SVG drawn here.
+
+No scripts, no fonts, no images, no links: it opens offline and can be mailed around.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any, Iterable
+
+from firsttoken.cli import output
+
+PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
+SEV_COLOR = {"error": "#dc2626", "warn": "#d97706", "info": "#0891b2"}
+PCT_SHADES = {"p99": "#dbeafe", "p95": "#93c5fd", "p90": "#60a5fa", "p50": "#1d4ed8"}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#111827;margin:24px auto;max-width:1100px;padding:0 16px}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e5e7eb;padding-bottom:4px}
+.meta{color:#6b7280;font-size:13px}table{border-collapse:collapse;width:100%;font-size:13px}
+th,td{padding:4px 8px;border-bottom:1px solid #f3f4f6;text-align:left;vertical-align:top}th{background:#f9fafb;font-weight:600}
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.warn{color:#b45309}.dim{color:#6b7280}
+.bar{display:inline-block;height:10px;border-radius:2px;vertical-align:middle}
+svg{display:block;margin:8px 0}svg text{font:11px system-ui,sans-serif;fill:#374151}
+.legend span{display:inline-block;margin-right:14px;font-size:12px}.sw{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px;vertical-align:middle}
+.charts svg{margin-bottom:14px}
+"""
+
+
+def esc(v: Any) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.floor(lo / step) * step
+    return [start + i * step for i in range(int(math.ceil((hi - start) / step)) + 1)]
+
+
+def _num(v: float) -> str:
+    if abs(v) >= 1000:
+        return f"{v / 1000:g}k"
+    return f"{v:g}"
+
+
+def scatter_svg(series: dict[str, list[tuple[float, float]]], fits: dict[str, tuple[float, float]],
+                colors: dict[str, str], w: int = 1040, h: int = 400) -> str:
+    """TTFT (y, ms) against prompt tokens (x), one colour per model, with each model's fitted line."""
+    pts = [p for ps in series.values() for p in ps]
+    if not pts:
+        return '<p class="dim">No requests with both a TTFT and a prompt size.</p>'
+    ml, mr, mt, mb = 60, 16, 12, 40
+    xs = nice_ticks(0, max(p[0] for p in pts))
+    ys = nice_ticks(0, max(p[1] for p in pts))
+    x1, y1 = xs[-1], ys[-1]
+    sx = lambda x: ml + (w - ml - mr) * x / x1  # noqa: E731
+    sy = lambda y: h - mb - (h - mt - mb) * y / y1  # noqa: E731
+    out = [f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="TTFT versus prompt tokens">']
+    for t in xs:
+        out.append(f'<line x1="{sx(t):.1f}" y1="{mt}" x2="{sx(t):.1f}" y2="{h - mb}" stroke="#f3f4f6"/>'
+                   f'<text x="{sx(t):.1f}" y="{h - mb + 16}" text-anchor="middle">{_num(t)}</text>')
+    for t in ys:
+        out.append(f'<line x1="{ml}" y1="{sy(t):.1f}" x2="{w - mr}" y2="{sy(t):.1f}" stroke="#f3f4f6"/>'
+                   f'<text x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{esc(output.ms(t))}</text>')
+    out.append(f'<line x1="{ml}" y1="{h - mb}" x2="{w - mr}" y2="{h - mb}" stroke="#9ca3af"/>'
+               f'<line x1="{ml}" y1="{mt}" x2="{ml}" y2="{h - mb}" stroke="#9ca3af"/>'
+               f'<text x="{(w + ml) / 2:.0f}" y="{h - 6}" text-anchor="middle">prompt tokens</text>'
+               f'<text x="14" y="{(h - mb) / 2:.0f}" transform="rotate(-90 14 {(h - mb) / 2:.0f})" text-anchor="middle">TTFT</text>')
+    for model, ps in series.items():
+        c = colors[model]
+        out.append(f'<g fill="{c}" fill-opacity="0.35">')
+        out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.2"/>' for x, y in ps if y <= y1]
+        out.append("</g>")
+    for model, (a, b) in fits.items():
+        ps = series.get(model) or []
+        if not ps:
+            continue
+        lo, hi = min(p[0] for p in ps), max(p[0] for p in ps)
+        ya, yb = a + b * lo, a + b * hi
+        out.append(f'<line x1="{sx(lo):.1f}" y1="{sy(max(0, min(y1, ya))):.1f}" x2="{sx(hi):.1f}" '
+                   f'y2="{sy(max(0, min(y1, yb))):.1f}" stroke="{colors[model]}" stroke-width="2.5"/>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 1040) -> str:
+    """Horizontal bars: P99 (lightest) behind P95, P90 and P50 (darkest), one row per group."""
+    rows = [(g, m) for g, m in rows if m.get("n")]
+    if not rows:
+        return f'<p class="dim">{esc(title)}: no data</p>'
+    ml, mr, row_h, mt = 170, 130, 24, 26
+    h = mt + row_h * len(rows) + 24
+    top = max(m.get("p99") or m.get("p95") or 0 for _, m in rows) or 1
+    ticks = nice_ticks(0, top, 4)
+    sx = lambda v: ml + (w - ml - mr) * v / ticks[-1]  # noqa: E731
+    out = [f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{esc(title)}">',
+           f'<text x="0" y="14" style="font-weight:600">{esc(title)}</text>']
+    for t in ticks:
+        out.append(f'<line x1="{sx(t):.1f}" y1="{mt - 4}" x2="{sx(t):.1f}" y2="{h - 20}" stroke="#f3f4f6"/>'
+                   f'<text x="{sx(t):.1f}" y="{h - 6}" text-anchor="middle">{esc(output.ms(t))}</text>')
+    for i, (g, m) in enumerate(rows):
+        y = mt + i * row_h
+        out.append(f'<text x="{ml - 6}" y="{y + 15}" text-anchor="end">{esc(g)[:24]}</text>')
+        for q in ("p99", "p95", "p90", "p50"):
+            v = m.get(q)
+            if v is not None:
+                out.append(f'<rect x="{ml}" y="{y + 3}" width="{max(0.5, sx(v) - ml):.1f}" height="{row_h - 8}" '
+                           f'fill="{PCT_SHADES[q]}"><title>{q.upper()} {esc(output.ms(v))}</title></rect>')
+        out.append(f'<text x="{sx(m.get("p99") or m.get("p50") or 0) + 4:.1f}" y="{y + 15}">'
+                   f'{esc(output.ms(m.get("p50")))} · {esc(output.ms(m.get("p95")))}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def table(head: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterable[int] = ()) -> str:
+    """rows: cells are escaped unless given as ('html', markup)."""
+    num = set(numeric)
+    cell = lambda i, v: v[1] if isinstance(v, tuple) and v and v[0] == "html" else esc(v)  # noqa: E731
+    th = "".join(f'<th class="n">{esc(h)}</th>' if i in num else f"<th>{esc(h)}</th>" for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(f'<td class="n">{cell(i, v)}</td>' if i in num else f"<td>{cell(i, v)}</td>"
+                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def page(title: str, meta: str, sections: list[tuple[str, str]]) -> str:
+    body = "".join(f"<h2>{esc(h)}</h2>{content}" if h else content for h, content in sections)
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" '
+            f'content="width=device-width, initial-scale=1"/><title>{esc(title)}</title><style>{CSS}</style></head>'
+            f'<body><h1>{esc(title)}</h1><p class="meta">{meta}</p>{body}</body></html>\n')
