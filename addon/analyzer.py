@@ -8,10 +8,12 @@ row) once the response has ended. A job that fails still writes the row it has.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import queue
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from firsttoken.addon import tokens
 from firsttoken.addon.diagnose import diagnose
@@ -19,7 +21,6 @@ from firsttoken.addon.flight import Flight
 from firsttoken.addon.secrets import redact_text
 from firsttoken.addon.store.db import open_db
 from firsttoken.addon.store.writer import Writer
-import json
 
 log = logging.getLogger("firsttoken")
 

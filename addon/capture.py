@@ -13,19 +13,19 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 
 from firsttoken.addon import forward, routing
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings
 from firsttoken.addon.apis import detect_api
+from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.record import Clock, Record
 from firsttoken.addon.secrets import fingerprint_headers, query_secrets, redact_path, secret_values
 from firsttoken.addon.store.db import default_db_path
-from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.store.writer import Writer
 from firsttoken.addon.tap import StreamTap
 
@@ -169,7 +169,7 @@ class Capture:
         req = flow.request
         rec = Record(
             id=flow.id,
-            started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="milliseconds"),
+            started_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
             method=req.method,
             path=redact_path(req.path),
         )

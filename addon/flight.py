@@ -18,7 +18,7 @@ class Flight:
     body: bytes | bytearray | None = None  # request body, raw as received
     body_encoding: str | None = None  # the request's Content-Encoding, if any
     secrets: list[str] = field(default_factory=list)  # for redaction; never stored
-    body_copy: "BodyCopy | None" = None  # while the request body streams through
+    body_copy: BodyCopy | None = None  # while the request body streams through
     body_done: bool = False  # the whole request body has been seen
     parsed: bool = False  # the request body was handed to the analyzer
     finished: bool = False

@@ -16,9 +16,10 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from firsttoken.addon.routing import RouteError
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -95,7 +96,7 @@ class Metrics:
         self.errors = 0  # observe() failures (logged, never raised into the proxy)
 
     # -- feeding ---------------------------------------------------------------------
-    def attach(self, capture: Any) -> "Metrics":
+    def attach(self, capture: Any) -> Metrics:
         """Observe every finished record of a Capture; report its in-flight count."""
         capture.listeners.append(self.observe)
         self.in_flight.set_function(lambda: len(capture.flights))
@@ -161,7 +162,7 @@ class Metrics:
             return model
 
     # -- serving ---------------------------------------------------------------------
-    def serve(self, host: str = "127.0.0.1", port: int = 9464) -> "MetricsHTTP":
+    def serve(self, host: str = "127.0.0.1", port: int = 9464) -> MetricsHTTP:
         return MetricsHTTP(self.registry, host, port)
 
 
@@ -247,7 +248,7 @@ class MetricsAddon:
     def load(self, loader) -> None:
         from typing import Optional
 
-        loader.add_option("firsttoken_metrics_port", Optional[int], None,
+        loader.add_option("firsttoken_metrics_port", Optional[int], None,  # noqa: UP045 - mitmproxy option typespec
                           "Serve Prometheus metrics on this port (0: any free port). Off when unset.")
         loader.add_option("firsttoken_metrics_host", str, "127.0.0.1", "Address of the metrics endpoint.")
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon.metrics import DURATION_BUCKETS, GENAI_LABELS, OPERATION, TOKEN_BUCKETS, Metrics, error_type, is_streaming
@@ -182,12 +183,12 @@ class OtelMetrics:
 
     @classmethod
     def otlp(cls, endpoint: str, *, export_interval_s: float | None = None, metrics: Metrics | None = None,
-             timeout_s: float | None = None) -> "OtelMetrics":
+             timeout_s: float | None = None) -> OtelMetrics:
         """Push to ``endpoint``, the full metrics URL (ValueError if it is not http(s))."""
         return cls([otlp_reader(check_url(endpoint), export_interval_s, timeout_s)], metrics=metrics)
 
     # -- feeding (analysis thread) ------------------------------------------------------
-    def attach(self, capture: Any) -> "OtelMetrics":
+    def attach(self, capture: Any) -> OtelMetrics:
         """Observe every finished record of a Capture (until :meth:`close`)."""
         capture.listeners.append(self.observe)
         self._capture = capture

@@ -112,7 +112,6 @@ class Record:
 
 
 FIELDS = [f.name for f in dataclasses.fields(Record)]
-JSON_FIELDS = {"event_offsets", "key_facts", "findings"}
 
 
 def _ms(a: float | None, t0: float) -> float | None:

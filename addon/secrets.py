@@ -41,7 +41,7 @@ def mask(key: str) -> str:
     return f"{head}…{core[-4:]}"
 
 
-def _facts_for(raw: str) -> list[str]:
+def facts_for(raw: str) -> list[str]:
     facts: list[str] = []
     if raw == "" or raw.strip() == "":
         return ["empty"]
@@ -105,7 +105,7 @@ def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
         if key.lower().startswith("bearer "):
             facts.append("bearer_in_api_key")
             key = key[7:]
-    facts += [f for f in _facts_for(key) if f not in facts]
+    facts += [f for f in facts_for(key) if f not in facts]
     if len(names) > 1:
         # A login token and an API key together (e.g. ANTHROPIC_AUTH_TOKEN and ANTHROPIC_API_KEY).
         other = [v for n, v in found if n != name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from firsttoken.addon.apis import make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta

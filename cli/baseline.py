@@ -17,7 +17,6 @@ import click
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
-
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option
 from firsttoken.cli.stats import filter_options, make_filters
@@ -129,7 +128,7 @@ def save(name, db_path, include_cold, min_n, **kw):
         fail(f"not enough data for a baseline: no model has {min_n} requests with a TTFT under these filters; "
              "send traffic through the proxy or run `firsttoken sweep ... --experiment NAME` first", code=EXIT_NO_DATA)
     source = json.dumps({k: v for k, v in vars(filters).items() if v} | ({"include_cold": True} if include_cold else {}))
-    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     api = {m: a for m, a in db.execute("SELECT model, api FROM requests WHERE model IN (%s) GROUP BY model"
                                        % ",".join("?" * len(keep)), list(keep)).fetchall()}
     with db.conn:

@@ -20,7 +20,6 @@ from rich.table import Table
 from firsttoken.addon.record import percentile
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import default_db_path, open_db
-
 from firsttoken.cli import output
 from firsttoken.cli.logs import table
 from firsttoken.cli.proxy.server import ProxyServer

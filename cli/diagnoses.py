@@ -15,7 +15,6 @@ import click
 from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose.lang import resolve
 from firsttoken.addon.diagnose.thresholds import THRESHOLDS
-
 from firsttoken.cli.output import SEVERITY_STYLE
 
 _FIELD = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)(?:[:!][^{}]*)?\}(?!\})")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
 from firsttoken.addon.store.queries import Filters, decode_row
-
 from firsttoken.cli.options import db_option
 from firsttoken.cli.stats import filter_options, make_filters
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from rich.console import Group
 from rich.table import Table
@@ -13,7 +14,6 @@ from rich.text import Text
 
 from firsttoken.cli import output
 from firsttoken.cli.output import SEVERITY_STYLE
-
 
 COLUMNS = [
     # (header, min console width to show it, justify, cell)

@@ -87,7 +87,6 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
 def logs(db_path, limit, as_json, as_csv, **filters):
     """Recent requests, newest first."""
     from firsttoken.addon.store import queries
-
     from firsttoken.cli import logs as logs_mod
     from firsttoken.cli.options import console, fail, reader
 
@@ -116,7 +115,6 @@ def show(request_id, db_path, as_json):
     import json
 
     from firsttoken.addon.store import queries
-
     from firsttoken.cli import show as show_mod
     from firsttoken.cli.options import console, fail, reader
 

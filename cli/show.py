@@ -72,7 +72,7 @@ def timeline(r: dict[str, Any]) -> Table:
 
 def _kv(pairs: list[tuple[str, Any]]) -> Text:
     out = Text()
-    for i, (k, v) in enumerate(pairs):
+    for k, v in pairs:
         if v is None or v == "":
             continue
         if out:

@@ -13,7 +13,6 @@ from rich.text import Text
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
-
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option
 

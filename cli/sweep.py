@@ -29,7 +29,6 @@ import click
 from firsttoken.addon import tokens
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
-
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option
 
@@ -312,7 +311,6 @@ def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_toke
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from firsttoken.addon.store.db import open_db
-
     from firsttoken.cli.options import console, fail, resolve_db
 
     if inputs and outputs:

@@ -8,7 +8,6 @@ import sqlite3
 
 import pytest
 
-from firsttoken.cli.bench.timing import free_port
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 

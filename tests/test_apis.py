@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from firsttoken.addon.apis import AnthropicMessages, OpenAIChat, OpenAICompletions, OpenAIResponses, base, detect_api, make_interpreter
+from firsttoken.addon.apis import (
+    AnthropicMessages,
+    OpenAIChat,
+    OpenAICompletions,
+    OpenAIResponses,
+    base,
+    detect_api,
+    make_interpreter,
+)
 from firsttoken.addon.apis.base import REASONING, REFUSAL, TEXT, TOOL, ApiFacts
 from firsttoken.addon.sse import SSEDecoder, SSEEvent
 

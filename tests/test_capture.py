@@ -10,10 +10,10 @@ import time
 
 import httpx
 import pytest
-
 from conftest import one_row, rows
-from firsttoken.cli.proxy.server import ProxyServer
 from rawserver import RawUpstream
+
+from firsttoken.cli.proxy.server import ProxyServer
 
 CHAT = "/v1/chat/completions"
 

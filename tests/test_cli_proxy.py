@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from conftest import free_port
+from firsttoken.cli.loopback import free_port
 
 FT = str(Path(sys.executable).parent / "firsttoken")
 

@@ -10,7 +10,6 @@ import subprocess
 import anthropic
 import openai
 import pytest
-
 from conftest import FAST, rows
 
 

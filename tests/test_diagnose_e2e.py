@@ -17,12 +17,13 @@ import anthropic
 import httpx
 import openai
 import pytest
+from conftest import FAST, rows
+from rawserver import RawUpstream
 
-from conftest import FAST, rows, free_port
 from firsttoken.addon.diagnose import CATALOG, latency
+from firsttoken.cli.loopback import free_port
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
-from rawserver import RawUpstream
 
 KEY = "sk-test-diagnose-0123456789abcdefXYZ"
 CHAT = "/v1/chat/completions"
@@ -221,7 +222,7 @@ def test_auth_whitespace_literal_newline(auth_proxy, db_path):
     res = chat(oai(auth_proxy.url + "/v1", key=KEY + "\\n"))  # a .env value with an escaped line break
     assert isinstance(res, openai.AuthenticationError)
     row = one(auth_proxy, db_path)
-    f = has(row, "auth.whitespace", "error")
+    has(row, "auth.whitespace", "error")
     assert "auth.rejected" not in [x["code"] for x in findings(row)]
     assert KEY not in row["findings"]
 
@@ -464,7 +465,7 @@ def self_signed_tls(tmp_path_factory):
 
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
             .not_valid_after(now + datetime.timedelta(days=2))

@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from firsttoken.addon.analyzer import Settings
-from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose import diagnose, lang, render, render_finding
+from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose.context import quote
 from firsttoken.addon.diagnose.limits import retry_after_s
 from firsttoken.addon.record import Record

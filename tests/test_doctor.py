@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tls_upstream import TLSUpstream, make_ca_and_cert
 
 from firsttoken.addon.routing import parse_upstreams
 from firsttoken.cli.doctor import checks as dc
 from firsttoken.cli.doctor.command import doctor
-from tls_upstream import TLSUpstream, make_ca_and_cert
-from conftest import free_port
+from firsttoken.cli.loopback import free_port
 
 SECRET = "sk-proj-DOCTORSECRET0123456789abcdefWXYZ"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import rows
+
 from firsttoken.cli.env import command as E
 from firsttoken.cli.proxy.server import ProxyServer
 

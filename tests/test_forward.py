@@ -9,12 +9,11 @@ import time
 
 import httpx
 import pytest
-
 from conftest import rows
-from firsttoken.addon import forward
-from firsttoken.cli.proxy.server import ProxyServer
 from tls_upstream import TLSUpstream, make_ca_and_cert
 
+from firsttoken.addon import forward
+from firsttoken.cli.proxy.server import ProxyServer
 
 # -- the allow-list -------------------------------------------------------------------------
 

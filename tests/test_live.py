@@ -2,35 +2,33 @@
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import os
-import pty
 import re
 import signal
 import socket
 import sqlite3
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 
 import httpx
 import pytest
+from conftest import rows
 from rich.cells import cell_len
 from rich.console import Console
 
-from conftest import rows, free_port
 from firsttoken.addon.record import Record
 from firsttoken.addon.store.db import open_db
 from firsttoken.cli import output
 from firsttoken.cli.live.render import render, scroll_entry, sparkline, summary
 from firsttoken.cli.live.state import DbSource, FlightView, LiveSnapshot, Tally, connect_ro, from_capture, iso, model_stats
+from firsttoken.cli.loopback import free_port
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
+from firsttoken.cli.terminal import PseudoTerminal
 
 PREFILL = "waiting for first token (prefill)"
 HINT = "Check that OPENAI_API_KEY belongs to this upstream."
@@ -276,69 +274,12 @@ def test_db_source_reads_in_flight_and_finished_rows_read_only(tmp_path):
 
 
 # -- the real CLI under a pseudo-terminal ----------------------------------------------------------------
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
-
-
-class Pty:
+class Pty(PseudoTerminal):
     """A command on a pseudo-terminal; ``text()`` is everything it printed, escape codes removed."""
 
     def __init__(self, argv: list[str], cols: int = 120, rows_: int = 40) -> None:
-        self.master, slave = pty.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows_, cols, 0, 0))
-        env = dict(os.environ, TERM="xterm-256color", LC_ALL="C.UTF-8", PYTHONIOENCODING="utf-8")
-        for k in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "LINES"):
-            env.pop(k, None)
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True,
-                                     start_new_session=True)
-        os.close(slave)
-        self.buf = bytearray()
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            with self._lock:
-                self.buf += data
-
-    def text(self) -> str:
-        with self._lock:
-            raw = bytes(self.buf)
-        return ANSI.sub("", raw.decode("utf-8", "replace")).replace("\r", "")
-
-    def wait_for(self, pattern: str, timeout: float = 20.0) -> str:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            t = self.text()
-            if re.search(pattern, t):
-                return t
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.02)
-        raise AssertionError(f"{pattern!r} not on screen (exit {self.proc.poll()}):\n{self.text()[-3000:]}")
-
-    def interrupt(self, timeout: float = 30.0) -> int:
-        self.proc.send_signal(signal.SIGINT)
-        try:
-            return self.proc.wait(timeout)
-        finally:
-            time.sleep(0.2)  # let the reader take the last bytes
-            self._reader.join(2)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-        try:
-            os.close(self.master)
-        except OSError:
-            pass
+        super().__init__(cols, rows_)
+        self.spawn(argv, env=dict(os.environ, LC_ALL="C.UTF-8", PYTHONIOENCODING="utf-8"))
 
 
 CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]

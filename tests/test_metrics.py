@@ -8,9 +8,9 @@ from collections import defaultdict
 
 import httpx
 import pytest
+from conftest import rows
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import rows
 from firsttoken.addon import metrics as M
 from firsttoken.addon.record import Record
 from firsttoken.cli.proxy.server import ProxyServer

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
-
 from conftest import rows
+
 from firsttoken.addon import metrics as M
 from firsttoken.addon import otel as O
 from firsttoken.addon.capture import Capture
@@ -90,7 +90,7 @@ class Receiver:
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    def __enter__(self) -> "Receiver":
+    def __enter__(self) -> Receiver:
         self.thread.start()
         return self
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import rows
 
-from conftest import rows, free_port
 from firsttoken.addon import script as ft_script
+from firsttoken.cli.loopback import free_port
 
 MITMDUMP = Path(sys.executable).parent / ("mitmdump.exe" if os.name == "nt" else "mitmdump")
 pytestmark = pytest.mark.skipif(not MITMDUMP.exists(), reason=f"no mitmdump next to {sys.executable}")
@@ -34,7 +35,7 @@ class Mitmdump:
         self.port = 0
         self.log = tmp / "mitmdump.log"
 
-    def __enter__(self) -> "Mitmdump":
+    def __enter__(self) -> Mitmdump:
         for _attempt in range(3):
             self.port = free_port()
             cmd = [str(MITMDUMP), "-s", self.script, "--listen-host", "127.0.0.1", "--listen-port", str(self.port),

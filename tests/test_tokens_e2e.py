@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import openai
-
 from conftest import rows
 
 SYSTEM = "You are a careful assistant. " * 200  # a big stable prefix, re-sent every time

@@ -19,7 +19,7 @@ def make_ca_and_cert(dirpath: Path) -> tuple[Path, Path, Path]:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "firsttoken test CA")])
     ca = (
@@ -113,7 +113,7 @@ class TLSUpstream:
         self.port = self.httpd.server_address[1]
         self._t = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
-    def __enter__(self) -> "TLSUpstream":
+    def __enter__(self) -> TLSUpstream:
         self._t.start()
         return self
 

@@ -8,8 +8,6 @@ from firsttoken.addon.apis.openai_chat import OpenAIChat
 from firsttoken.addon.apis.openai_completions import OpenAICompletions
 from firsttoken.addon.apis.openai_responses import OpenAIResponses
 
-API_NAMES = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "other")
-
 INTERPRETERS: dict[str, type] = {
     OpenAIChat.api: OpenAIChat,
     OpenAICompletions.api: OpenAICompletions,
@@ -18,7 +16,6 @@ INTERPRETERS: dict[str, type] = {
 }
 
 __all__ = [
-    "API_NAMES",
     "INTERPRETERS",
     "AnthropicMessages",
     "ApiFacts",

@@ -25,8 +25,21 @@ Body: a Message object (``content`` blocks give the deltas; tool input as compac
 
 from __future__ import annotations
 
-from firsttoken.addon.apis.base import JsonInterpreter, add, as_int, as_str, as_text, error_of, note_ids, note_no_choices, set_error
-from firsttoken.addon.apis.base import REASONING, TEXT, TOOL, Delta
+from firsttoken.addon.apis.base import (
+    REASONING,
+    TEXT,
+    TOOL,
+    Delta,
+    JsonInterpreter,
+    add,
+    as_int,
+    as_str,
+    as_text,
+    error_of,
+    note_ids,
+    note_no_choices,
+    set_error,
+)
 
 _TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 

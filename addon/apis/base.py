@@ -7,14 +7,12 @@ while accumulating what the stream said about itself in ``facts``. No I/O, no cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
-from firsttoken.addon.sse import SSEEvent
 import json
 import math
-from typing import Any
-from firsttoken.addon.sse import SSEDecoder
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from firsttoken.addon.sse import SSEDecoder, SSEEvent
 
 #: delta kinds; all but "reasoning" are visible output (they stop the TTFT clock)
 TEXT, REASONING, TOOL, REFUSAL = "text", "reasoning", "tool", "refusal"

@@ -26,8 +26,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from firsttoken.addon.apis.base import JsonInterpreter, add, apply_openai_usage, as_text, error_of, note_ids, note_no_choices, set_error
-from firsttoken.addon.apis.base import REASONING, REFUSAL, TEXT, TOOL, Delta
+from firsttoken.addon.apis.base import (
+    REASONING,
+    REFUSAL,
+    TEXT,
+    TOOL,
+    Delta,
+    JsonInterpreter,
+    add,
+    apply_openai_usage,
+    as_text,
+    error_of,
+    note_ids,
+    note_no_choices,
+    set_error,
+)
 
 
 def _content(c: Any, out: list[Delta]) -> None:

@@ -7,8 +7,17 @@ with whole texts. Errors and chunks without ``choices``/``usage`` as for chat.
 
 from __future__ import annotations
 
-from firsttoken.addon.apis.base import JsonInterpreter, add, apply_openai_usage, error_of, note_ids, note_no_choices, set_error
-from firsttoken.addon.apis.base import TEXT, Delta
+from firsttoken.addon.apis.base import (
+    TEXT,
+    Delta,
+    JsonInterpreter,
+    add,
+    apply_openai_usage,
+    error_of,
+    note_ids,
+    note_no_choices,
+    set_error,
+)
 
 
 class OpenAICompletions(JsonInterpreter):

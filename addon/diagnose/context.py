@@ -9,23 +9,16 @@ from __future__ import annotations
 
 import re
 import statistics
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
-from firsttoken.addon.secrets import redact_text
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES
-
+from firsttoken.addon.secrets import redact_text
 
 LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages")
 AUTH_STATUSES = (401, 403)
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
-#: the path each SDK appends to its base URL
-SDK_SUFFIX = {
-    "openai.chat": "/chat/completions",
-    "openai.completions": "/completions",
-    "openai.responses": "/responses",
-    "anthropic.messages": "/v1/messages",
-}
 TERMINATOR = {
     "openai.chat": "data: [DONE]",
     "openai.completions": "data: [DONE]",

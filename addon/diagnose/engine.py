@@ -12,15 +12,15 @@ assembled here in the order of ``FAMILIES``; this module is the catalog's only A
 
 from __future__ import annotations
 
+import logging
 import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from firsttoken.addon.diagnose import auth, connectivity, latency, limits, paths, streams
-import logging
-from typing import Callable
-from firsttoken.addon.diagnose.lang import resolve
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx
+from firsttoken.addon.diagnose.lang import resolve
 
 LANGS = ("en", "zh")
 SEVERITIES = ("error", "warn", "info")

@@ -10,7 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from firsttoken.addon.diagnose.context import Ctx, largest_part
-from firsttoken.addon.diagnose.thresholds import COLD_CONNECT_MS, CONNECT_SHARE, NETWORK_BASELINE_FLOOR_MS, NETWORK_BASELINE_RATIO, NETWORK_TTFB_MS, PREFILL_GAP_MS, PREFILL_MIN_TOKENS, REASONING_MS, REASONING_SHARE, REPEATED_PREFIX_TOKENS
+from firsttoken.addon.diagnose.thresholds import (
+    COLD_CONNECT_MS,
+    CONNECT_SHARE,
+    NETWORK_BASELINE_FLOOR_MS,
+    NETWORK_BASELINE_RATIO,
+    NETWORK_TTFB_MS,
+    PREFILL_GAP_MS,
+    PREFILL_MIN_TOKENS,
+    REASONING_MS,
+    REASONING_SHARE,
+    REPEATED_PREFIX_TOKENS,
+)
 
 
 def _timed(rec: Any) -> bool:

@@ -6,7 +6,14 @@ import math
 from typing import Any
 
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, server_text
-from firsttoken.addon.diagnose.thresholds import BUFFERED_MAX_MEAN_GAP_MS, BUFFERED_MIN_EVENTS, BUFFERED_MIN_WAIT_MS, BUFFERED_SHARE, BUFFERED_WINDOW_MS, BUFFERED_WINDOW_SHARE
+from firsttoken.addon.diagnose.thresholds import (
+    BUFFERED_MAX_MEAN_GAP_MS,
+    BUFFERED_MIN_EVENTS,
+    BUFFERED_MIN_WAIT_MS,
+    BUFFERED_SHARE,
+    BUFFERED_WINDOW_MS,
+    BUFFERED_WINDOW_SHARE,
+)
 
 
 def _ok(rec: Any) -> bool:

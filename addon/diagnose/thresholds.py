@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 #: stream.buffered: at least this share of the token events ...
 BUFFERED_SHARE = 0.9
 #: ... (and at least this many events) ...

@@ -8,7 +8,7 @@ in ``_migrations``.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Callable
+from collections.abc import Callable
 
 import sqlite_utils
 
@@ -34,7 +34,7 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
             fn(db)
             db.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
-                [fn.__name__, _dt.datetime.now(_dt.timezone.utc).isoformat()],
+                [fn.__name__, _dt.datetime.now(_dt.UTC).isoformat()],
             )
         applied.append(fn.__name__)
     return applied

@@ -34,7 +34,7 @@ _DUR = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 
 def parse_since(text: str, now: _dt.datetime | None = None) -> str:
     """'2h', '30m', '7d' or an ISO date/time → an ISO UTC timestamp to compare started_at with."""
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+    now = now or _dt.datetime.now(_dt.UTC)
     m = _DUR.match(text)
     if m:
         n = float(m.group(1))
@@ -46,7 +46,7 @@ def parse_since(text: str, now: _dt.datetime | None = None) -> str:
         raise ValueError(f"cannot read {text!r} as a time: use e.g. 30m, 2h, 7d or 2026-11-29T10:00") from None
     if t.tzinfo is None:
         t = t.astimezone()  # a local time as the user typed it
-    return t.astimezone(_dt.timezone.utc).isoformat(timespec="milliseconds")
+    return t.astimezone(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 @dataclass

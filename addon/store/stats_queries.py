@@ -28,9 +28,10 @@ import os
 import sqlite3
 import threading
 import urllib.parse
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
-from typing import Any, Callable
+from typing import Any
 
 import sqlite_utils
 

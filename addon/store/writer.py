@@ -25,7 +25,6 @@ _STOP = object()
 GATHER_S = 0.02
 #: a batch meeting "database is locked" is retried once a second for this long before giving up
 LOCKED_RETRIES = 300
-_JSON = ("event_offsets", "key_facts", "findings")
 
 
 class Writer:

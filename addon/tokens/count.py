@@ -33,10 +33,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from firsttoken.addon.tokens.encodings import DEFAULT_ENCODING, _ByteEstimate, encoding_for_model, load_encoding
+from firsttoken.addon.tokens.encodings import DEFAULT_ENCODING, ByteEstimate, encoding_for_model, load_encoding
 from firsttoken.addon.tokens.prefix import prefix_hash
-from firsttoken.addon.tokens.shapes import REPLY_PRIMING, _Counter
-
+from firsttoken.addon.tokens.shapes import REPLY_PRIMING, ShapeCounter
 
 # --------------------------------------------------------------------------- counting
 
@@ -95,7 +94,7 @@ def _as_list(v: Any) -> list:
     return v if isinstance(v, list) else ([] if v is None else [v])
 
 
-def _count_chat(c: _Counter, body: dict, tc: TokenCount) -> None:
+def _count_chat(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
     msgs = _as_list(body.get("messages"))
     per = [c.oa_message(m) for m in msgs]
     schema = _schema(body.get("response_format"))
@@ -114,7 +113,7 @@ def _schema(fmt: Any) -> Any:
     return None
 
 
-def _count_responses(c: _Counter, body: dict, tc: TokenCount) -> None:
+def _count_responses(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
     inp = body.get("input")
     items = [{"role": "user", "content": inp}] if isinstance(inp, str) else _as_list(inp)
     per = [c.responses_item(it) for it in items]
@@ -128,7 +127,7 @@ def _count_responses(c: _Counter, body: dict, tc: TokenCount) -> None:
                   tools_tokens=tools_tokens)
 
 
-def _count_anthropic(c: _Counter, body: dict, tc: TokenCount) -> None:
+def _count_anthropic(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
     msgs = _as_list(body.get("messages"))
     per = [c.an_message(m) for m in msgs]
     system = body.get("system")
@@ -138,7 +137,7 @@ def _count_anthropic(c: _Counter, body: dict, tc: TokenCount) -> None:
                   tools_tokens=tools_tokens)
 
 
-def _count_completions(c: _Counter, body: dict, tc: TokenCount) -> None:
+def _count_completions(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and all(type(x) is int for x in prompt):
         n = len(prompt)  # one prompt given as token ids
@@ -175,9 +174,9 @@ def count_request(api: str, body: object, model: str | None = None) -> TokenCoun
     try:
         enc, label = load_encoding(enc_name)
     except Exception:  # pragma: no cover - load_encoding already degrades
-        enc, label = _ByteEstimate(), "bytes/4 (no tokenizer available)"
+        enc, label = ByteEstimate(), "bytes/4 (no tokenizer available)"
     tc = TokenCount(tokenizer=label, exact=exact and label == enc_name)
-    c = _Counter(enc, enc_name.startswith("o200k"))
+    c = ShapeCounter(enc, enc_name.startswith("o200k"))
     try:
         if isinstance(body, dict) and api == "openai.chat":
             _count_chat(c, body, tc)

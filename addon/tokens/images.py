@@ -14,7 +14,7 @@ LOW_DETAIL_IMAGE, IMAGE_TILE = 85, 170
 ANTHROPIC_IMAGE_MAX = 1600
 
 
-def _image_dims(data: bytes) -> tuple[int, int] | None:
+def image_dims(data: bytes) -> tuple[int, int] | None:
     """(width, height) from a PNG / GIF / WebP / JPEG header."""
     try:
         if data[:8] == b"\x89PNG\r\n\x1a\n":
@@ -53,7 +53,7 @@ def _image_dims(data: bytes) -> tuple[int, int] | None:
     return None
 
 
-def _b64_image_dims(b64: Any) -> tuple[int, int] | None:
+def b64_image_dims(b64: Any) -> tuple[int, int] | None:
     if not isinstance(b64, str) or not b64:
         return None
     if b64.startswith("data:"):
@@ -61,7 +61,7 @@ def _b64_image_dims(b64: Any) -> tuple[int, int] | None:
     head = b64[:65536]
     for chunk in (head, b64) if len(b64) > len(head) else (head,):
         try:
-            dims = _image_dims(base64.b64decode(chunk[: len(chunk) // 4 * 4]))
+            dims = image_dims(base64.b64decode(chunk[: len(chunk) // 4 * 4]))
         except (ValueError, TypeError):
             return None
         if dims and dims[0] > 0 and dims[1] > 0:

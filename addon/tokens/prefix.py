@@ -14,14 +14,15 @@ import math
 import statistics
 import threading
 from collections import OrderedDict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 #: keys that mark caching hints rather than prompt content; moving a cache breakpoint must
 #: not change the fingerprint of an otherwise identical prefix.
 _IGNORED_KEYS = frozenset({"cache_control"})
 
 
-def _strip(value: Any) -> Any:
+def strip_cache_hints(value: Any) -> Any:
     """A copy of ``value`` without cache-hint keys (iterative: deep garbage cannot recurse)."""
     if not isinstance(value, (dict, list)):
         return value
@@ -56,7 +57,7 @@ def _strip(value: Any) -> Any:
 def canonical_json(value: Any) -> str:
     """Compact, key-sorted JSON of ``value`` with ``cache_control`` keys removed."""
     return json.dumps(
-        _strip(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
+        strip_cache_hints(value), sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str
     )
 
 

@@ -1,6 +1,6 @@
 """Counting the tokens of each request shape: messages, content parts, tool calls, tools.
 
-:class:`_Counter` walks one request body's pieces with one encoding (OpenAI chat and
+:class:`ShapeCounter` walks one request body's pieces with one encoding (OpenAI chat and
 Responses shapes, Anthropic shapes, tool definitions) and tallies the images it meets.
 The per-API assembly into a :class:`~.token_count.TokenCount` is :mod:`.token_count`; what
 is counted, and the formulas, are described there.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from firsttoken.addon.tokens.images import _b64_image_dims, anthropic_image_tokens, openai_image_tokens
-from firsttoken.addon.tokens.prefix import _strip as _strip_cache_hints
+from firsttoken.addon.tokens.images import anthropic_image_tokens, b64_image_dims, openai_image_tokens
+from firsttoken.addon.tokens.prefix import strip_cache_hints as _strip_cache_hints
 
 TOKENS_PER_MESSAGE, TOKENS_PER_NAME, REPLY_PRIMING = 3, 1, 3
 PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 3, 3, -3, 3, 12
@@ -37,7 +37,7 @@ _LEAF_SKIP = frozenset({"model", "id", "call_id", "tool_call_id", "type", "statu
                         "file_id", "media_type", "detail"})
 
 
-class _Counter:
+class ShapeCounter:
     def __init__(self, enc: Any, o200k: bool) -> None:
         self.enc = enc
         self.func_init = FUNC_INIT_O200K if o200k else FUNC_INIT_CL100K
@@ -76,7 +76,7 @@ class _Counter:
             detail = src.get("detail", detail)
             src = src.get("url")
         data_url = isinstance(src, str) and src.startswith("data:")
-        return openai_image_tokens(_b64_image_dims(src) if data_url else None, detail)
+        return openai_image_tokens(b64_image_dims(src) if data_url else None, detail)
 
     def oa_content(self, v: Any) -> int:
         if v is None or isinstance(v, str):
@@ -214,7 +214,7 @@ class _Counter:
                 self.images += 1
                 src = b.get("source")
                 b64 = isinstance(src, dict) and src.get("type") == "base64"
-                dims = _b64_image_dims(src.get("data")) if b64 else None
+                dims = b64_image_dims(src.get("data")) if b64 else None
                 n += anthropic_image_tokens(dims)
             elif t in ("tool_use", "server_tool_use", "mcp_tool_use"):
                 n += self.text(b.get("name")) + self.json(b.get("input"))

@@ -18,8 +18,9 @@ import random
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import click
 
@@ -57,7 +58,7 @@ def _stamp(epoch: float, days_cache: dict[int, str]) -> str:
     day, rem = divmod(s, 86400)
     date = days_cache.get(day)
     if date is None:
-        date = days_cache[day] = _dt.datetime.fromtimestamp(day * 86400, _dt.timezone.utc).strftime("%Y-%m-%d")
+        date = days_cache[day] = _dt.datetime.fromtimestamp(day * 86400, _dt.UTC).strftime("%Y-%m-%d")
     h, rem = divmod(rem, 3600)
     m, sec = divmod(rem, 60)
     return f"{date}T{h:02d}:{m:02d}:{sec:02d}.{int((epoch - s) * 1000):03d}+00:00"

@@ -24,8 +24,9 @@ from rich.console import Console
 from rich.table import Table
 
 from firsttoken.addon.record import percentile
-
-from firsttoken.cli.bench.timing import free_port, process, stream_once
+from firsttoken.cli.bench.timing import process, stream_once
+from firsttoken.cli.loopback import free_port
+from firsttoken.cli.terminal import PseudoTerminal, terminal_env
 
 CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
 
@@ -39,49 +40,12 @@ def _cpu_seconds(pid: int) -> float | None:
         return None
 
 
-class _Terminal:
-    """A pseudo-terminal that reads (and discards) whatever is drawn on it, like a fast terminal."""
-
-    def __init__(self, cols: int, rows: int) -> None:
-        import fcntl
-        import pty
-        import struct
-        import termios
-
-        self.master, self.slave = pty.openpty()
-        fcntl.ioctl(self.slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        self.bytes = 0
-        self._t = threading.Thread(target=self._drain, daemon=True)
-        self._t.start()
-
-    def _drain(self) -> None:
-        while True:
-            try:
-                data = os.read(self.master, 65536)
-            except OSError:
-                return
-            if not data:
-                return
-            self.bytes += len(data)
-
-    def close(self) -> None:
-        for fd in (self.slave, self.master):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _process(argv: list[str], port: int, terminal: _Terminal | None = None):
+def _process(argv: list[str], port: int, terminal: PseudoTerminal | None = None):
     """A benchmark process, on a pseudo-terminal when one is given (the live view draws there)."""
-    env = dict(os.environ)
-    for k in ("NO_COLOR", "FORCE_COLOR", "TTY_COMPATIBLE", "COLUMNS", "LINES"):
-        env.pop(k, None)
     io_: dict = {}
     if terminal is not None:
-        env["TERM"] = env.get("TERM") or "xterm-256color"
         io_ = dict(stdin=terminal.slave, stdout=terminal.slave, stderr=terminal.slave)
-    return process(argv, port, env=env, start_new_session=True, **io_)
+    return process(argv, port, env=terminal_env(), start_new_session=True, **io_)
 
 
 def burst(port: int, body: bytes, n: int) -> list[tuple[float, float]]:
@@ -141,7 +105,7 @@ def run_bench(
                       str(prefill_ms), "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
     upstream = f"http://127.0.0.1:{sp}"
     samples: dict[str, list[tuple[float, float]]] = {"direct": [], "proxy, live view off": [], "proxy, live view on": []}
-    term, term_off = _Terminal(cols, rows), _Terminal(cols, rows)
+    term, term_off = PseudoTerminal(cols, rows, keep=False), PseudoTerminal(cols, rows, keep=False)
     try:
         with tempfile.TemporaryDirectory() as tmp, _process(sim_argv, sp):
             off_argv = CLI + ["proxy", "--no-live", "--port", str(off_port), "-u", upstream, "--db", str(Path(tmp) / "off.db")]
@@ -165,7 +129,7 @@ def run_bench(
         term_off.close()
     res = {name: _stats(s) for name, s in samples.items()}
     direct = res["direct"]
-    for name, st in res.items():
+    for st in res.values():
         st["added_ttft_p50"] = st["ttft_p50"] - direct["ttft_p50"]
         st["added_ttft_p95"] = st["ttft_p95"] - direct["ttft_p95"]
         st["added_ttfb_p50"] = st["ttfb_p50"] - direct["ttfb_p50"]

@@ -20,7 +20,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from firsttoken.cli.bench.timing import free_port, process, stream_once
+from firsttoken.cli.bench.timing import process, stream_once
+from firsttoken.cli.loopback import free_port
 
 BIN = Path(sys.executable).parent
 

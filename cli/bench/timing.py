@@ -1,4 +1,4 @@
-"""What the benchmarks share: free ports, waiting for a server, timing one stream."""
+"""What the benchmarks share: timing one stream, and running a server process for a with-block."""
 
 from __future__ import annotations
 
@@ -6,34 +6,17 @@ import contextlib
 import http.client
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import click
 
+from firsttoken.cli.loopback import NotListening, wait_port
+
 _CONTENT = re.compile(rb'"content":\s*"[^"]')
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"a benchmark process exited early (code {proc.returncode}): {proc.args!r}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise click.ClickException(f"nothing listened on port {port} within {timeout:.0f} s")
 
 
 def stream_once(port: int, body: bytes, start: threading.Barrier | None = None) -> tuple[float, float]:
@@ -71,7 +54,10 @@ def process(argv: list[str], port: int, **popen: Any) -> Iterator[subprocess.Pop
     popen.setdefault("stderr", subprocess.DEVNULL)
     proc = subprocess.Popen(argv, **popen)
     try:
-        wait_port(port, proc)
+        try:
+            wait_port(port, proc)
+        except NotListening as e:
+            raise click.ClickException(str(e)) from None
         yield proc
     finally:
         proc.send_signal(signal.SIGINT)

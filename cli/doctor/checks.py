@@ -17,17 +17,54 @@ puts them in order:
 
 from __future__ import annotations
 
-from firsttoken.cli.doctor.core import BASE_URL_VARS, DEFAULT_PROXY, FACT_TEXT, FAIL, KEY_VARS, PASS, WARN, Check, Context, _redact_url, _same_endpoint, fingerprint, key_facts
-from firsttoken.cli.doctor.env import HTTP_PROXY_VARS, PROXY_VARS, check_base_url, check_env_base_urls, check_key, check_keys, check_proxy_vars, no_proxy_covers
-from firsttoken.cli.doctor.files import CLAUDE_SETTINGS, CODEX_BUILTIN_PROVIDERS, check_claude_code, check_codex, codex_config_path, read_claude_settings
+from firsttoken.cli.doctor.core import (
+    BASE_URL_VARS,
+    DEFAULT_PROXY,
+    FACT_TEXT,
+    FAIL,
+    KEY_VARS,
+    PASS,
+    WARN,
+    Check,
+    Context,
+    fingerprint,
+    key_facts,
+    redact_url,
+    same_endpoint,
+)
+from firsttoken.cli.doctor.env import (
+    HTTP_PROXY_VARS,
+    PROXY_VARS,
+    check_base_url,
+    check_env_base_urls,
+    check_key,
+    check_keys,
+    check_proxy_vars,
+    no_proxy_covers,
+)
+from firsttoken.cli.doctor.files import (
+    CLAUDE_SETTINGS,
+    CODEX_BUILTIN_PROVIDERS,
+    check_claude_code,
+    check_codex,
+    codex_config_path,
+    read_claude_settings,
+)
 from firsttoken.cli.doctor.install import MIN_MITMPROXY, check_db, check_mitmproxy, check_tokenizers, resolve_db_path
-from firsttoken.cli.doctor.net import Net, _oserror
-from firsttoken.cli.doctor.upstreams import check_forward_ca, check_proxy, check_upstreams, probe_upstream, upstream_targets, urls_to_proxy
+from firsttoken.cli.doctor.net import Net, describe_oserror
+from firsttoken.cli.doctor.upstreams import (
+    check_forward_ca,
+    check_proxy,
+    check_upstreams,
+    probe_upstream,
+    upstream_targets,
+    urls_to_proxy,
+)
 
 __all__ = [
     "BASE_URL_VARS", "CLAUDE_SETTINGS", "CODEX_BUILTIN_PROVIDERS", "DEFAULT_PROXY", "FACT_TEXT", "FAIL",
     "HTTP_PROXY_VARS", "KEY_VARS", "MIN_MITMPROXY", "PASS", "PROXY_VARS", "SECTIONS", "WARN", "Check", "Context",
-    "Net", "_oserror", "_redact_url", "_same_endpoint", "check_base_url", "check_claude_code", "check_codex",
+    "Net", "describe_oserror", "redact_url", "same_endpoint", "check_base_url", "check_claude_code", "check_codex",
     "check_db", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
     "check_proxy", "check_proxy_vars", "check_tokenizers", "check_upstreams", "codex_config_path", "fingerprint",
     "key_facts", "no_proxy_covers", "probe_upstream", "read_claude_settings", "resolve_db_path", "run_checks",

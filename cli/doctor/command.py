@@ -16,7 +16,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from firsttoken.addon import routing
-
 from firsttoken.cli.doctor import checks as dc
 from firsttoken.cli.options import db_option
 from firsttoken.cli.proxy.state import read_states, state_routes

@@ -6,15 +6,15 @@ variable names it looks at, and how a key or URL is described without printing i
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon.forward import is_loopback
 from firsttoken.addon.routing import Route
-from firsttoken.addon.secrets import _facts_for, mask
-
+from firsttoken.addon.secrets import facts_for, mask
 from firsttoken.cli.doctor.net import Net
 from firsttoken.cli.env.target import DEFAULT_PORT
 
@@ -62,7 +62,7 @@ class Context:
     routes: list[Route] | None = None  # the running proxy's routes, when known
     forward: bool = False  # the running proxy is in forward mode
     confdir: str | None = None  # its mitmproxy confdir (forward mode: where the CA is)
-    net: "Net" = field(default_factory=lambda: Net())
+    net: Net = field(default_factory=lambda: Net())
     network: bool = True
 
     @property
@@ -71,7 +71,7 @@ class Context:
         return u.scheme, (u.hostname or "127.0.0.1"), (u.port or (443 if u.scheme == "https" else 80))
 
 
-def _same_endpoint(host: str, port: int | None, ctx: Context) -> bool:
+def same_endpoint(host: str, port: int | None, ctx: Context) -> bool:
     """Whether host:port is where firsttoken listens (any loopback name counts as one)."""
     _, phost, pport = ctx.proxy
     if port != pport:
@@ -79,14 +79,14 @@ def _same_endpoint(host: str, port: int | None, ctx: Context) -> bool:
     return host == phost or (is_loopback(host) and is_loopback(phost))
 
 
-def _redact_url(value: str) -> str:
+def redact_url(value: str) -> str:
     """A proxy URL without its password."""
     return re.sub(r"(://[^:/@\s]*):[^@/\s]*@", r"\1:***@", value)
 
 
 def key_facts(value: str) -> list[str]:
     """secrets' facts about a value, the most telling first."""
-    facts = _facts_for(value)
+    facts = facts_for(value)
     order = list(FACT_TEXT)
     return sorted(facts, key=lambda f: order.index(f) if f in order else len(order))
 

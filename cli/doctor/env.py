@@ -13,8 +13,20 @@ from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
 from firsttoken.addon.forward import is_loopback
-
-from firsttoken.cli.doctor.core import BASE_URL_VARS, FACT_TEXT, FAIL, KEY_VARS, PASS, WARN, Check, Context, _redact_url, _same_endpoint, fingerprint, key_facts
+from firsttoken.cli.doctor.core import (
+    BASE_URL_VARS,
+    FACT_TEXT,
+    FAIL,
+    KEY_VARS,
+    PASS,
+    WARN,
+    Check,
+    Context,
+    fingerprint,
+    key_facts,
+    redact_url,
+    same_endpoint,
+)
 from firsttoken.cli.env.clients import claude_oauth_login
 from firsttoken.cli.env.target import count_versions, ends_in_v1
 
@@ -73,7 +85,7 @@ def check_proxy_vars(ctx: Context) -> list[Check]:
                 out.append(Check(cid, "proxy", PASS, f"{var} is set but empty (no proxy)"))
                 continue
             out.append(Check(cid, "proxy", FAIL, f"{var} {FACT_TEXT[facts[0]]}",
-                             f"{var}={_redact_url(value)!r}", f"set it again without the stray characters, or `unset {var}`"))
+                             f"{var}={redact_url(value)!r}", f"set it again without the stray characters, or `unset {var}`"))
             continue
         text = value.strip()
         u = urlsplit(text if "://" in text else "http://" + text)
@@ -82,11 +94,11 @@ def check_proxy_vars(ctx: Context) -> list[Check]:
         except ValueError:
             host, port = None, None
         if not host:
-            out.append(Check(cid, "proxy", FAIL, f"{var} is not a URL", f"{var}={_redact_url(value)}",
+            out.append(Check(cid, "proxy", FAIL, f"{var} is not a URL", f"{var}={redact_url(value)}",
                              f"write it as http://host:port, or `unset {var}`"))
             continue
-        shown = f"{var}={_redact_url(text)}"
-        if _same_endpoint(host, port, ctx):
+        shown = f"{var}={redact_url(text)}"
+        if same_endpoint(host, port, ctx):
             status = PASS if ctx.forward else WARN
             out.append(Check(cid, "proxy", status, f"{var} points at firsttoken itself", shown,
                              None if ctx.forward else "that is only right for `firsttoken proxy --forward`; for the "
@@ -220,7 +232,7 @@ def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = 
         return Check(cid, "base_urls", FAIL, f"{where} ends in /v1",
                      f"{text}: Anthropic clients append /v1/messages, so requests go to …/v1/v1/messages",
                      f"use {text.rstrip('/')[:-3]}")
-    to_proxy = _same_endpoint(u.hostname, port, ctx)
+    to_proxy = same_endpoint(u.hostname, port, ctx)
     if to_proxy and u.scheme == "https":
         fixed = "http" + text[5:]
         return Check(cid, "base_urls", FAIL, f"{where} uses https:// to firsttoken's plain-http port",

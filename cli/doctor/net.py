@@ -9,7 +9,8 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 class Net:
@@ -43,7 +44,7 @@ class Net:
             with socket.create_connection((host, port), timeout=min(self.timeout, 1.0)):
                 return None
         except OSError as e:
-            return _oserror(e)
+            return describe_oserror(e)
 
     def resolve(self, host: str, port: int) -> list[str]:
         infos = self._bounded(lambda: socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
@@ -58,7 +59,7 @@ class Net:
             return s.version() or "TLS"
 
 
-def _oserror(e: BaseException) -> str:
+def describe_oserror(e: BaseException) -> str:
     if isinstance(e, ConnectionRefusedError):
         return "connection refused"
     if isinstance(e, (socket.timeout, TimeoutError)):

@@ -9,15 +9,15 @@ import ssl
 import threading
 import time
 import tomllib
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
-
-from firsttoken.cli.doctor.core import BASE_URL_VARS, FAIL, PASS, WARN, Check, Context, _same_endpoint
+from firsttoken.cli.doctor.core import BASE_URL_VARS, FAIL, PASS, WARN, Check, Context, same_endpoint
 from firsttoken.cli.doctor.files import codex_config_path
-from firsttoken.cli.doctor.net import Net, _oserror
+from firsttoken.cli.doctor.net import Net, describe_oserror
 
 
 def check_forward_ca(ctx: Context) -> Check:
@@ -58,7 +58,7 @@ def urls_to_proxy(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> lis
         urls += [p.get("base_url") for p in (cfg.get("model_providers") or {}).values() if isinstance(p, dict)]
     except (OSError, ValueError):
         pass
-    return [url for url, _, host, port in _endpoints(urls) if _same_endpoint(host, port, ctx)]
+    return [url for url, _, host, port in _endpoints(urls) if same_endpoint(host, port, ctx)]
 
 
 def check_proxy(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> Check:
@@ -89,7 +89,7 @@ def upstream_targets(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> 
     for r in routes:
         found.append((r.scheme, r.host, r.port))
     found += [(scheme, host, port) for _, scheme, host, port in _endpoints(_client_urls(ctx, blocks))
-              if not _same_endpoint(host, port, ctx)]
+              if not same_endpoint(host, port, ctx)]
     if not found:
         found = [("https", "api.openai.com", 443), ("https", "api.anthropic.com", 443)]
     return list(dict.fromkeys(found))
@@ -101,14 +101,14 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int) -> Check:
     try:
         addrs = net.resolve(host, port)
     except Exception as e:  # noqa: BLE001
-        return Check(cid, "upstreams", WARN, f"{title}: DNS lookup failed", f"{_oserror(e)} (offline? a DNS or VPN problem?)",
+        return Check(cid, "upstreams", WARN, f"{title}: DNS lookup failed", f"{describe_oserror(e)} (offline? a DNS or VPN problem?)",
                      "check the network: firsttoken connects to the upstream directly and would fail the same way")
     t1 = time.perf_counter()
     try:
         sock = net.connect(addrs[0], port)
     except Exception as e:  # noqa: BLE001
         return Check(cid, "upstreams", WARN, f"{title}: TCP connect to {addrs[0]} failed",
-                     f"{_oserror(e)} after DNS {1000 * (t1 - t0):.0f} ms (offline? a firewall?)", None)
+                     f"{describe_oserror(e)} after DNS {1000 * (t1 - t0):.0f} ms (offline? a firewall?)", None)
     t2 = time.perf_counter()
     timing = f"DNS {1000 * (t1 - t0):.0f} ms, TCP {1000 * (t2 - t1):.0f} ms"
     if scheme != "https":
@@ -122,7 +122,7 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int) -> Check:
                      "trust its CA for firsttoken: --set ssl_verify_upstream_trusted_ca=CA.pem, "
                      "or --insecure-upstream to test")
     except Exception as e:  # noqa: BLE001
-        return Check(cid, "upstreams", WARN, f"{title}: TLS handshake failed", f"{_oserror(e)} ({timing})", None)
+        return Check(cid, "upstreams", WARN, f"{title}: TLS handshake failed", f"{describe_oserror(e)} ({timing})", None)
     finally:
         sock.close()
     t3 = time.perf_counter()

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from firsttoken.addon import forward as fwd
 from firsttoken.addon.routing import Route
-
-from firsttoken.cli.env.target import EnvError, Target, _looks, anthropic_base, has_version, openai_base, pick_route
+from firsttoken.cli.env.target import EnvError, Target, anthropic_base, has_version, looks_like, openai_base, pick_route
 
 CLIENTS = ("claude-code", "openai", "anthropic", "cline", "codex", "curl")
 
@@ -168,7 +167,7 @@ def _families(target: Target, route_name: str | None) -> list[tuple[str, Route |
         return [("openai", None), ("anthropic", None)]
     if route_name or len(target.routes or []) <= 1:
         r = pick_route(target, "openai", route_name)
-        return [("anthropic" if r is not None and _looks(r, "anthropic") else "openai", r)]
+        return [("anthropic" if r is not None and looks_like(r, "anthropic") else "openai", r)]
     out = []
     for fam in ("openai", "anthropic"):
         try:

@@ -22,9 +22,20 @@ import shlex
 
 import click
 
-from firsttoken.cli.options import db_option
 from firsttoken.cli.env.clients import CLIENTS, Plan, auth_conflict, claude_oauth_login, plan_for
-from firsttoken.cli.env.target import DEFAULT_PORT, EnvError, Target, anthropic_base, count_versions, ends_in_v1, has_version, openai_base, pick_route, resolve_target
+from firsttoken.cli.env.target import (
+    DEFAULT_PORT,
+    EnvError,
+    Target,
+    anthropic_base,
+    count_versions,
+    ends_in_v1,
+    has_version,
+    openai_base,
+    pick_route,
+    resolve_target,
+)
+from firsttoken.cli.options import db_option
 from firsttoken.cli.proxy.state import STATE_FILE, clear_state, read_states, state_path, state_routes, write_state
 
 __all__ = [

@@ -19,7 +19,6 @@ import click
 
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
-
 from firsttoken.cli.proxy.state import read_states, state_routes
 
 DEFAULT_PORT = 8787
@@ -92,7 +91,7 @@ def ends_in_v1(path: str) -> bool:
 
 # -- which route ---------------------------------------------------------------------------------
 
-def _looks(route: Route, family: str) -> bool:
+def looks_like(route: Route, family: str) -> bool:
     name, host = (route.name or "").lower(), route.host.lower()
     anthropic = bool(re.search(r"anth|claude", name) or "anthropic" in host or route.prefix.lower().endswith("/anthropic"))
     return anthropic if family == "anthropic" else not anthropic
@@ -114,9 +113,9 @@ def pick_route(target: Target, family: str, name: str | None) -> Route | None:
         raise EnvError(f"no route named {name!r}; routes: {', '.join(r.name or 'default' for r in routes)}")
     if len(routes) == 1:
         return routes[0]
-    fits = [r for r in routes if _looks(r, family)]
+    fits = [r for r in routes if looks_like(r, family)]
     if family == "anthropic":
-        fits = [r for r in fits if _looks(r, "anthropic")]
+        fits = [r for r in fits if looks_like(r, "anthropic")]
     if len(fits) == 1:
         return fits[0]
     default = [r for r in routes if r.name is None]

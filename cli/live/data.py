@@ -30,7 +30,7 @@ ROW_FIELDS = (
 )
 
 
-def _g(r: Any, k: str) -> Any:
+def get_field(r: Any, k: str) -> Any:
     """A field of a Record or of a row dict."""
     if isinstance(r, dict):
         return r.get(k)
@@ -39,20 +39,20 @@ def _g(r: Any, k: str) -> Any:
 
 def slim(r: Any) -> dict[str, Any]:
     """The fields the view needs, copied (findings as a new list of dicts)."""
-    out = {k: _g(r, k) for k in ROW_FIELDS}
+    out = {k: get_field(r, k) for k in ROW_FIELDS}
     f = out.get("findings")
     out["findings"] = [dict(x) for x in f] if isinstance(f, list) else []
     return out
 
 
 def is_error(r: Any) -> bool:
-    status = _g(r, "status")
+    status = get_field(r, "status")
     return bool(
-        _g(r, "error")
-        or _g(r, "client_aborted")
+        get_field(r, "error")
+        or get_field(r, "client_aborted")
         or status is None
         or status >= 400
-        or _g(r, "top_severity") == "error"
+        or get_field(r, "top_severity") == "error"
     )
 
 
@@ -111,7 +111,7 @@ def _pct(vals: list[float], q: float) -> float | None:
 
 
 def _stats(model: str, rows: list[Any], series: bool = True) -> ModelStats:
-    cols = {k: [v for v in (_g(r, k) for r in rows) if v is not None] for k in ("ttfb_ms", "ttft_ms", "gap_ms")}
+    cols = {k: [v for v in (get_field(r, k) for r in rows) if v is not None] for k in ("ttfb_ms", "ttft_ms", "gap_ms")}
     return ModelStats(
         model=model,
         n=len(rows),
@@ -127,7 +127,7 @@ def model_stats(rows: Iterable[Any], window: int = DEFAULT_WINDOW) -> list[Model
     """Rolling stats over the last ``window`` finished requests of each model (rows oldest first)."""
     by: dict[str, collections.deque] = {}
     for r in rows:
-        by.setdefault(_g(r, "model") or "–", collections.deque(maxlen=window)).append(r)
+        by.setdefault(get_field(r, "model") or "–", collections.deque(maxlen=window)).append(r)
     return [_stats(m, list(d)) for m, d in sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
 
 
@@ -142,11 +142,11 @@ class Tally:
 
     def add(self, r: Any) -> None:
         err = is_error(r)
-        item = (_g(r, "ttfb_ms"), _g(r, "ttft_ms"), _g(r, "gap_ms"), err)
+        item = (get_field(r, "ttfb_ms"), get_field(r, "ttft_ms"), get_field(r, "gap_ms"), err)
         with self._lock:
             self.requests += 1
             self.errors += err
-            self._by_model.setdefault(_g(r, "model") or "–", []).append(item)
+            self._by_model.setdefault(get_field(r, "model") or "–", []).append(item)
 
     def summary(self) -> list[ModelStats]:
         """Per model over the whole session: count, errors, P50/P95 of TTFB/TTFT/gap."""

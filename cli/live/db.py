@@ -13,7 +13,17 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from firsttoken.cli.live.data import DEFAULT_WINDOW, RECENT_KEEP, ROW_FIELDS, FlightView, LiveSnapshot, ModelStats, Tally, model_stats, slim
+from firsttoken.cli.live.data import (
+    DEFAULT_WINDOW,
+    RECENT_KEEP,
+    ROW_FIELDS,
+    FlightView,
+    LiveSnapshot,
+    ModelStats,
+    Tally,
+    model_stats,
+    slim,
+)
 
 #: in-flight DB rows older than this are leftovers of a proxy that was killed, not live requests
 STALE_IN_FLIGHT_S = 15 * 60
@@ -27,12 +37,12 @@ def parse_iso(s: str | None) -> float | None:
     except ValueError:
         return None
     if t.tzinfo is None:
-        t = t.replace(tzinfo=_dt.timezone.utc)
+        t = t.replace(tzinfo=_dt.UTC)
     return t.timestamp()
 
 
 def iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="milliseconds")
+    return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
 
 
 def connect_ro(path: str | Path) -> sqlite3.Connection:

@@ -79,7 +79,7 @@ class Col:
 
 
 # -- finished requests ------------------------------------------------------------------------------
-def _recent_cols(lang: str) -> list[Col]:
+def recent_cols(lang: str) -> list[Col]:
     L = lambda k: label(lang, f"col.{k}")  # noqa: E731
     return [
         Col("time", L("time"), prio=9), Col("id", L("id"), prio=1), Col("route", L("route"), prio=3, max_w=14),
@@ -91,7 +91,7 @@ def _recent_cols(lang: str) -> list[Col]:
 
 
 # -- in flight -----------------------------------------------------------------------------------------
-def _flight_cols(lang: str) -> list[Col]:
+def flight_cols(lang: str) -> list[Col]:
     L = lambda k: label(lang, f"col.{k}")  # noqa: E731
     return [
         Col("elapsed", L("elapsed"), True, 10), Col("id", L("id"), prio=1), Col("route", L("route"), prio=3, max_w=14),
@@ -102,7 +102,7 @@ def _flight_cols(lang: str) -> list[Col]:
 
 
 # -- per model --------------------------------------------------------------------------------------------
-def _model_cols(lang: str, trend: bool) -> list[Col]:
+def model_cols(lang: str, trend: bool) -> list[Col]:
     L = lambda k: label(lang, f"col.{k}")  # noqa: E731
     cols = [
         Col("model", L("model"), prio=10, max_w=28), Col("n", L("n"), True, 9), Col("err", L("err"), True, 8),

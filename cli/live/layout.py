@@ -1,7 +1,7 @@
 """Laying text out for the live view: small formatters, and lines that never exceed a width.
 
 Columns are measured and the least useful ones dropped until the rest fit (``fit_columns``);
-cells are truncated with an ellipsis; only free text wraps (``_wrap``), optionally capped.
+cells are truncated with an ellipsis; only free text wraps (``wrap_text``), optionally capped.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def sparkline(values: list[float], width: int = 16) -> str:
     return "".join(SPARK[min(7, int((v - lo) / (hi - lo) * 7 + 0.5))] for v in vals)
 
 
-def _fit_text(text: str | Text, width: int, style: str = "") -> Text:
+def fit_cell_text(text: str | Text, width: int, style: str = "") -> Text:
     t = text.copy() if isinstance(text, Text) else Text(text, style=style)
     t.no_wrap = True
     t.overflow = "ellipsis"
@@ -62,7 +62,7 @@ def _fit_text(text: str | Text, width: int, style: str = "") -> Text:
     return t
 
 
-def _elide_middle(s: str, width: int) -> str:
+def elide_middle(s: str, width: int) -> str:
     if cell_len(s) <= width or width < 5:
         return s
     keep = width - 1
@@ -70,7 +70,7 @@ def _elide_middle(s: str, width: int) -> str:
     return s[:head] + "…" + s[len(s) - tail:]
 
 
-def _wrap(text: Text, width: int, max_lines: int | None = None) -> list[Text]:
+def wrap_text(text: Text, width: int, max_lines: int | None = None) -> list[Text]:
     width = max(1, width)
     lines = list(text.wrap(_WRAP_CONSOLE, width, overflow="fold"))
     if max_lines is not None and len(lines) > max_lines:
@@ -85,14 +85,14 @@ def _wrap(text: Text, width: int, max_lines: int | None = None) -> list[Text]:
     return lines
 
 
-def _rule(title: str, width: int) -> Text:
+def rule_line(title: str, width: int) -> Text:
     head = f"── {title} "
     t = Text()
     t.append(head, style="bold")
     fill = width - cell_len(head)
     if fill > 0:
         t.append("─" * fill, style="dim")
-    return _fit_text(t, width)
+    return fit_cell_text(t, width)
 
 
 def fit_columns(cols: list[Col], rows: list[dict[str, Text]], width: int) -> list[tuple[Col, int]]:
@@ -118,12 +118,12 @@ def columns_width(chosen: list[tuple[Col, int]]) -> int:
     return sum(w for _, w in chosen) + GAP * max(0, len(chosen) - 1)
 
 
-def _cells_line(chosen: list[tuple[Col, int]], cells: dict[str, Text], bold: bool = False) -> Text:
+def cells_line(chosen: list[tuple[Col, int]], cells: dict[str, Text], bold: bool = False) -> Text:
     out = Text(no_wrap=True, overflow="ellipsis", style="bold" if bold else "")
     for i, (c, w) in enumerate(chosen):
         if i:
             out.append(" " * GAP)
-        cell = _fit_text(cells.get(c.key) or Text(""), w)
+        cell = fit_cell_text(cells.get(c.key) or Text(""), w)
         pad = " " * (w - cell.cell_len)
         if c.right:
             out.append(pad)
@@ -135,5 +135,5 @@ def _cells_line(chosen: list[tuple[Col, int]], cells: dict[str, Text], bold: boo
     return out
 
 
-def _header_cells(cols: list[Col]) -> dict[str, Text]:
+def header_cells(cols: list[Col]) -> dict[str, Text]:
     return {c.key: Text(c.header) for c in cols}

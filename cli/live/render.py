@@ -24,9 +24,32 @@ from rich.text import Text
 
 from firsttoken.cli import output
 from firsttoken.cli.live.labels import LABELS, Col, counted, label, phase_label
-from firsttoken.cli.live.layout import GAP, SPARK, _elide_middle, _fit_text, _rule, _wrap, api_short, columns_width, fit_columns, seconds, sparkline, uptime
+from firsttoken.cli.live.layout import (
+    GAP,
+    SPARK,
+    api_short,
+    columns_width,
+    elide_middle,
+    fit_cell_text,
+    fit_columns,
+    rule_line,
+    seconds,
+    sparkline,
+    uptime,
+    wrap_text,
+)
 from firsttoken.cli.live.state import LiveSnapshot, ModelStats, is_error
-from firsttoken.cli.live.tables import FINDING_MIN, INLINE_FINDING_MIN_WIDTH, PHASE_STYLE, SEVERITY_MARK, SEVERITY_STYLE, _flight_lines, _recent_entries, finding_parts, model_lines
+from firsttoken.cli.live.tables import (
+    FINDING_MIN,
+    INLINE_FINDING_MIN_WIDTH,
+    PHASE_STYLE,
+    SEVERITY_MARK,
+    SEVERITY_STYLE,
+    finding_parts,
+    flight_lines,
+    model_lines,
+    recent_entries,
+)
 
 DEFAULT_RECENT = 8
 DEFAULT_IN_FLIGHT = 12
@@ -41,7 +64,7 @@ def scroll_entry(r: dict[str, Any], width: int, lang: str = "en") -> Group:
         (10, Text(output.local_time(r.get("started_at")), style="dim")),
         (2, Text((r.get("id") or "")[:8], style="dim")),
         (3, Text(r.get("route") or "–")),
-        (9, _fit_text(r.get("model") or "–", 28)),
+        (9, fit_cell_text(r.get("model") or "–", 28)),
         (1, Text(api_short(r.get("api")))),
         (10, Text(st, style="red" if is_error(r) else "green")),
         (9, Text(f"{L('ttfb')} {output.ms(r.get('ttfb_ms'))}")),
@@ -65,14 +88,14 @@ def scroll_entry(r: dict[str, Any], width: int, lang: str = "en") -> Group:
             if line.cell_len:
                 line.append(" " * GAP)
             line.append_text(t)
-    lines = [_fit_text(line, width)]
+    lines = [fit_cell_text(line, width)]
     msg, hint = finding_parts(r, lang)
     for part, indent in ((msg, 2), (hint, 4)):
         if part is not None:
-            for w in _wrap(part, width - indent):
+            for w in wrap_text(part, width - indent):
                 t = Text(" " * indent, no_wrap=True)
                 t.append_text(w)
-                lines.append(_fit_text(t, width))
+                lines.append(fit_cell_text(t, width))
     return Group(*lines)
 
 
@@ -81,7 +104,7 @@ def summary(models: list[ModelStats], width: int, lang: str = "en") -> Group:
     """The table printed when the proxy stops: per model count, errors, P50/P95 TTFB/TTFT/gap."""
     if not models:
         return Group(Text(label(lang, "no_requests"), style="dim"))
-    return Group(_rule(label(lang, "summary"), width), *model_lines(models, width, lang, trend=False))
+    return Group(rule_line(label(lang, "summary"), width), *model_lines(models, width, lang, trend=False))
 
 
 # -- the header ----------------------------------------------------------------------------------------------
@@ -117,12 +140,12 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
         suffix = f"  ({L('read_only')})" if s.attached else ""
         room = width - cell_len(prefix) - cell_len(suffix)
         t = Text().append(prefix, style="dim")
-        t.append(_elide_middle(s.db_path, room))
+        t.append(elide_middle(s.db_path, room))
         t.append(suffix, style="dim")
         lines.append(t)
     if s.note:
         lines.append(Text(f"  {s.note}", style="yellow"))
-    return [_fit_text(ln, width) for ln in lines]
+    return [fit_cell_text(ln, width) for ln in lines]
 
 
 # -- the whole view --------------------------------------------------------------------------------------------
@@ -142,9 +165,9 @@ def render(
 
     def flight_section(k: int) -> list[Text]:
         if not s.in_flight:
-            return [_rule(label(lang, "sec_in_flight"), width), Text(label(lang, "none_in_flight"), style="dim")]
+            return [rule_line(label(lang, "sec_in_flight"), width), Text(label(lang, "none_in_flight"), style="dim")]
         fl = s.in_flight[:k]
-        lines = [_rule(f"{label(lang, 'sec_in_flight')} ({len(s.in_flight)})", width)] + _flight_lines(fl, width, lang)
+        lines = [rule_line(f"{label(lang, 'sec_in_flight')} ({len(s.in_flight)})", width)] + flight_lines(fl, width, lang)
         if len(s.in_flight) > len(fl):
             lines.append(Text(label(lang, "more", n=len(s.in_flight) - len(fl)), style="dim"))
         return lines
@@ -153,13 +176,13 @@ def render(
     flight = flight_section(k_flight)
 
     rows = s.recent[-max_recent:] if max_recent > 0 else []
-    recent_title = _rule(label(lang, "sec_recent"), width)
+    recent_title = rule_line(label(lang, "sec_recent"), width)
     if rows:
-        recent_head, entries = _recent_entries(rows, width, lang)
+        recent_head, entries = recent_entries(rows, width, lang)
     else:
         recent_head, entries = Text(label(lang, "none_recent"), style="dim"), []
 
-    models = [_rule(label(lang, "sec_models", n=s.window), width)]
+    models = [rule_line(label(lang, "sec_models", n=s.window), width)]
     if s.models:
         models += model_lines(s.models, width, lang)
     else:

@@ -19,7 +19,8 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 from rich.console import Console, Group
@@ -74,9 +75,7 @@ class LiveRunner:
         self._stop = threading.Event()
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
-        self.frames = 0
         self.busy_s = 0.0  # time spent building + rendering frames
-        self.skipped = 0  # idle frames that needed no drawing
         self._last_key: tuple | None = None
         self.error: str | None = None
 
@@ -119,7 +118,6 @@ class LiveRunner:
                     next_poll = t0 + self.poll_interval
                 self._frame(live)
                 self.busy_s += time.perf_counter() - t0
-                self.frames += 1
                 if self._stop.wait(max(0.05, self.period - (time.perf_counter() - t0))):
                     break
             if self.poll is not None:
@@ -160,7 +158,6 @@ class LiveRunner:
             # (whole seconds), so most idle frames cost one snapshot and no drawing.
             key = (snap.requests, snap.errors, int(snap.uptime_s), snap.note, len(snap.routes), width, height)
             if not snap.in_flight and not done and key == self._last_key:
-                self.skipped += 1
                 return
             self._last_key = None if snap.in_flight else key
             time.sleep(0)

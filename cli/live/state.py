@@ -15,7 +15,19 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from firsttoken.cli.live.data import DEFAULT_WINDOW, RECENT_KEEP, ROW_FIELDS, FlightView, LiveSnapshot, ModelStats, Tally, _g, is_error, model_stats, slim
+from firsttoken.cli.live.data import (
+    DEFAULT_WINDOW,
+    RECENT_KEEP,
+    ROW_FIELDS,
+    FlightView,
+    LiveSnapshot,
+    ModelStats,
+    Tally,
+    get_field,
+    is_error,
+    model_stats,
+    slim,
+)
 from firsttoken.cli.live.db import STALE_IN_FLIGHT_S, DbSource, connect_ro, iso, parse_iso
 
 
@@ -73,7 +85,7 @@ def from_capture(
     now = snap["now"]
     flights = sorted((flight_view(d, now) for d in snap["in_flight"]), key=lambda f: -f.elapsed_s)
     done = snap["recent"]
-    key = (len(done), _g(done[-1], "id") if done else None, window)
+    key = (len(done), get_field(done[-1], "id") if done else None, window)
     if cache is not None and cache.get("key") == key:
         recent, models = cache["recent"], cache["models"]
     else:

@@ -12,10 +12,21 @@ from typing import Any
 from rich.text import Text
 
 from firsttoken.cli import output
-from firsttoken.cli.output import SEVERITY_STYLE
-from firsttoken.cli.live.labels import _flight_cols, _model_cols, _recent_cols, label, phase_label
-from firsttoken.cli.live.layout import GAP, _cells_line, _fit_text, _header_cells, _wrap, api_short, columns_width, fit_columns, seconds, sparkline
+from firsttoken.cli.live.labels import flight_cols, label, model_cols, phase_label, recent_cols
+from firsttoken.cli.live.layout import (
+    GAP,
+    api_short,
+    cells_line,
+    columns_width,
+    fit_cell_text,
+    fit_columns,
+    header_cells,
+    seconds,
+    sparkline,
+    wrap_text,
+)
 from firsttoken.cli.live.state import FlightView, ModelStats, is_error
+from firsttoken.cli.output import SEVERITY_STYLE
 
 SEVERITY_MARK = {"error": "✖", "warn": "▲", "info": "•"}
 PHASE_STYLE = {"connecting": "dim", "waiting_headers": "blue", "prefill": "cyan", "waiting_body": "cyan", "streaming": "green"}
@@ -62,33 +73,33 @@ def _recent_cells(r: dict[str, Any]) -> dict[str, Text]:
     }
 
 
-def _recent_entries(rows: list[dict[str, Any]], width: int, lang: str, capped: bool = True) -> tuple[Text, list[list[Text]]]:
+def recent_entries(rows: list[dict[str, Any]], width: int, lang: str, capped: bool = True) -> tuple[Text, list[list[Text]]]:
     """The header line and, per row, its lines (the row, then any finding/hint lines)."""
-    cols = _recent_cols(lang)
+    cols = recent_cols(lang)
     cells = [_recent_cells(r) for r in rows]
     inline = width >= INLINE_FINDING_MIN_WIDTH
     chosen = fit_columns(cols, cells, width - (FINDING_MIN + GAP) if inline else width)
     used = columns_width(chosen)
     fw = width - used - GAP
     inline = inline and fw >= FINDING_MIN
-    head = _cells_line(chosen, _header_cells(cols), bold=True)
+    head = cells_line(chosen, header_cells(cols), bold=True)
     if inline:
         head.append(" " * (used - head.cell_len + GAP))
         head.append(label(lang, "col.finding"), style="bold")
     entries: list[list[Text]] = []
     cap_msg, cap_hint = (2, 2) if capped else (None, None)
     for r, c in zip(rows, cells):
-        line = _cells_line(chosen, c)
+        line = cells_line(chosen, c)
         msg, hint = finding_parts(r, lang)
         lines = [line]
         if inline:
             extra = []
             if msg is not None:
-                extra += _wrap(msg, fw, cap_msg)
+                extra += wrap_text(msg, fw, cap_msg)
             elif r.get("state", "done") == "done":
                 extra.append(Text(label(lang, "ok"), style="green"))
             if hint is not None:
-                extra += _wrap(hint, fw, cap_hint)
+                extra += wrap_text(hint, fw, cap_hint)
             for i, e in enumerate(extra):
                 if i == 0:
                     line.append(" " * (used - line.cell_len + GAP))
@@ -101,12 +112,12 @@ def _recent_entries(rows: list[dict[str, Any]], width: int, lang: str, capped: b
             for part, indent in ((msg, 2), (hint, 4)):
                 if part is None:
                     continue
-                for w in _wrap(part, width - indent, cap_msg if part is msg else cap_hint):
+                for w in wrap_text(part, width - indent, cap_msg if part is msg else cap_hint):
                     t = Text(" " * indent, no_wrap=True)
                     t.append_text(w)
                     lines.append(t)
-        entries.append([_fit_text(ln, width) for ln in lines])
-    return _fit_text(head, width), entries
+        entries.append([fit_cell_text(ln, width) for ln in lines])
+    return fit_cell_text(head, width), entries
 
 
 # -- in flight -----------------------------------------------------------------------------------------
@@ -125,12 +136,12 @@ def _flight_cells(f: FlightView, lang: str) -> dict[str, Text]:
     }
 
 
-def _flight_lines(flights: list[FlightView], width: int, lang: str) -> list[Text]:
-    cols = _flight_cols(lang)
+def flight_lines(flights: list[FlightView], width: int, lang: str) -> list[Text]:
+    cols = flight_cols(lang)
     cells = [_flight_cells(f, lang) for f in flights]
     chosen = fit_columns(cols, cells, width)
-    return [_fit_text(_cells_line(chosen, _header_cells(cols), bold=True), width)] + [
-        _fit_text(_cells_line(chosen, c), width) for c in cells
+    return [fit_cell_text(cells_line(chosen, header_cells(cols), bold=True), width)] + [
+        fit_cell_text(cells_line(chosen, c), width) for c in cells
     ]
 
 
@@ -147,9 +158,9 @@ def _model_cells(m: ModelStats) -> dict[str, Text]:
 
 
 def model_lines(models: list[ModelStats], width: int, lang: str, trend: bool = True) -> list[Text]:
-    cols = _model_cols(lang, trend)
+    cols = model_cols(lang, trend)
     cells = [_model_cells(m) for m in models]
     chosen = fit_columns(cols, cells, width)
-    return [_fit_text(_cells_line(chosen, _header_cells(cols), bold=True), width)] + [
-        _fit_text(_cells_line(chosen, c), width) for c in cells
+    return [fit_cell_text(cells_line(chosen, header_cells(cols), bold=True), width)] + [
+        fit_cell_text(cells_line(chosen, c), width) for c in cells
     ]

@@ -11,10 +11,8 @@ import sys
 
 from rich.console import Console
 
-from firsttoken.addon.routing import RouteError
-
 from firsttoken.addon import forward as fwd
-
+from firsttoken.addon.routing import RouteError
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
 from firsttoken.cli.options import fail, resolve_db

@@ -12,10 +12,11 @@ import collections
 import logging
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from firsttoken.addon import forward as fwd
 from firsttoken.addon import addons, routing
+from firsttoken.addon import forward as fwd
 from firsttoken.addon.capture import Capture
 from firsttoken.addon.metrics import MetricsAddon
 from firsttoken.addon.otel import OtelAddon
@@ -102,7 +103,7 @@ class ProxyServer:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
-        self.on_listen: list[Callable[["ProxyServer"], None]] = []  # called once listening
+        self.on_listen: list[Callable[[ProxyServer], None]] = []  # called once listening
 
     @property
     def url(self) -> str:
@@ -110,7 +111,7 @@ class ProxyServer:
         return f"http://{host}:{self.bound_port}"
 
     # -- running -------------------------------------------------------------------
-    async def serve(self, on_ready: Callable[["ProxyServer"], None] | None = None, handle_signals: bool = False) -> None:
+    async def serve(self, on_ready: Callable[[ProxyServer], None] | None = None, handle_signals: bool = False) -> None:
         """Run until shutdown() (or a signal, with handle_signals)."""
         from mitmproxy import addons as mitm_addons
         from mitmproxy import options as mitm_options
@@ -199,7 +200,7 @@ class ProxyServer:
         return [r.getMessage() for r in self._log.records]
 
     # -- in a background thread (tests, demo) -------------------------------------------
-    def start(self, timeout: float = 15.0) -> "ProxyServer":
+    def start(self, timeout: float = 15.0) -> ProxyServer:
         def run() -> None:
             try:
                 asyncio.run(self.serve(on_ready=lambda _: self._ready.set()))
@@ -235,7 +236,7 @@ class ProxyServer:
         if getattr(self.capture, "analyzer", None) is not None:
             self.capture.analyzer.flush(timeout)
 
-    def __enter__(self) -> "ProxyServer":
+    def __enter__(self) -> ProxyServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

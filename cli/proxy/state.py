@@ -15,7 +15,6 @@ from typing import Any
 
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
-
 from firsttoken.cli.options import resolve_db
 
 STATE_FILE = "proxy.json"
@@ -42,7 +41,7 @@ def write_state(server: Any, db_path: str | os.PathLike | None = None) -> Path |
             "confdir": (getattr(server, "options", {}) or {}).get("confdir"),
             "metrics_url": getattr(server, "metrics_url", None),
             "routes": [_route_spec(r) for r in server.routes],
-            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         }
         proxies = [p for p in _load(path) if p.get("port") != entry["port"] and _alive(p)]
         _save(path, proxies + [entry])

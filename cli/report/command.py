@@ -14,10 +14,9 @@ import click
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters, decode_row
-
 from firsttoken.cli import output
-from firsttoken.cli.report import html as H
 from firsttoken.cli.options import db_option
+from firsttoken.cli.report import html as H
 from firsttoken.cli.stats import filter_options, make_filters
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from firsttoken.cli import output
 

@@ -70,7 +70,7 @@ class Gen:
     ids: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, api: str, body: dict[str, Any], faults: frozenset[str], cfg: SimConfig) -> "Gen":
+    def build(cls, api: str, body: dict[str, Any], faults: frozenset[str], cfg: SimConfig) -> Gen:
         model = body.get("model") if isinstance(body.get("model"), str) else ""
         stream = body.get("stream") is True
         opts = body.get("stream_options")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from firsttoken.cli.simulate import anthropic_shapes, openai_shapes, responses_shapes
 from firsttoken.cli.simulate.config import ERROR_FAULTS
@@ -46,7 +47,7 @@ def success_headers(gen: Gen, sched: Schedule, content_type: str) -> dict[str, s
     return headers
 
 
-def answer(h: "SimHandler", api: str, body: dict[str, Any], faults: frozenset[str], sched: Schedule) -> None:
+def answer(h: SimHandler, api: str, body: dict[str, Any], faults: frozenset[str], sched: Schedule) -> None:
     sim = h.sim
     gen = Gen.build(api, body, faults, sim.config)
     h.note = f"model={gen.model} stream={gen.stream} faults={','.join(sorted(faults)) or '-'}"
@@ -71,7 +72,7 @@ def _plan(gen: Gen, sched: Schedule) -> None:
     sched.plan(gen.prompt_tokens - gen.cached_tokens, gen.n_output, stall="stall" in gen.faults)
 
 
-def _full(h: "SimHandler", gen: Gen, sched: Schedule) -> None:
+def _full(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     _plan(gen, sched)
     body = SHAPES[gen.api][1](gen)
     if not sleep_until(sched.end_at, h.sim.stop_event):
@@ -82,7 +83,7 @@ def _full(h: "SimHandler", gen: Gen, sched: Schedule) -> None:
     h.note += f" prompt={gen.prompt_tokens} out={gen.n_output}"
 
 
-def _wait(h: "SimHandler", deadline: float | None, out: BodyWriter, idle: list[float] | None) -> bool:
+def _wait(h: SimHandler, deadline: float | None, out: BodyWriter, idle: list[float] | None) -> bool:
     """Sleep until deadline. With the keepalive fault (idle = [time of the last write]), a comment goes out
     whenever nothing was written for 100 ms: during the prefill, and during a stall."""
     stop = h.sim.stop_event
@@ -98,7 +99,7 @@ def _wait(h: "SimHandler", deadline: float | None, out: BodyWriter, idle: list[f
     return ok
 
 
-def _stream(h: "SimHandler", gen: Gen, sched: Schedule) -> None:
+def _stream(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     faults = gen.faults
     if not sleep_until(sched.headers_at, h.sim.stop_event):
         return

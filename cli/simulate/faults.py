@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from firsttoken.cli.simulate.wire import alnum
@@ -178,7 +178,7 @@ def _anthropic_fault(fault: str, model: str, max_tokens: int | None, prompt_toke
     if fault == "model_not_found":
         return anthropic_error(404, "not_found_error", f"model: {model}")
     if fault == "rate_limit":
-        reset = (datetime.now(timezone.utc) + timedelta(seconds=RETRY_AFTER_S)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        reset = (datetime.now(UTC) + timedelta(seconds=RETRY_AFTER_S)).strftime("%Y-%m-%dT%H:%M:%SZ")
         msg = (
             "This request would exceed the rate limit for your organization (org-simulated) of 50 requests per "
             "minute. For details, refer to: https://docs.claude.com/en/api/rate-limits. You can see the response "

@@ -53,7 +53,7 @@ class SimHandler(BaseHTTPRequestHandler):
     note = ""
 
     @property
-    def sim(self) -> "SimServer":
+    def sim(self) -> SimServer:
         return self.server.sim  # type: ignore[attr-defined]
 
     # ---- connection bookkeeping ----------------------------------------------------------------
@@ -277,7 +277,7 @@ class SimServer:
         with self._lock:
             (self._conns.add if add else self._conns.discard)(conn)
 
-    def start(self) -> "SimServer":
+    def start(self) -> SimServer:
         if self._httpd is not None:
             return self
         tokens.encoding()  # load the tokenizer now, not during the first request
@@ -334,7 +334,7 @@ class SimServer:
         self._httpd = None
         self._thread = None
 
-    def __enter__(self) -> "SimServer":
+    def __enter__(self) -> SimServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

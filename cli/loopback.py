@@ -1,0 +1,35 @@
+"""Servers on loopback: a free port, and waiting until something listens on one.
+
+Used by the demo, the benchmarks and the tests, which all start real servers on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+
+
+class NotListening(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    """A port nothing listens on right now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 30.0) -> None:
+    """Return once 127.0.0.1:port accepts connections; raise NotListening if ``proc`` exits or time runs out."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise NotListening(f"a server process exited early (code {proc.returncode}): {proc.args!r}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise NotListening(f"nothing listened on port {port} within {timeout:.0f} s")
