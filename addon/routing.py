@@ -95,3 +95,101 @@ def match(routes: list[Route], path: str) -> tuple[Route | None, str]:
                 rest = "/" + rest
             return r, rest
     return default, path
+
+
+# -- THE base-URL rule ---------------------------------------------------------------------------
+# Every command asks these functions which base URL a client needs: `env`, the proxy's banner,
+# the live header, the diagnosis hints, `doctor` and `run`. A second copy would drift, and users
+# would get two answers.
+#
+# * OpenAI-style clients append ``/chat/completions`` / ``/responses`` to their base URL, so it
+#   needs an API version — unless the upstream's path already carries one (``https://host/v1``,
+#   ``…/api/paas/v4``, ``…/v1beta/openai``): then the proxy adds it and the base URL must not.
+# * Anthropic clients append ``/v1/messages`` themselves: their base URL never ends in a version
+#   (and an upstream ending in ``/v1`` would produce ``/v1/v1/messages``).
+
+FAMILIES = ("openai", "anthropic")
+
+_VERSION_SEGMENT = re.compile(r"^v\d+[a-z0-9]*$", re.IGNORECASE)
+
+
+def count_versions(path: str) -> int:
+    """How many API-version segments (/v1, /v4, /v1beta) a URL path holds."""
+    return sum(1 for seg in (path or "").split("/") if _VERSION_SEGMENT.match(seg))
+
+
+def has_version(path: str) -> bool:
+    """Whether a path already holds an API version (/v1, /v4, /v1beta)."""
+    return count_versions(path) > 0
+
+
+def ends_in_v1(path: str) -> bool:
+    """A path ending in /v1: wrong for Anthropic clients, which append /v1/messages themselves."""
+    return bool(re.search(r"/v1$", (path or "").rstrip("/")))
+
+
+def family_of_api(api: str | None) -> str:
+    """Which client family speaks an API: 'anthropic' for the Messages API, else 'openai'."""
+    return "anthropic" if (api or "").startswith("anthropic") else "openai"
+
+
+def looks_like(route: Route, family: str) -> bool:
+    """Whether a route appears to serve ``family`` (by its name, host or path)."""
+    name, host = (route.name or "").lower(), route.host.lower()
+    anthropic = bool(re.search(r"anth|claude", name) or "anthropic" in host or route.prefix.lower().endswith("/anthropic"))
+    return anthropic if family == "anthropic" else not anthropic
+
+
+class AmbiguousRoute(RouteError):
+    """Several routes could serve a client; the user must name one."""
+
+
+def pick_route(routes: list[Route] | None, family: str, name: str | None = None) -> Route | None:
+    """The route a client of ``family`` should use; None when the routes are unknown or empty.
+
+    Raises RouteError for an unknown ``name`` and AmbiguousRoute when no route stands out."""
+    if routes is None:
+        if name:
+            return Route(name if name != "default" else None, "https", "unknown", 443, "")
+        return None
+    if not routes:
+        return None
+    if name:
+        for r in routes:
+            if (r.name or "default") == name:
+                return r
+        raise RouteError(f"no route named {name!r}; routes: {', '.join(r.name or 'default' for r in routes)}")
+    if len(routes) == 1:
+        return routes[0]
+    fits = [r for r in routes if looks_like(r, family)]
+    if len(fits) == 1:
+        return fits[0]
+    default = [r for r in routes if r.name is None]
+    if default and family != "anthropic":
+        return default[0]
+    raise AmbiguousRoute(f"the proxy has {len(routes)} routes; pass --route NAME (one of: "
+                         f"{', '.join(r.name or 'default' for r in routes)})")
+
+
+def client_base_url(proxy_url: str, route: Route | None, family: str) -> str:
+    """The base URL a client of ``family`` sets to reach ``route`` through the proxy at ``proxy_url``.
+
+    ``route`` None means one route at the proxy's root whose upstream path holds no version."""
+    base = proxy_url.rstrip("/") + (route.mount if route else "")
+    if family == "anthropic":
+        return base
+    return base if route is not None and has_version(route.prefix) else base + "/v1"
+
+
+def base_url_warnings(route: Route | None, family: str) -> list[str]:
+    """What is wrong with a route for a client of ``family`` whatever base URL it sets."""
+    if family == "anthropic" and route is not None and ends_in_v1(route.prefix):
+        return [f"route {route.name or 'default'!r} forwards to {route.url}: Anthropic clients add /v1/messages "
+                f"themselves, so the upstream would see {route.prefix}/v1/messages. Start the proxy with "
+                f"--upstream {(route.name + '=') if route.name else ''}{route.url[: -len('/v1')]} instead."]
+    return []
+
+
+def base_url_env(family: str) -> str:
+    """The variable a client of ``family`` reads its base URL from."""
+    return "ANTHROPIC_BASE_URL" if family == "anthropic" else "OPENAI_BASE_URL"
