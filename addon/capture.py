@@ -72,6 +72,10 @@ class Capture:
         self.settings.save_bodies = o.firsttoken_save_bodies
         self.settings.warn_prompt_tokens = o.firsttoken_warn_prompt_tokens
         self.settings.stall_ms = float(o.firsttoken_stall_ms)
+        if "firsttoken_lang" in updated and o.firsttoken_lang not in ("", *LANGS):
+            # mitmproxy lists choices= in help and UIs but does not enforce them on set
+            raise exceptions.OptionsError(
+                f"firsttoken_lang={o.firsttoken_lang!r}: use one of {', '.join(LANGS)} (or leave it empty for the locale)")
         self.settings.lang = o.firsttoken_lang
         if "connection_strategy" in updated and o.connection_strategy != "lazy":
             # Eager connects fail before a flow exists; lazy ones become records.

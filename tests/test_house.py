@@ -1,0 +1,162 @@
+"""The house rules, checked: packages by concept, public names only, a wheel that holds every
+module, and a database of the first schema that upgrades to the current one."""
+
+from __future__ import annotations
+
+import ast
+import collections
+import pathlib
+import sqlite3
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from firsttoken.addon.record import FIELDS, Record
+from firsttoken.addon.store import queries
+from firsttoken.addon.store.migrations import MIGRATIONS, migrate
+from firsttoken.addon.store.writer import Writer
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PACKAGES = {"addon": "firsttoken.addon", "cli": "firsttoken.cli"}
+
+
+def modules() -> dict[str, pathlib.Path]:
+    """Every module of the project by dotted name (packages by their __init__)."""
+    out = {}
+    for root, pkg in PACKAGES.items():
+        for p in sorted((ROOT / root).rglob("*.py")):
+            rel = p.relative_to(ROOT / root).with_suffix("").parts
+            if rel[-1] == "__init__":
+                rel = rel[:-1]
+            out[".".join((pkg, *rel))] = p
+    return out
+
+
+def test_every_folder_with_modules_is_a_package():
+    for root in PACKAGES:
+        for d in sorted({p.parent for p in (ROOT / root).rglob("*.py")}):
+            assert (d / "__init__.py").exists(), f"{d.relative_to(ROOT)} has modules but no __init__.py"
+
+
+def test_no_module_imports_a_private_name_from_another():
+    bad = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("firsttoken"):
+                bad += [f"{name}: from {node.module} import {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                bad.append(f"{name}: relative import (use absolute imports)")
+    assert not bad, "\n".join(bad)
+
+
+def test_tests_import_public_names_only():
+    bad = []
+    for path in sorted((ROOT / "tests").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("firsttoken"):
+                bad += [f"{path.name}: from {node.module} import {a.name}" for a in node.names if a.name.startswith("_")]
+    assert not bad, "\n".join(bad)
+
+
+def test_init_files_export_public_names_only():
+    for name, path in modules().items():
+        if path.name != "__init__.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom):
+                assert not [a.name for a in node.names if a.name.startswith("_")], f"{name} re-exports a private name"
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+                names = ast.literal_eval(node.value)
+                assert not [n for n in names if n.startswith("_")], f"{name}.__all__ lists a private name"
+
+
+def test_no_prefix_family_outside_a_package():
+    """Three or more `thing_*.py` files side by side are a package in disguise. The API parsers
+    are named after the `api` value they parse (openai_chat.py parses "openai.chat")."""
+    from firsttoken.addon.apis import INTERPRETERS
+
+    api_modules = {api.replace(".", "_") for api in INTERPRETERS}
+    for root in PACKAGES:
+        for d in sorted({p.parent for p in (ROOT / root).rglob("*.py")}):
+            stems = [p.stem for p in d.glob("*.py") if "_" in p.stem.strip("_") and p.stem not in api_modules]
+            families = collections.Counter(s.split("_", 1)[0] for s in stems)
+            crowded = {k: n for k, n in families.items() if n >= 3}
+            assert not crowded, f"{d.relative_to(ROOT)}: prefix families {crowded}: make each a package"
+
+
+def test_built_wheel_holds_every_module(tmp_path):
+    """A new subpackage must not import fine in the editable install and be missing from the wheel."""
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    (wheel,) = tmp_path.glob("firsttoken-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = []
+    for name, path in modules().items():
+        inside = name.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py")
+        if inside not in names:
+            missing.append(inside)
+    assert not missing, f"missing from the wheel: {missing}"
+    assert not [n for n in names if n.startswith(("tests/", "addon/", "cli/"))], "files outside firsttoken/ in the wheel"
+
+
+# -- the schema: llm's upgrade-from-oldest test --------------------------------------------------
+
+def first_schema(path: pathlib.Path) -> sqlite3.Connection:
+    """A database exactly as the first release created it: only the first migration applied."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(str(path))
+    db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    MIGRATIONS[0](db)
+    db.execute("INSERT INTO _migrations VALUES (?, ?)", [MIGRATIONS[0].__name__, "2026-01-01T00:00:00+00:00"])
+    db.execute(
+        "INSERT INTO requests (id, started_at, state, phase, route, api, model, stream, status, ttfb_ms, ttft_ms, gap_ms,"
+        " total_ms, findings, top_code, top_severity) VALUES ('old1', '2026-01-01T00:00:00.000+00:00', 'done', 'done',"
+        " 'default', 'openai.chat', 'gpt-4o-mini', 1, 401, 80.5, NULL, NULL, 90.0,"
+        " '[{\"code\": \"auth.rejected\", \"severity\": \"error\", \"message\": \"m\", \"hint\": \"h\", \"params\": {}}]',"
+        " 'auth.rejected', 'error')")
+    db.conn.commit()
+    return db.conn
+
+
+def test_a_database_of_the_first_schema_upgrades_to_the_current_one(tmp_path):
+    import sqlite_utils
+
+    path = tmp_path / "old.db"
+    first_schema(path).close()
+    db = sqlite_utils.Database(str(path))
+    applied = migrate(db)
+    assert applied == [fn.__name__ for fn in MIGRATIONS[1:]]
+    assert set(FIELDS) <= set(db["requests"].columns_dict)
+    db.conn.close()
+
+    # the old row reads through today's queries, and today's writer adds rows beside it
+    w = Writer(str(path))
+    rec = Record(id="new1", started_at="2026-02-01T00:00:00.000+00:00", state="done", phase="done", status=200,
+                 model="gpt-4o-mini", api="openai.chat", ttfb_ms=50.0, ttft_ms=120.0, gap_ms=70.0)
+    w.put(rec.row())
+    w.close()
+    conn = sqlite_utils.Database(str(path))
+    rows = {r["id"]: r for r in queries.recent(conn, queries.Filters(), limit=None)}
+    assert set(rows) == {"old1", "new1"}
+    assert rows["old1"]["status"] == 401 and rows["old1"]["ttfb_ms"] == 80.5
+    assert rows["new1"]["ttft_ms"] == 120.0
+
+
+@pytest.mark.parametrize("n", range(1, len(MIGRATIONS)))
+def test_every_intermediate_schema_upgrades(tmp_path, n):
+    """A database made by any release in between (the first n migrations) upgrades too."""
+    import sqlite_utils
+
+    db = sqlite_utils.Database(str(tmp_path / "mid.db"))
+    db.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    for fn in MIGRATIONS[:n]:
+        fn(db)
+        db.execute("INSERT INTO _migrations VALUES (?, ?)", [fn.__name__, "2026-01-01"])
+    assert migrate(db) == [fn.__name__ for fn in MIGRATIONS[n:]]
+    assert set(FIELDS) <= set(db["requests"].columns_dict)
