@@ -34,7 +34,7 @@ _STOP = object()
 
 
 class Settings:
-    def __init__(self, save_bodies: bool = False, warn_prompt_tokens: int = 8000, stall_ms: float = 1000.0, lang: str = "", proxy_url: str = ""):
+    def __init__(self, save_bodies: bool = False, warn_prompt_tokens: int = 0, stall_ms: float = 1000.0, lang: str = "", proxy_url: str = ""):
         self.save_bodies = save_bodies
         self.warn_prompt_tokens = warn_prompt_tokens
         self.stall_ms = stall_ms

@@ -57,7 +57,8 @@ class Capture:
         loader.add_option("firsttoken_db", str, "", "SQLite file for firsttoken records (default: per-user data dir, or $FIRSTTOKEN_DB).")
         loader.add_option("firsttoken_upstream", Sequence[str], [], "Upstream as URL or name=URL; repeatable. Empty: forward where mitmproxy's mode sends it.")
         loader.add_option("firsttoken_save_bodies", bool, False, "Store request/response bodies (redacted, capped).")
-        loader.add_option("firsttoken_warn_prompt_tokens", int, 8000, "Flag prompts larger than this many tokens.")
+        loader.add_option("firsttoken_warn_prompt_tokens", int, 0,
+                          "Flag prompts larger than this many tokens (0: half the model's context window, or 64,000).")
         loader.add_option("firsttoken_stall_ms", int, 1000, "Flag inter-token gaps longer than this (ms).")
         loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).",
                           choices=["", *LANGS])

@@ -44,7 +44,8 @@ def cli() -> None:
 @db_option
 @click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
 @click.option("--insecure-upstream", is_flag=True, help="Skip TLS verification of the upstream (unsafe).")
-@click.option("--warn-prompt-tokens", type=int, default=8000, show_default=True, help="Flag prompts above this many tokens.")
+@click.option("--warn-prompt-tokens", type=int, default=0, show_default=True,
+              help="Flag prompts above this many tokens (0: half the model's context window, or 64,000 if unknown).")
 @click.option("--stall-ms", type=int, default=1000, show_default=True, help="Flag inter-token gaps above this.")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
 @click.option("--no-live", is_flag=True, help="Print one plain line per request instead of the live view.")

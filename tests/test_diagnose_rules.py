@@ -45,7 +45,7 @@ def healthy(**kw) -> Record:
     return Record(**base)
 
 
-def ctx(stall_ms=1000.0, warn_prompt_tokens=8000, lang_="en", recent=()):
+def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=()):
     s = Settings(warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang_)
     return types.SimpleNamespace(settings=s, recent=collections.deque(recent, maxlen=500))
 
@@ -170,7 +170,7 @@ CASES = [
      "latency.reasoning", "info"),
     ("cold", dict(connect_ms=350.0, conn_reused=False, ttfb_ms=420.0, ttft_ms=500.0, first_token_ms=500.0, gap_ms=80.0),
      "latency.cold_connection", "info"),
-    ("prompt-large", dict(prompt_tokens_est=9500, system_tokens=6000, tools_tokens=2000, last_user_tokens=1000),
+    ("prompt-large", dict(prompt_tokens_est=70000, system_tokens=60000, tools_tokens=8000, last_user_tokens=1000),
      "prompt.large", "warn"),
     ("repeated-prefix", dict(prefix_tokens=3000, prefix_seen_before=2, prompt_tokens_est=3100, usage_cached_tokens=0),
      "prompt.repeated_prefix", "info"),
@@ -560,3 +560,28 @@ def test_command_outputs():
     r = runner.invoke(diagnoses, ["--lang", "en"], terminal_width=200)
     assert r.exit_code == 0 and "upstream.unreachable" in r.output and "Rate limited" in r.output
     assert "[no_scheme]" in r.output and "[bearer_case]" in r.output  # variant labels are not eaten as markup
+
+
+# -- prompt.large is relative to the model's context window ------------------------------------------
+
+@pytest.mark.parametrize("model,tokens,fires", [
+    ("claude-sonnet-4-5-20250929", 21_000, False),  # every Claude Code request: normal, no warning
+    ("claude-sonnet-4-5-20250929", 120_000, True),  # over half of a 200k window
+    ("gpt-4o-mini", 60_000, False),
+    ("gpt-4o-mini", 70_000, True),  # over half of 128k
+    ("openai/gpt-4o-2024-08-06", 70_000, True),  # provider prefix and dated id
+    ("my-local-model", 60_000, False),  # window unknown: the 64,000 floor
+    ("my-local-model", 65_000, True),
+])
+def test_prompt_large_is_relative_to_the_context_window(model, tokens, fires):
+    rec = healthy(model=model, prompt_tokens_est=tokens, system_tokens=tokens - 1000, last_user_tokens=500)
+    found = [f for f in diagnose(rec, ctx()) if f["code"] == "prompt.large"]
+    assert bool(found) == fires
+    if found and "unknown" not in model and "local" not in model:
+        assert "context window" in found[0]["message"] and found[0]["params"]["window"] >= 128_000
+
+
+def test_prompt_large_fixed_limit_wins_when_set():
+    rec = healthy(model="claude-sonnet-4-5", prompt_tokens_est=21_000, system_tokens=20_000, last_user_tokens=500)
+    (f,) = [f for f in diagnose(rec, ctx(warn_prompt_tokens=8000)) if f["code"] == "prompt.large"]
+    assert f["params"]["limit"] == 8000 and "(limit 8,000)" in f["message"]

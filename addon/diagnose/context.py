@@ -37,7 +37,7 @@ class Ctx:
         settings = getattr(context, "settings", None)
         self.settings = settings
         self.stall_ms = float(_num(getattr(settings, "stall_ms", None), 1000.0))
-        self.warn_prompt_tokens = int(_num(getattr(settings, "warn_prompt_tokens", None), 8000))
+        self.warn_prompt_tokens = int(_num(getattr(settings, "warn_prompt_tokens", None), 0))
         self.proxy_url = (getattr(settings, "proxy_url", None) or getattr(context, "proxy_url", None)
                           or DEFAULT_PROXY_URL).rstrip("/")
         recent = getattr(context, "recent", None)

@@ -18,10 +18,13 @@ from firsttoken.addon.diagnose.thresholds import (
     NETWORK_TTFB_MS,
     PREFILL_GAP_MS,
     PREFILL_MIN_TOKENS,
+    PROMPT_LARGE_FLOOR,
+    PROMPT_WINDOW_SHARE,
     REASONING_MS,
     REASONING_SHARE,
     REPEATED_PREFIX_TOKENS,
 )
+from firsttoken.addon.models import context_window
 
 
 def _timed(rec: Any) -> bool:
@@ -82,12 +85,25 @@ def rule_cold_connection(rec: Any, c: Ctx) -> None:
         c.add("latency.cold_connection", "info", **c.common(), connect_ms=rec.connect_ms, ttfb_ms=rec.ttfb_ms)
 
 
+def prompt_limit(model: str | None, fixed: int) -> tuple[int, int | None]:
+    """(limit, context window) for prompt.large: ``fixed`` when set (> 0), else a share of the
+    model's context window, else a floor for models whose window is not known."""
+    window = context_window(model)
+    if fixed > 0:
+        return fixed, window
+    if window:
+        return int(window * PROMPT_WINDOW_SHARE), window
+    return PROMPT_LARGE_FLOOR, None
+
+
 def rule_prompt_large(rec: Any, c: Ctx) -> None:
     tokens = rec.prompt_tokens_est
-    if tokens is None or tokens <= c.warn_prompt_tokens or c.has("request.context_length"):
+    limit, window = prompt_limit(rec.model, c.warn_prompt_tokens)
+    if tokens is None or tokens <= limit or c.has("request.context_length"):
         return
     label, part = largest_part(rec)
-    c.add("prompt.large", "warn", **c.common(), prompt_tokens=tokens, limit=c.warn_prompt_tokens,
+    c.add("prompt.large", "warn", variant="window" if window else "fixed", **c.common(), prompt_tokens=tokens,
+          limit=limit, window=window, share=round(100.0 * tokens / window) if window else None, model=rec.model,
           system_tokens=rec.system_tokens or 0, tools_tokens=rec.tools_tokens or 0,
           last_user_tokens=rec.last_user_tokens or 0, messages=rec.messages or 0, images=rec.images or 0,
           largest=label, largest_tokens=part)
@@ -159,12 +175,14 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("prompt.large", "latency", _W, (), {
         "en": ("Large prompt",
-               "The counted prompt exceeds --warn-prompt-tokens.",
-               "The prompt is {prompt_tokens:,} tokens (limit {limit:,}): system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages.",
+               "The counted prompt exceeds {PROMPT_WINDOW_SHARE:.0%} of the model's context window ({PROMPT_LARGE_FLOOR:,} tokens when the window is not known), or --warn-prompt-tokens when set.",
+               {"window": "The prompt is {prompt_tokens:,} tokens, {share}% of {model}'s {window:,}-token context window (limit {limit:,}): system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages.",
+                "fixed": "The prompt is {prompt_tokens:,} tokens (limit {limit:,}): system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages."},
                "The largest part is {largest} ({largest_tokens:,} tokens): trim it, summarise old turns, or cache the stable prefix; raise --warn-prompt-tokens if this size is expected."),
         "zh": ("提示词过大",
-               "统计出的提示词超过 --warn-prompt-tokens。",
-               "提示词有 {prompt_tokens:,} token（阈值 {limit:,}）：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。",
+               "统计出的提示词超过模型上下文窗口的 {PROMPT_WINDOW_SHARE:.0%}（窗口未知时为 {PROMPT_LARGE_FLOOR:,} token），或超过设置的 --warn-prompt-tokens。",
+               {"window": "提示词有 {prompt_tokens:,} token，占 {model} 的 {window:,} token 上下文窗口的 {share}%（阈值 {limit:,}）：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。",
+                "fixed": "提示词有 {prompt_tokens:,} token（阈值 {limit:,}）：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。"},
                "最大的部分是{largest}（{largest_tokens:,} token）：精简它、总结旧的对话轮次，或缓存稳定前缀；如果这个大小是预期的，调大 --warn-prompt-tokens。"),
     }),
     ("prompt.repeated_prefix", "latency", _I, (), {

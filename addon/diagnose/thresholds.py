@@ -40,6 +40,10 @@ COLD_CONNECT_MS = 200.0
 REPEATED_PREFIX_TOKENS = 1024
 #: latency.network: connecting must not explain more than this share of TTFB
 CONNECT_SHARE = 0.5
+#: prompt.large (automatic limit): a prompt above this share of its model's context window ...
+PROMPT_WINDOW_SHARE = 0.5
+#: ... or, for a model whose window is not known, above this many tokens
+PROMPT_LARGE_FLOOR = 64_000
 
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of token events arriving together at the end", "stream.buffered：在末尾集中到达的 token 事件比例"),
@@ -60,5 +64,7 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("COLD_CONNECT_MS", COLD_CONNECT_MS, "latency.cold_connection: new connection took at least this long (ms)", "latency.cold_connection：新建连接至少耗时（毫秒）"),
     ("REPEATED_PREFIX_TOKENS", REPEATED_PREFIX_TOKENS, "prompt.repeated_prefix: stable prefix of at least this many tokens", "prompt.repeated_prefix：稳定前缀至少这么多 token"),
     ("--stall-ms", 1000, "stream.stall: longest gap between token events above this (ms); proxy option, default shown", "stream.stall：token 事件间最长间隔超过此值（毫秒）；代理选项，此处为默认值"),
-    ("--warn-prompt-tokens", 8000, "prompt.large: counted prompt above this; proxy option, default shown", "prompt.large：统计的提示词超过此值；代理选项，此处为默认值"),
+    ("PROMPT_WINDOW_SHARE", PROMPT_WINDOW_SHARE, "prompt.large: share of the model's context window (automatic limit)", "prompt.large：占模型上下文窗口的比例（自动阈值）"),
+    ("PROMPT_LARGE_FLOOR", PROMPT_LARGE_FLOOR, "prompt.large: limit for models whose context window is not known", "prompt.large：上下文窗口未知的模型所用的阈值"),
+    ("--warn-prompt-tokens", 0, "prompt.large: a fixed limit instead (0: automatic); proxy option, default shown", "prompt.large：改用固定阈值（0 表示自动）；代理选项，此处为默认值"),
 ]

@@ -45,7 +45,7 @@ class ProxyServer:
         *,
         save_bodies: bool = False,
         insecure_upstream: bool = False,
-        warn_prompt_tokens: int = 8000,
+        warn_prompt_tokens: int = 0,
         stall_ms: int = 1000,
         lang: str = "",
         extra_options: dict[str, Any] | None = None,
