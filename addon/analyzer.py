@@ -11,6 +11,7 @@ import collections
 import json
 import logging
 import queue
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -241,6 +242,36 @@ _PARSE_FIELDS = (
 
 
 # ---- What a request body says: model, stream, max_tokens and the prompt's token counts.
+
+#: how much of each end of a request body peek_request_facts reads
+PEEK_BYTES = 16 * 1024
+_PEEK_MODEL = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
+_PEEK_STREAM = re.compile(rb'"stream"\s*:\s*(true|false)\b')
+
+
+def peek_request_facts(body: bytes | bytearray, content_encoding: str | None = None) -> dict[str, Any]:
+    """``model`` and ``stream`` from a bounded look at both ends of a JSON body: cheap enough for
+    the event loop at any body size, so the live view and a failed request's record name the
+    request at once, while the full parse (and token count) follows on the analysis thread.
+
+    SDKs put ``model`` first (curl, Claude Code) or after ``messages`` (the openai SDK), so both
+    the first and the last PEEK_BYTES are read. Inside a JSON string a quote is always escaped,
+    so ``"model": "…"`` matches only a key; the full parse has the last word."""
+    if content_encoding or not body:
+        return {}
+    parts = [bytes(body[:PEEK_BYTES])]
+    if len(body) > PEEK_BYTES:
+        parts.append(bytes(body[-PEEK_BYTES:]))
+    out: dict[str, Any] = {}
+    for part in parts:
+        if "model" not in out and (m := _PEEK_MODEL.search(part)):
+            try:
+                out["model"] = json.loads(b'"' + m.group(1) + b'"')
+            except ValueError:
+                pass
+        if "stream" not in out and (m := _PEEK_STREAM.search(part)):
+            out["stream"] = m.group(1) == b"true"
+    return out
 
 def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str) -> dict[str, Any]:
     out: dict[str, Any] = {}

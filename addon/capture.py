@@ -19,7 +19,7 @@ from typing import Any
 from mitmproxy import ctx, exceptions, http
 
 from firsttoken.addon import forward, routing
-from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings
+from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
 from firsttoken.addon.apis import detect_api
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
@@ -212,8 +212,9 @@ class Capture:
             rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
         rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
         rec.api = detect_api(req.method, req.path)
-        if flow.response is None:
-            # Forward the request body as it arrives too; keep a capped copy for analysis.
+        if flow.response is None and not _read_before_connecting(req.headers):
+            # A body of unknown or very large size is forwarded as it arrives (a capped copy is
+            # kept for analysis): the upstream connection is opened at once and nothing waits.
             flight.body_copy = BodyCopy()
             req.stream = flight.body_copy
         self.flights[flow.id] = flight
@@ -235,6 +236,7 @@ class Capture:
             flight.record.request_bytes = len(flight.body)
         flight.body_encoding = flow.request.headers.get("content-encoding")
         flight.body_done = True
+        self._peek(flight, copy.buf if copy is not None else flight.body)
         if flow.response is None:
             flight.record.phase = "waiting_headers"
         # Parsing waits for the response headers (or the end): a JSON parse holds the GIL,
@@ -269,7 +271,8 @@ class Capture:
         rec.phase = "prefill" if tap.sse else "waiting_body"
         # Stream every response: the client gets each byte as it arrives, never a buffered body.
         resp.stream = tap
-        self._put({"id": rec.id, "phase": rec.phase, "status": rec.status, "content_type": rec.content_type})
+        self._put({"id": rec.id, "phase": rec.phase, "status": rec.status, "content_type": rec.content_type,
+                   "ttfb_ms": round((now - c.t0) * 1000.0, 3)})
 
     def response(self, flow: http.HTTPFlow) -> None:
         flight = self.flights.get(flow.id)
@@ -316,6 +319,16 @@ class Capture:
             flight.parsed = True
             self.analyzer.parse(flight)
 
+    def _peek(self, flight: Flight, body: bytes | bytearray | None) -> None:
+        """Name the request (model, stream) from a bounded look at its body, at any size."""
+        rec = flight.record
+        facts = peek_request_facts(body or b"", flight.flow.request.headers.get("content-encoding") if flight.flow else None)
+        row = {k: v for k, v in facts.items() if getattr(rec, k) is None}
+        for k, v in row.items():
+            setattr(rec, k, v)
+        if row or rec.request_bytes:
+            self._put({"id": rec.id, "request_bytes": rec.request_bytes, **row})
+
     def _phase(self, flight: Flight, phase: str) -> None:
         flight.record.phase = phase
         self._put({"id": flight.record.id, "phase": phase})
@@ -335,6 +348,7 @@ class Capture:
             # a complete body is analysed as usual; half a JSON document would only look malformed
             flight.body = copy.buf if whole and not copy.truncated else None
             flight.body_copy = None
+            self._peek(flight, copy.buf)  # as much as was read still names the request
         flight.body_done = True
         self._parse(flight)
         if self.analyzer:
@@ -369,6 +383,26 @@ class Capture:
             "db_path": self.db_path,
             "started": self.started,
         }
+
+
+#: request bodies of a declared size up to this are read before the upstream connection opens
+REQUEST_READ_MAX = 16 * 2**20
+
+
+def _read_before_connecting(headers) -> bool:
+    """Whether mitmproxy should read this request's body before it connects upstream.
+
+    The client is on this machine, so reading a body of known size costs about a millisecond
+    per megabyte, and it means a request whose upstream cannot be reached is still known in
+    full (model, stream, size, tokens). Chunked bodies and bodies over REQUEST_READ_MAX are
+    streamed through BodyCopy instead, so the client never waits on a large buffer."""
+    length = headers.get("content-length")
+    if length is None or "chunked" in headers.get("transfer-encoding", "").lower():
+        return False
+    try:
+        return 0 <= int(length.strip()) <= REQUEST_READ_MAX
+    except ValueError:
+        return False
 
 
 def _retry_after(headers) -> float | None:

@@ -162,7 +162,7 @@ class DbSource:
             flights.append(FlightView(
                 id=r["id"], elapsed_s=max(0.0, now - started), phase=r.get("phase") or "connecting",
                 route=r.get("route"), model=r.get("model"), api=r.get("api"), path=r.get("path"),
-                status=r.get("status"), prompt_tokens_est=r.get("prompt_tokens_est"),
+                status=r.get("status"), prompt_tokens_est=r.get("prompt_tokens_est"), ttfb_ms=r.get("ttfb_ms"),
             ))
         return LiveSnapshot(
             routes=list(self.routes),
