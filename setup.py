@@ -1,4 +1,5 @@
 """Package discovery: every package under addon/ and cli/ is found, none listed by hand.
+The Markdown files in docs/ ship as ``firsttoken.docs`` (data only).
 
 ``addon/`` installs as ``firsttoken.addon`` and ``cli/`` as ``firsttoken.cli`` (the design
 card's top level); ``firsttoken`` itself is a namespace. Everything else is in pyproject.toml.
@@ -7,10 +8,16 @@ card's top level); ``firsttoken`` itself is a namespace. Everything else is in p
 from setuptools import find_packages, setup
 
 ROOTS = {"addon": "firsttoken.addon", "cli": "firsttoken.cli"}
+#: the user docs travel in the wheel: `firsttoken docs TOPIC` prints them from an installed copy
+DOCS = "firsttoken.docs"
 
 packages = [
     ROOTS[name.split(".", 1)[0]] + name[len(name.split(".", 1)[0]):]
     for name in find_packages(include=[f"{root}*" for root in ROOTS])
     if name.split(".", 1)[0] in ROOTS
 ]
-setup(packages=packages, package_dir={pkg: root for root, pkg in ROOTS.items()})
+setup(
+    packages=[*packages, DOCS],
+    package_dir={**{pkg: root for root, pkg in ROOTS.items()}, DOCS: "docs"},
+    package_data={DOCS: ["*.md"]},
+)

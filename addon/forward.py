@@ -229,7 +229,7 @@ def client_hints(proxy_url: str, confdir: str | os.PathLike | None = None) -> li
         f"Forward proxy: set HTTPS_PROXY={proxy_url} (and HTTP_PROXY) for the client; "
         "only LLM API hosts are intercepted and recorded, every other host is tunnelled untouched.",
         f"Trust mitmproxy's CA {ca}: Node clients (Claude Code, Cline) NODE_EXTRA_CA_CERTS={ca}; "
-        "Python clients and Codex SSL_CERT_FILE = a bundle that includes it (see docs/clients.md).",
+        "Python clients and Codex SSL_CERT_FILE = a bundle that includes it (see `firsttoken docs clients`).",
     ]
 
 

@@ -136,20 +136,58 @@ def table(lang: str):
     return tbl
 
 
+def one(code: str, lang: str):
+    """One code in full: severity, family, title, when it fires, message and fix (all variants)."""
+    from rich.text import Text
+
+    e = cat.CATALOG[code]
+    t = _TEXT[lang]
+    out = Text()
+    out.append(code, style="bold")
+    out.append("  ")
+    out.append("/".join(e.severities), style=SEVERITY_STYLE.get(e.severity, ""))
+    out.append(f"  ({e.family})\n")
+    out.append(cat.title(code, lang) + "\n\n", style="bold")
+    out.append(f"{t['when']}: ", style="dim")
+    out.append(cat.when(code, lang) + "\n")
+    msg = e.message.get(lang) or e.message["en"]
+    for name, tmpl in (msg.items() if isinstance(msg, dict) else [("", msg)]):
+        out.append("message" + (f" [{name}]" if name else "") + ": ", style="dim")
+        out.append(_placeholders(tmpl) + "\n")
+    out.append(f"{t['hint']}: ", style="dim")
+    out.append(hint_text(code, lang) + "\n")
+    return out
+
+
+def unknown_code(code: str) -> str:
+    """What to say for a code the catalog does not have (shared with the filters that take codes)."""
+    import difflib
+
+    close = difflib.get_close_matches(code, list(cat.CATALOG), n=3, cutoff=0.5)
+    more = f" Did you mean {', '.join(close)}?" if close else ""
+    return f"no finding code {code!r}.{more} `firsttoken diagnoses` lists them all."
+
+
 @click.command("diagnoses")
+@click.argument("code", required=False)
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None,
               help="Language (default: $FIRSTTOKEN_LANG, else the locale; --markdown without --lang: both).")
 @click.option("--markdown", "as_markdown", is_flag=True, help="The catalog as Markdown (docs/diagnoses.md).")
 @click.option("--json", "as_json", is_flag=True, help="The catalog as JSON.")
-def diagnoses(lang, as_markdown, as_json):
-    """Every finding code: severity, title and the fix it suggests."""
+def diagnoses(code, lang, as_markdown, as_json):
+    """Every finding code: severity, title and the fix it suggests (CODE: that one in full)."""
+    if code is not None and code not in cat.CATALOG:
+        raise click.UsageError(unknown_code(code))
     if as_markdown:
         click.echo(markdown(lang), nl=False)
         return
     lang = resolve(lang)
     if as_json:
-        click.echo(json.dumps(entries(lang), ensure_ascii=False, indent=2))
+        found = entries(lang)
+        if code is not None:
+            found = [e for e in found if e["code"] == code]
+        click.echo(json.dumps(found[0] if code is not None else found, ensure_ascii=False, indent=2))
         return
     from firsttoken.cli.options import console
 
-    console().print(table(lang))
+    console().print(one(code, lang) if code is not None else table(lang))

@@ -29,7 +29,7 @@ def iter_rows(db, filters: Filters, columns: list[str] | None = None, limit: int
     if columns:
         unknown = [c for c in columns if c not in have]
         if unknown:
-            raise ValueError(f"unknown column(s): {', '.join(unknown)}; see docs/record.md for the list")
+            raise ValueError(f"unknown column(s): {', '.join(unknown)}; see `firsttoken docs record` for the list")
         cols = columns
     else:
         cols = [c for c in have if bodies or c not in BODY_COLUMNS]

@@ -102,6 +102,10 @@ def test_built_wheel_holds_every_module(tmp_path):
             missing.append(inside)
     assert not missing, f"missing from the wheel: {missing}"
     assert not [n for n in names if n.startswith(("tests/", "addon/", "cli/"))], "files outside firsttoken/ in the wheel"
+    # the user docs travel with the code: messages point at `firsttoken docs TOPIC`
+    from firsttoken.cli.docs import TOPICS
+
+    assert {f"firsttoken/docs/{f}" for f, _ in TOPICS.values()} <= names
 
 
 # -- the schema: llm's upgrade-from-oldest test --------------------------------------------------

@@ -1,0 +1,59 @@
+"""`firsttoken docs [TOPIC]`: the user docs, printed from the installed copy.
+
+The Markdown files of docs/ ship inside the package (``firsttoken.docs``), so a message can
+say "see `firsttoken docs record`" and mean it on a machine that has only the wheel.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+
+import click
+
+#: topic -> (file, one line saying what it holds)
+TOPICS: dict[str, tuple[str, str]] = {
+    "clients": ("clients.md", "pointing Claude Code, Codex, Cline, the SDKs and curl at the proxy"),
+    "record": ("record.md", "every column of the record, and what it means"),
+    "stats": ("stats.md", "stats, sweep, baseline, export, report: what they compute"),
+    "diagnoses": ("diagnoses.md", "every finding code, its fix, and the thresholds"),
+    "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),
+}
+
+
+def doc_text(topic: str) -> str:
+    """The Markdown text of one topic: from the installed package (a wheel), else from the
+    source tree beside this package (an editable install, where the data-only namespace
+    package has no directory of its own)."""
+    name, _ = TOPICS[topic]
+    try:
+        return importlib.resources.files("firsttoken.docs").joinpath(name).read_text(encoding="utf-8")
+    except (ModuleNotFoundError, NotADirectoryError, FileNotFoundError, TypeError):
+        return (Path(__file__).resolve().parent.parent / "docs" / name).read_text(encoding="utf-8")
+
+
+def see(topic: str) -> str:
+    """The words a message uses to point at a doc: a command that works wherever firsttoken does."""
+    return f"`firsttoken docs {topic}`"
+
+
+@click.command("docs")
+@click.argument("topic", required=False, type=click.Choice(sorted(TOPICS)))
+@click.option("--raw", is_flag=True, help="The Markdown source instead of the rendered text.")
+def docs(topic, raw):
+    """Print a user doc (no TOPIC: the list of topics)."""
+    from firsttoken.cli.options import console
+
+    if topic is None:
+        c = console()
+        c.print("firsttoken docs TOPIC, where TOPIC is one of:", markup=False)
+        for name, (_, what) in TOPICS.items():
+            c.print(f"  {name:<13} {what}", markup=False)
+        return
+    text = doc_text(topic)
+    if raw:
+        click.echo(text, nl=False)
+        return
+    from rich.markdown import Markdown
+
+    console().print(Markdown(text))
