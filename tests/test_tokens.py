@@ -593,9 +593,10 @@ def test_cache_file_names_follow_tiktoken(empty_cache, monkeypatch, tmp_path):
     monkeypatch.setenv("DATA_GYM_CACHE_DIR", str(tmp_path / "dg"))
     assert tokens.tiktoken_cache_dir() == str(tmp_path / "dg")
     monkeypatch.delenv("DATA_GYM_CACHE_DIR")
-    import tempfile
-
-    assert tokens.tiktoken_cache_dir() == os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    # neither set: the per-user cache dir (survives a reboot), and tiktoken is pointed at it too
+    assert tokens.tiktoken_cache_dir() == str(tmp_path / "xdg" / "firsttoken" / "tiktoken")
+    assert os.environ["TIKTOKEN_CACHE_DIR"] == tokens.tiktoken_cache_dir()
 
 
 def test_loads_from_tiktoken_cache_without_network(empty_cache, no_network):
@@ -768,3 +769,17 @@ def test_tokenizers_fetch_offline_exits_1(empty_cache, no_network):
     assert doc["fetched"][0]["ok"] is False and "o200k_base" in doc["fetched"][0]["error"]
     result = CliRunner().invoke(tokenizers, ["--fetch", "bogus"])
     assert result.exit_code == 1 and "unknown encoding" in result.output
+
+
+def test_fetch_offline_says_so_in_plain_words(empty_cache, monkeypatch):
+    """What a machine without DNS really raises: the user reads a cause and a way out, not
+    urllib3's HTTPSConnectionPool repr."""
+
+    def no_dns(*args, **kwargs):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_dns)
+    result = CliRunner().invoke(tokenizers, ["--fetch", "o200k_base", "--timeout", "5"])
+    assert result.exit_code == 1
+    assert "no internet access" in result.output and "TIKTOKEN_CACHE_DIR" in result.output
+    assert "HTTPSConnectionPool" not in result.output and "Max retries" not in result.output

@@ -222,6 +222,28 @@ class FetchError(RuntimeError):
     """Download of a BPE file failed or timed out."""
 
 
+def download_failure(e: BaseException) -> str:
+    """A download error in plain words with what to do, instead of the HTTP library's repr."""
+    text = f"{type(e).__name__}: {e}"
+    low = text.lower()
+    if "name or service not known" in low or "nodename nor servname" in low or "nameresolution" in low \
+            or "temporary failure in name resolution" in low or "getaddrinfo failed" in low:
+        return ("the host name could not be resolved: this machine has no internet access (or no DNS). Fetch on "
+                "a machine that has, then copy the cache folder (`firsttoken tokenizers` shows it) here, or set "
+                "TIKTOKEN_CACHE_DIR to a folder holding the files.")
+    if "connection refused" in low or "connecterror" in low or "failed to establish a new connection" in low:
+        return "the connection was refused: a firewall or an unreachable proxy (HTTPS_PROXY) is in the way."
+    if "certificate" in low or "ssl" in low:
+        return ("the TLS certificate was not accepted: behind an intercepting proxy, point REQUESTS_CA_BUNDLE at "
+                "its CA certificate.")
+    if "hash mismatch" in low or "sha256" in low:
+        return "the downloaded file did not match its expected hash: it was not stored; try again."
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    if status:
+        return f"the server answered HTTP {status}; try again later."
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
 def fetch_encoding(name: str, timeout: float = 10.0) -> dict[str, Any]:
     """Download ``name``'s BPE files into tiktoken's cache with tiktoken's own loader
     (same file names and hash checks), giving up after ``timeout`` seconds overall.
@@ -258,8 +280,7 @@ def fetch_encoding(name: str, timeout: float = 10.0) -> dict[str, Any]:
                          "(no internet access, or a proxy is blocking it?)")
     if "error" in result:
         e = result["error"]
-        raise FetchError(f"could not download {name} from {where} (is this machine offline?): "
-                         f"{type(e).__name__}: {e}") from e
+        raise FetchError(f"could not download {name} from {where}: {download_failure(e)}") from e
     with _lock:
         _loaded.pop(name, None)
     return encoding_status(name)

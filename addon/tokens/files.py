@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from typing import Any
 
 import tiktoken
@@ -39,14 +38,27 @@ KNOWN_BLOBS: dict[str, list[tuple[str, str | None]]] = {
 
 # --------------------------------------------------------------------------- tiktoken's cache
 
+def default_cache_dir() -> str:
+    """firsttoken's own place for tiktoken's BPE files: the per-user cache directory.
+    tiktoken's default (``<tmp>/data-gym-cache``) is emptied on reboot."""
+    import platformdirs
+
+    return os.path.join(platformdirs.user_cache_dir("firsttoken", appauthor=False), "tiktoken")
+
+
 def tiktoken_cache_dir() -> str:
-    """The directory tiktoken caches BPE files in (``""`` = caching disabled), exactly as
-    ``tiktoken.load.read_file_cached`` picks it."""
+    """The directory tiktoken caches BPE files in (``""`` = caching disabled).
+
+    ``$TIKTOKEN_CACHE_DIR`` or ``$DATA_GYM_CACHE_DIR`` win, as in tiktoken; otherwise firsttoken
+    points tiktoken at :func:`default_cache_dir` (by setting ``TIKTOKEN_CACHE_DIR`` in this
+    process, which is where ``tiktoken.load.read_file_cached`` looks), so what
+    ``firsttoken tokenizers --fetch`` stores survives a reboot and is found again."""
     if "TIKTOKEN_CACHE_DIR" in os.environ:
         return os.environ["TIKTOKEN_CACHE_DIR"]
     if "DATA_GYM_CACHE_DIR" in os.environ:
         return os.environ["DATA_GYM_CACHE_DIR"]
-    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    os.environ["TIKTOKEN_CACHE_DIR"] = default_cache_dir()
+    return os.environ["TIKTOKEN_CACHE_DIR"]
 
 
 def _cache_path(url: str, cache_dir: str) -> str:
