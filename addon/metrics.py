@@ -15,7 +15,8 @@ way OpenTelemetry's Prometheus exporter does (dots to underscores, unit ``s`` ->
 ``gen_ai_client_token_usage``                      tokens, ``gen_ai_token_type`` = input | output
 ``firsttoken_ttfb_seconds``                        response headers (firsttoken's own)
 ``firsttoken_time_to_first_token_seconds``         first visible token (firsttoken's own)
-``firsttoken_requests_total``                      every record, by route/api/status class
+``firsttoken_gap_seconds``                         TTFT - TTFB: model-side time (prefill, reasoning)
+``firsttoken_requests_total``                      every record, by route/api/model/status class
 ``firsttoken_findings_total``                      diagnosis findings by code and severity
 ================================================  =============================================
 
@@ -85,9 +86,13 @@ class Metrics:
         self.ttft = Histogram(
             "firsttoken_time_to_first_token_seconds", "Time to the first visible output token.",
             GENAI_LABELS + ("route",), buckets=DURATION_BUCKETS, registry=r)
+        self.gap = Histogram(
+            "firsttoken_gap_seconds", "TTFT minus TTFB: the model-side part of TTFT (prefill, reasoning); "
+            "a large TTFB points at the network or a gateway instead.",
+            GENAI_LABELS + ("route",), buckets=DURATION_BUCKETS, registry=r)
         self.requests = Counter(
             "firsttoken_requests", "Requests recorded by firsttoken.",
-            ("route", "api", "status_class"), registry=r)
+            ("route", "api", "gen_ai_request_model", "status_class"), registry=r)
         self.findings = Counter(
             "firsttoken_findings", "Diagnosis findings.", ("code", "severity"), registry=r)
         self.in_flight = Gauge("firsttoken_in_flight_requests", "Requests in flight through the proxy.", registry=r)
@@ -110,14 +115,17 @@ class Metrics:
             log.exception("firsttoken: metrics failed for %s", getattr(rec, "id", "?"))
 
     def _observe(self, rec: Record) -> None:
-        self.requests.labels(rec.route or "", rec.api or "other", status_class(rec)).inc()
+        base = self.labels(rec)
+        self.requests.labels(rec.route or "", rec.api or "other", base[GENAI_LABELS.index("gen_ai_request_model")],
+                             status_class(rec)).inc()
         for f in rec.findings or ():
             self.findings.labels(str(f.get("code", "")), str(f.get("severity", ""))).inc()
-        base = self.labels(rec)
         if rec.ttfb_ms is not None:
             self.ttfb.labels(*base, rec.route or "").observe(rec.ttfb_ms / 1000.0)
         if rec.ttft_ms is not None:
             self.ttft.labels(*base, rec.route or "").observe(rec.ttft_ms / 1000.0)
+        if rec.gap_ms is not None:
+            self.gap.labels(*base, rec.route or "").observe(max(rec.gap_ms, 0.0) / 1000.0)
         if rec.api not in OPERATION:
             return  # not an LLM call (GET /v1/models, count_tokens, a wrong path…): no gen_ai_* metrics
         if rec.total_ms is not None:

@@ -83,3 +83,8 @@ def line(r: dict[str, Any]) -> str:
         if f.get("hint"):
             parts.append(f"→ {f['hint']}")
     return " ".join(parts)
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """'1 warning', '2 warnings' (``words`` for an irregular plural)."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"

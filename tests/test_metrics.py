@@ -104,6 +104,11 @@ def test_scraped_metrics_match_the_records(sim, proxy, db_path, metered):
     assert value(got, "firsttoken_requests_total") == 5
     assert value(got, "firsttoken_requests_total", api="other", status_class="2xx") == 1
     assert value(got, "firsttoken_requests_total", status_class="4xx") == 1
+    assert value(got, "firsttoken_requests_total", gen_ai_request_model="claude-sim") == 1
+    # the TTFT - TTFB split, per request that had both
+    split = [r for r in rows(db_path) if r["gap_ms"] is not None]
+    assert split and value(got, "firsttoken_gap_seconds_count") == len(split)
+    assert value(got, "firsttoken_gap_seconds_sum") == pytest.approx(sum(max(r["gap_ms"], 0) for r in split) / 1000, rel=1e-6)
     assert value(got, "firsttoken_ttfb_seconds_count", route="default") == 5
     assert value(got, "firsttoken_time_to_first_token_seconds_count") == sum(
         1 for r in rows(db_path) if r["ttft_ms"] is not None)

@@ -18,6 +18,7 @@ from rich.markup import escape
 from firsttoken.addon import routing
 from firsttoken.cli.doctor import checks as dc
 from firsttoken.cli.options import db_option
+from firsttoken.cli.output import plural
 from firsttoken.cli.proxy.state import read_states, state_routes
 
 STYLE = {dc.PASS: ("[green]✓[/]", "ok"), dc.WARN: ("[yellow]![/]", "warn"), dc.FAIL: ("[bold red]✗[/]", "FAIL")}
@@ -61,7 +62,7 @@ def render(checks: list[dc.Check], out: Console) -> None:
         out.print()
     s = dc.summary(checks)
     color = "red" if s[dc.FAIL] else "yellow" if s[dc.WARN] else "green"
-    out.print(f"[{color}]{s[dc.PASS]} ok, {s[dc.WARN]} warnings, {s[dc.FAIL]} failed[/]")
+    out.print(f"[{color}]{s[dc.PASS]} ok, {plural(s[dc.WARN], 'warning')}, {s[dc.FAIL]} failed[/]")
 
 
 @click.command("doctor")
