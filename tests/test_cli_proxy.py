@@ -81,17 +81,6 @@ def test_non_loopback_host_warns_and_bad_upstream_is_a_clear_error(tmp_path):
     assert "reachable from the network" in err
 
 
-def test_port_in_use_is_a_clear_error(tmp_path):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        r = subprocess.run([FT, "proxy", "--no-live", "--port", str(port), "--upstream", "http://127.0.0.1:9",
-                            "--db", str(tmp_path / "z.db")], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1
-    assert "could not listen" in r.stderr and "--port" in r.stderr
-
-
 def test_unwritable_database_is_a_clear_error_and_the_default_db_is_untouched(tmp_path):
     (tmp_path / "afile").write_text("")  # a database path under a regular file: unwritable, even for root
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path)}
@@ -100,3 +89,32 @@ def test_unwritable_database_is_a_clear_error_and_the_default_db_is_untouched(tm
     assert r.returncode == 1
     assert "cannot write its database" in r.stderr and "--db" in r.stderr
     assert not (tmp_path / "xdg").exists()  # the default database was never created
+
+
+def test_port_in_use_fails_at_once_in_firsttokens_words(sim, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        t0 = time.monotonic()
+        res = subprocess.run([FT, "proxy", "-u", sim.url, "--no-live", "--port", str(port), "--db", str(tmp_path / "p.db")],
+                             capture_output=True, text=True, timeout=30)
+        took = time.monotonic() - t0
+    assert res.returncode != 0
+    err = " ".join(res.stderr.split())
+    assert f"port {port} on 127.0.0.1 is already in use" in err and "--port" in err
+    assert "--mode" not in err and "Traceback" not in err
+    assert took < 5, f"took {took:.1f} s to say the port is taken"  # was 11 s; the import alone is ~1 s
+
+
+def test_port_held_by_another_firsttoken_names_it(sim, tmp_path):
+    db = tmp_path / "first.db"
+    p, port = start(["-u", sim.url, "--db", str(db)])
+    try:
+        res = subprocess.run([FT, "proxy", "-u", sim.url, "--no-live", "--port", str(port), "--db", str(db)],
+                             capture_output=True, text=True, timeout=30)
+        err = " ".join(res.stderr.split())
+        assert res.returncode != 0 and f"by a firsttoken proxy (pid {p.pid}" in err
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.wait(30)

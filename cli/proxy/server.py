@@ -118,6 +118,7 @@ class ProxyServer:
         from mitmproxy.master import Master
 
         self.loop = asyncio.get_running_loop()
+        self._check_port()
         if isinstance(self.capture, Capture):
             self._check_db()
         for name in ("mitmproxy", "firsttoken", "opentelemetry"):
@@ -170,6 +171,44 @@ class ProxyServer:
         if on_ready:
             on_ready(self)
         await task
+
+    def _check_port(self) -> None:
+        """Fail at once, in firsttoken's words, when the port is taken (mitmproxy would log its
+        own advice about its --mode flag and keep the caller waiting)."""
+        if not self.port:
+            return
+        import errno
+        import socket
+
+        family = socket.AF_INET6 if ":" in (self.host or "") else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            try:
+                s.bind((self.host or "127.0.0.1", self.port))
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE:
+                    raise ProxyStartError(
+                        f"port {self.port} on {self.host} is already in use{self._who_listens()}. Stop that "
+                        f"process, or start firsttoken on another port with --port (--port 0 picks a free one)."
+                    ) from None
+                if e.errno == errno.EACCES:
+                    raise ProxyStartError(
+                        f"firsttoken may not listen on port {self.port} (ports below 1024 need root): "
+                        "use a port above 1024 with --port.") from None
+                raise ProxyStartError(f"firsttoken cannot listen on {self.host}:{self.port}: {e.strerror}. "
+                                      "Check --host and --port.") from None
+
+    def _who_listens(self) -> str:
+        """', by a firsttoken proxy (pid N, database D)' when a running proxy's state file says so."""
+        try:
+            from firsttoken.cli.proxy.state import read_states
+
+            for st in read_states(self.db):
+                if st.get("port") == self.port:
+                    return f" by a firsttoken proxy (pid {st.get('pid')}, database {st.get('db')})"
+        except Exception:
+            pass
+        return ""
 
     def _check_db(self) -> None:
         """Fail before listening when the database cannot be written (and migrate it now)."""
