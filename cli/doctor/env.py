@@ -254,15 +254,18 @@ def _check_against_routes(cid: str, where: str, text: str, path: str, kind: str,
                      f"{text}; routes: {mounts}", "`firsttoken env …` prints the right URL")
     upstream_path = route.prefix + (rest if rest != "/" else "")
     n = routing.count_versions(upstream_path)
+    u = urlsplit(text)
+    right = routing.client_base_url(f"{u.scheme}://{u.netloc}", route, kind)  # the one rule's answer
     if kind == "openai" and n == 0:
         return Check(cid, "base_urls", FAIL, f"{where} lacks /v1",
                      f"{text} → {route.url}{rest if rest != '/' else ''}: the upstream gets /chat/completions without /v1",
-                     f"use {text.rstrip('/')}/v1")
+                     f"use {right}")
     if n > 1 or (kind == "anthropic" and n >= 1):
+        warn = routing.base_url_warnings(route, kind)
         return Check(cid, "base_urls", FAIL, f"{where} makes the upstream path carry the version twice",
                      f"{text} → {route.url}{rest if rest != '/' else ''} + "
                      f"{'/v1/messages' if kind == 'anthropic' else '/chat/completions'}",
-                     "`firsttoken env …` prints the right URL")
+                     warn[0] if warn else f"use {right}")
     return Check(cid, "base_urls", PASS, f"{where} points at firsttoken (route {route.name or 'default'!r})",
                  f"{text} → {route.url}")
 
