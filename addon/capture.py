@@ -135,6 +135,17 @@ class Capture:
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
         return f"http://{host}:{port}"
 
+    def _own_url(self, flow: http.HTTPFlow) -> str:
+        """The proxy's own address as clients reach it (never the upstream's)."""
+        if self.settings.proxy_url:
+            return self.settings.proxy_url
+        try:  # before running(): the address the client connected to
+            host, port = flow.client_conn.sockname[:2]
+        except (TypeError, ValueError):
+            return "http://127.0.0.1:8787"
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
     def done(self) -> None:
         now = time.perf_counter()
         for flight in list(self.flights.values()):
@@ -194,7 +205,8 @@ class Capture:
             if route is None:
                 mounts = ", ".join(r.mount or "/" for r in self.routes)
                 msg = (f"firsttoken has no route for {redact_path(req.path)!r}. Routes: {mounts}. "
-                       f"Set your client's base URL to http://{req.host_header or 'localhost'}/<route>.")
+                       f"Set your client's base URL to {self._own_url(flow)}/<route> "
+                       "(`firsttoken env CLIENT` prints the exact one).")
                 flow.response = http.Response.make(
                     404, json.dumps({"error": {"message": msg, "type": "firsttoken_no_route"}}),
                     {"content-type": "application/json"},

@@ -183,13 +183,67 @@ def client_base_url(proxy_url: str, route: Route | None, family: str) -> str:
 
 def base_url_warnings(route: Route | None, family: str) -> list[str]:
     """What is wrong with a route for a client of ``family`` whatever base URL it sets."""
-    if family == "anthropic" and route is not None and ends_in_v1(route.prefix):
-        return [f"route {route.name or 'default'!r} forwards to {route.url}: Anthropic clients add /v1/messages "
+    if family != "anthropic" or route is None or not has_version(route.prefix):
+        return []
+    label = route.name or "default"
+    if ends_in_v1(route.prefix):
+        return [f"route {label!r} forwards to {route.url}: Anthropic clients add /v1/messages "
                 f"themselves, so the upstream would see {route.prefix}/v1/messages. Start the proxy with "
                 f"--upstream {(route.name + '=') if route.name else ''}{route.url[: -len('/v1')]} instead."]
-    return []
+    return [f"route {label!r} forwards to {route.url}, whose path already holds an API version: Anthropic "
+            f"clients add /v1/messages themselves, so the upstream would see {route.prefix}/v1/messages. "
+            "This looks like an OpenAI-style endpoint; for Anthropic clients add a route to the provider's "
+            "Anthropic endpoint (e.g. --upstream anthropic=https://host/api/anthropic)."]
 
 
 def base_url_env(family: str) -> str:
     """The variable a client of ``family`` reads its base URL from."""
     return "ANTHROPIC_BASE_URL" if family == "anthropic" else "OPENAI_BASE_URL"
+
+
+def record_route(name: str | None, upstream: str | None) -> Route | None:
+    """The Route a recorded request went through, rebuilt from its ``route`` and ``upstream`` columns
+    (None when the upstream is unknown or not a URL)."""
+    if not upstream:
+        return None
+    spec = upstream if name in (None, "", "default") else f"{name}={upstream}"
+    try:
+        return parse_upstream(spec)
+    except RouteError:
+        return None
+
+
+@dataclass(frozen=True)
+class ClientBase:
+    """What a client of one family sets to use the proxy: the outcome of the rule for one family."""
+
+    family: str
+    env: str  # OPENAI_BASE_URL / ANTHROPIC_BASE_URL
+    url: str | None  # None: no route stands out (see ``problem``)
+    route: Route | None
+    warnings: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()  # the routes to choose from when none stands out
+
+    @property
+    def text(self) -> str:
+        """One line to show: ``VAR=url``, or what to run when several routes could serve the client."""
+        if self.url is None:
+            return (f"{self.env}: several routes fit ({', '.join(self.choices)}); run "
+                    f"`firsttoken env {self.family} --route NAME`")
+        return f"{self.env}={self.url}"
+
+
+def client_bases(proxy_url: str, routes: list[Route] | None) -> list[ClientBase]:
+    """For each client family, the route ``pick_route`` chooses and the base URL to set for it."""
+    out = []
+    for family in FAMILIES:
+        env = base_url_env(family)
+        try:
+            route = pick_route(routes, family)
+        except AmbiguousRoute:
+            out.append(ClientBase(family, env, None, None, choices=tuple(r.name or "default" for r in routes or [])))
+            continue
+        out.append(ClientBase(family, env, client_base_url(proxy_url, route, family), route,
+                              tuple(base_url_warnings(route, family))))
+    return out
+

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
+from firsttoken.addon import routing
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES
 from firsttoken.addon.secrets import redact_text
 
@@ -92,25 +93,29 @@ class Ctx:
     def key_env(self) -> str:
         return "ANTHROPIC_API_KEY" if self.is_anthropic() else "OPENAI_API_KEY"
 
-    def base_env(self) -> str:
-        return "ANTHROPIC_BASE_URL" if self.is_anthropic() else "OPENAI_BASE_URL"
+    def family(self) -> str:
+        """Which client family sent this request: 'anthropic' or 'openai'."""
+        rec = self.rec
+        if rec.api == "other":  # not recognised: judge by the path and the key header
+            p = (rec.path or "").split("?", 1)[0]
+            if re.search(r"/messages(/|$)", p) or (rec.key_header or "").startswith("x-api-key"):
+                return "anthropic"
+            return "openai"
+        return routing.family_of_api(rec.api)
 
     def is_anthropic(self) -> bool:
-        rec = self.rec
-        if rec.api == "anthropic.messages":
-            return True
-        if rec.api == "other":
-            p = (rec.path or "").split("?", 1)[0]
-            return bool(re.search(r"/messages(/|$)", p)) or (rec.key_header or "").startswith("x-api-key")
-        return False
+        return self.family() == "anthropic"
+
+    def base_env(self) -> str:
+        return routing.base_url_env(self.family())
+
+    def route(self) -> routing.Route | None:
+        """The route this request went through, rebuilt from the record."""
+        return routing.record_route(self.rec.route, self.rec.upstream)
 
     def good_base(self) -> str:
-        """The base URL the client should use to reach this route with one /v1."""
-        _, _, _, prefix = self.target()
-        base = self.proxy_url + self.mount()
-        if self.is_anthropic():
-            return base
-        return base if prefix.endswith("/v1") else base + "/v1"
+        """The base URL the client should set to reach this route (the one base-URL rule)."""
+        return routing.client_base_url(self.proxy_url, self.route(), self.family())
 
     def baseline(self, field: str) -> tuple[float | None, int]:
         """Median of ``field`` over earlier healthy warm records of the same model (and count)."""

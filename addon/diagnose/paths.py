@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from firsttoken.addon import routing
 from firsttoken.addon.diagnose.context import LLM_APIS, Ctx, client_path, has_any, quote, server_text, upstream_path
 
 _ENDPOINTS = r"(chat/completions|completions|responses|messages)"
@@ -90,7 +91,8 @@ def rule_model_not_found(rec: Any, c: Ctx) -> None:
     if not typed and has_any(low, LIMIT_WORDS):
         return
     upstream = (rec.upstream or "").rstrip("/")
-    models_url = upstream + ("/models" if upstream.endswith("/v1") else "/v1/models")
+    _, _, _, prefix = c.target()
+    models_url = upstream + ("/models" if routing.has_version(prefix) else "/v1/models")
     c.add("model.not_found", "error", variant="anthropic" if c.is_anthropic() else "openai", **c.common(),
           model=rec.model or "?", server=server_text(rec), models_url=models_url)
 
@@ -110,8 +112,10 @@ def rule_protocol_mismatch(rec: Any, c: Ctx) -> None:
         variant = "openai_to_anthropic"
     else:
         return
+    route = c.route()
     c.add("path.protocol_mismatch", "error", variant=variant, **c.common(), server=server_text(rec) or "-",
-          proxy=c.proxy_url, mount=c.mount())
+          proxy=c.proxy_url, mount=c.mount(), openai_base=routing.client_base_url(c.proxy_url, route, "openai"),
+          anthropic_base=routing.client_base_url(c.proxy_url, route, "anthropic"))
 
 
 def rule_missing_v1(rec: Any, c: Ctx) -> None:
@@ -190,14 +194,14 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "404 to an Anthropic path with an OpenAI-shaped error body, or to an OpenAI path with an Anthropic-shaped one.",
                {"anthropic_to_openai": "{host} answered the Anthropic request {path} with {status} in OpenAI's error format (\u201c{server}\u201d): it serves the OpenAI API, not Anthropic Messages.",
                 "openai_to_anthropic": "{host} answered the OpenAI request {path} with {status} in Anthropic's error format (\u201c{server}\u201d): it serves Anthropic Messages, not the OpenAI API."},
-               {"anthropic_to_openai": "Use an OpenAI-compatible client for this upstream (OPENAI_BASE_URL={proxy}{mount}/v1), or point ANTHROPIC_BASE_URL at the provider's Anthropic-compatible endpoint if it has one.",
-                "openai_to_anthropic": "Use an Anthropic client for this upstream (ANTHROPIC_BASE_URL={proxy}{mount}, POST /v1/messages), or the provider's OpenAI-compatible endpoint if it has one."}),
+               {"anthropic_to_openai": "Use an OpenAI-compatible client for this upstream (OPENAI_BASE_URL={openai_base}), or point ANTHROPIC_BASE_URL at the provider's Anthropic-compatible endpoint if it has one.",
+                "openai_to_anthropic": "Use an Anthropic client for this upstream (ANTHROPIC_BASE_URL={anthropic_base}, POST /v1/messages), or the provider's OpenAI-compatible endpoint if it has one."}),
         "zh": ("上游不支持该 API 协议",
                "Anthropic 路径返回 404 且错误体是 OpenAI 格式，或 OpenAI 路径返回 404 且错误体是 Anthropic 格式。",
                {"anthropic_to_openai": "{host} 以 OpenAI 的错误格式对 Anthropic 请求 {path} 返回 {status}（\u201c{server}\u201d）：它提供的是 OpenAI API，而不是 Anthropic Messages。",
                 "openai_to_anthropic": "{host} 以 Anthropic 的错误格式对 OpenAI 请求 {path} 返回 {status}（\u201c{server}\u201d）：它提供的是 Anthropic Messages，而不是 OpenAI API。"},
-               {"anthropic_to_openai": "对这个上游使用 OpenAI 兼容客户端（OPENAI_BASE_URL={proxy}{mount}/v1）；若服务商提供 Anthropic 兼容接口，把 ANTHROPIC_BASE_URL 指向它。",
-                "openai_to_anthropic": "对这个上游使用 Anthropic 客户端（ANTHROPIC_BASE_URL={proxy}{mount}，POST /v1/messages）；若服务商提供 OpenAI 兼容接口，改用它。"}),
+               {"anthropic_to_openai": "对这个上游使用 OpenAI 兼容客户端（OPENAI_BASE_URL={openai_base}）；若服务商提供 Anthropic 兼容接口，把 ANTHROPIC_BASE_URL 指向它。",
+                "openai_to_anthropic": "对这个上游使用 Anthropic 客户端（ANTHROPIC_BASE_URL={anthropic_base}，POST /v1/messages）；若服务商提供 OpenAI 兼容接口，改用它。"}),
     }),
     ("path.missing_v1", "paths", _E, (), {
         "en": ("/v1 missing from the URL",

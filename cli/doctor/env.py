@@ -1,5 +1,5 @@
 """`firsttoken doctor`, the environment: proxy variables (and NO_PROXY), API keys (fingerprints
-only) and base URLs, checked against the rules `firsttoken env` follows (env_target.py).
+only) and base URLs, checked against the base-URL rule every command follows (addon/routing.py).
 
 check_key and check_base_url also serve the settings files (doctor_files.py).
 """
@@ -28,7 +28,6 @@ from firsttoken.cli.doctor.core import (
     same_endpoint,
 )
 from firsttoken.cli.env.clients import claude_oauth_login
-from firsttoken.cli.env.target import count_versions, ends_in_v1
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 #: the variables that apply to a plain-http URL such as firsttoken's
@@ -228,7 +227,7 @@ def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = 
         return Check(cid, "base_urls", FAIL, f"{where} ends in /{m.group(1)}",
                      f"{text}: the client appends the endpoint itself, so requests go to …/{m.group(1)}/{m.group(1)}",
                      f"use {cut}")
-    if kind == "anthropic" and ends_in_v1(path):
+    if kind == "anthropic" and routing.ends_in_v1(path):
         return Check(cid, "base_urls", FAIL, f"{where} ends in /v1",
                      f"{text}: Anthropic clients append /v1/messages, so requests go to …/v1/v1/messages",
                      f"use {text.rstrip('/')[:-3]}")
@@ -254,16 +253,19 @@ def _check_against_routes(cid: str, where: str, text: str, path: str, kind: str,
         return Check(cid, "base_urls", FAIL, f"{where} matches no route of the running proxy",
                      f"{text}; routes: {mounts}", "`firsttoken env …` prints the right URL")
     upstream_path = route.prefix + (rest if rest != "/" else "")
-    n = count_versions(upstream_path)
+    n = routing.count_versions(upstream_path)
+    u = urlsplit(text)
+    right = routing.client_base_url(f"{u.scheme}://{u.netloc}", route, kind)  # the one rule's answer
     if kind == "openai" and n == 0:
         return Check(cid, "base_urls", FAIL, f"{where} lacks /v1",
                      f"{text} → {route.url}{rest if rest != '/' else ''}: the upstream gets /chat/completions without /v1",
-                     f"use {text.rstrip('/')}/v1")
+                     f"use {right}")
     if n > 1 or (kind == "anthropic" and n >= 1):
+        warn = routing.base_url_warnings(route, kind)
         return Check(cid, "base_urls", FAIL, f"{where} makes the upstream path carry the version twice",
                      f"{text} → {route.url}{rest if rest != '/' else ''} + "
                      f"{'/v1/messages' if kind == 'anthropic' else '/chat/completions'}",
-                     "`firsttoken env …` prints the right URL")
+                     warn[0] if warn else f"use {right}")
     return Check(cid, "base_urls", PASS, f"{where} points at firsttoken (route {route.name or 'default'!r})",
                  f"{text} → {route.url}")
 

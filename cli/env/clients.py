@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from firsttoken.addon import forward as fwd
+from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
-from firsttoken.cli.env.target import EnvError, Target, anthropic_base, has_version, looks_like, openai_base, pick_route
+from firsttoken.cli.env.target import EnvError, Target, pick_route
 
 CLIENTS = ("claude-code", "openai", "anthropic", "cline", "codex", "curl")
 
@@ -75,7 +76,7 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
             "--upstream as the proxy (or start it first) to be exact.")
     if client in ("openai", "codex"):
         route = pick_route(target, "openai", route_name)
-        base = openai_base(target, route)
+        base = routing.client_base_url(target.url, route, "openai")
         plan.title = f"{client}: {_route_label(target, route)}"
         _version_note(plan, route)
         if client == "openai":
@@ -102,8 +103,8 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
         return plan
     if client in ("claude-code", "anthropic"):
         route = pick_route(target, "anthropic", route_name)
-        base, warns = anthropic_base(target, route)
-        plan.warnings += warns
+        base = routing.client_base_url(target.url, route, "anthropic")
+        plan.warnings += routing.base_url_warnings(route, "anthropic")
         plan.title = f"{client}: {_route_label(target, route)}"
         plan.exports.append(("ANTHROPIC_BASE_URL", base))
         third_party = route is not None and route.host != "unknown" and route.host != "api.anthropic.com" \
@@ -148,7 +149,7 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
 
 
 def _version_note(plan: Plan, route: Route | None) -> None:
-    if route is not None and has_version(route.prefix):
+    if route is not None and routing.has_version(route.prefix):
         plan.notes.append(f"The upstream path {route.prefix!r} already holds the API version, so the base URL has "
                           "no /v1 (the client appends /chat/completions or /responses to it).")
 
@@ -167,7 +168,7 @@ def _families(target: Target, route_name: str | None) -> list[tuple[str, Route |
         return [("openai", None), ("anthropic", None)]
     if route_name or len(target.routes or []) <= 1:
         r = pick_route(target, "openai", route_name)
-        return [("anthropic" if r is not None and looks_like(r, "anthropic") else "openai", r)]
+        return [("anthropic" if r is not None and routing.looks_like(r, "anthropic") else "openai", r)]
     out = []
     for fam in ("openai", "anthropic"):
         try:
@@ -188,12 +189,12 @@ def _cline_plan(plan: Plan, target: Target, route_name: str | None, model: str |
         if fam == "openai":
             _version_note(plan, route)
             text += ["API Provider: OpenAI Compatible",
-                     f"  Base URL: {openai_base(target, route)}",
+                     f"  Base URL: {routing.client_base_url(target.url, route, 'openai')}",
                      "  API Key:  your upstream's key (forwarded unchanged)",
                      f"  Model ID: {model or '<the model name>'}"]
         else:
-            base, warns = anthropic_base(target, route)
-            plan.warnings += warns
+            base = routing.client_base_url(target.url, route, "anthropic")
+            plan.warnings += routing.base_url_warnings(route, "anthropic")
             text += ["API Provider: Anthropic",
                      "  tick 'Use custom base URL'",
                      f"  Base URL: {base}   (no /v1)",
@@ -209,7 +210,7 @@ def _curl_plan(plan: Plan, target: Target, route_name: str | None, model: str | 
     for fam, route in _families(target, route_name):
         if fam == "openai":
             _version_note(plan, route)
-            plan.exports.append(("OPENAI_BASE_URL", openai_base(target, route)))
+            plan.exports.append(("OPENAI_BASE_URL", routing.client_base_url(target.url, route, "openai")))
             body = json.dumps({"model": model or "gpt-4o-mini", "stream": True,
                                "stream_options": {"include_usage": True},
                                "messages": [{"role": "user", "content": "Say hi"}]})
@@ -217,8 +218,8 @@ def _curl_plan(plan: Plan, target: Target, route_name: str | None, model: str | 
                             '  -H "Authorization: Bearer $OPENAI_API_KEY" -H "Content-Type: application/json" \\\n'
                             f"  -d '{body}'")
         else:
-            base, warns = anthropic_base(target, route)
-            plan.warnings += warns
+            base = routing.client_base_url(target.url, route, "anthropic")
+            plan.warnings += routing.base_url_warnings(route, "anthropic")
             plan.exports.append(("ANTHROPIC_BASE_URL", base))
             body = json.dumps({"model": model or "claude-sonnet-4-5", "max_tokens": 64, "stream": True,
                                "messages": [{"role": "user", "content": "Say hi"}]})

@@ -2,18 +2,18 @@
 
 The proxy's address and routes come from ``--upstream`` (same syntax as ``firsttoken
 proxy``), else from the state file a running proxy writes (``<db dir>/proxy.json``, see
-:func:`write_state`), else the defaults (port 8787, one route at the root). The rules:
+:func:`write_state`), else the defaults (port 8787, one route at the root).
 
-* OpenAI-style clients append ``/chat/completions`` / ``/responses`` to their base URL, so it
-  needs ``/v1`` — unless the upstream's path already carries a version (``https://host/v1``,
-  ``…/api/paas/v4``, ``…/v1beta/openai``): then the proxy adds it and the base URL must not.
-* Anthropic clients append ``/v1/messages`` themselves: ``ANTHROPIC_BASE_URL`` never ends in
-  ``/v1`` (and an upstream ending in ``/v1`` would produce ``/v1/v1/messages``).
-* Keys are never printed: the client keeps its own, the proxy forwards it unchanged.
+The base URL each client sets follows the one rule in ``firsttoken.addon.routing``
+(``pick_route``, ``client_base_url``: ``/v1`` for OpenAI-style clients unless the upstream's
+path already holds a version; never a version for Anthropic clients). The proxy's banner, the
+live header, the diagnoses and ``doctor`` ask the same functions, so they all agree.
+
+Keys are never printed: the client keeps its own, the proxy forwards it unchanged.
 
 The pieces live in their own modules and are re-exported here: the state file in
-proxy_state.py, the target, routes and base-URL rules in env_target.py, the per-client
-plans in env_clients.py. This module renders a plan and holds the click command.
+cli/proxy/state.py, the target and its routes in cli/env/target.py, the per-client plans in
+cli/env/clients.py. This module renders a plan and holds the click command.
 """
 
 from __future__ import annotations
@@ -27,21 +27,15 @@ from firsttoken.cli.env.target import (
     DEFAULT_PORT,
     EnvError,
     Target,
-    anthropic_base,
-    count_versions,
-    ends_in_v1,
-    has_version,
-    openai_base,
-    pick_route,
     resolve_target,
 )
 from firsttoken.cli.options import db_option
 from firsttoken.cli.proxy.state import STATE_FILE, clear_state, read_states, state_path, state_routes, write_state
 
 __all__ = [
-    "CLIENTS", "DEFAULT_PORT", "STATE_FILE", "EnvError", "Plan", "Target", "anthropic_base", "auth_conflict",
-    "claude_oauth_login", "clear_state", "count_versions", "ends_in_v1", "env", "has_version", "openai_base",
-    "pick_route", "plan_for", "read_states", "render", "resolve_target", "state_path", "state_routes", "write_state",
+    "CLIENTS", "DEFAULT_PORT", "STATE_FILE", "EnvError", "Plan", "Target", "auth_conflict", "claude_oauth_login",
+    "clear_state", "env", "plan_for", "read_states", "render", "resolve_target", "state_path", "state_routes",
+    "write_state",
 ]
 
 

@@ -1,17 +1,12 @@
-"""Where the proxy is, which of its routes a client uses, and the base-URL rules.
+"""Where the proxy is and which routes it has (from --upstream, the running proxy's state file,
+or the defaults), and which route a client uses.
 
-The rules (shared with `firsttoken doctor`, which checks base URLs against them):
-
-* OpenAI-style clients append ``/chat/completions`` / ``/responses`` to their base URL, so it
-  needs ``/v1`` — unless the upstream's path already carries a version (``https://host/v1``,
-  ``…/api/paas/v4``, ``…/v1beta/openai``): then the proxy adds it and the base URL must not.
-* Anthropic clients append ``/v1/messages`` themselves: ``ANTHROPIC_BASE_URL`` never ends in
-  ``/v1`` (and an upstream ending in ``/v1`` would produce ``/v1/v1/messages``).
+The base-URL rule itself lives in ``firsttoken.addon.routing`` (``pick_route``,
+``client_base_url``, ``base_url_warnings``): every command asks it, so they all agree.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,74 +63,9 @@ def _url(host: str, port: int) -> str:
     return f"http://{h}:{port}"
 
 
-# -- the base-URL rules --------------------------------------------------------------------------
-
-_VERSION_SEGMENT = re.compile(r"^v\d+[a-z0-9]*$", re.IGNORECASE)
-_ENDS_IN_V1 = re.compile(r"/v1$")
-
-
-def count_versions(path: str) -> int:
-    """How many API-version segments (/v1, /v4, /v1beta) a URL path holds."""
-    return sum(1 for seg in path.split("/") if _VERSION_SEGMENT.match(seg))
-
-
-def has_version(prefix: str) -> bool:
-    """Whether an upstream path already holds an API version (/v1, /v4, /v1beta)."""
-    return count_versions(prefix) > 0
-
-
-def ends_in_v1(path: str) -> bool:
-    """A path ending in /v1: wrong for Anthropic clients, which append /v1/messages themselves."""
-    return bool(_ENDS_IN_V1.search(path))
-
-
-# -- which route ---------------------------------------------------------------------------------
-
-def looks_like(route: Route, family: str) -> bool:
-    name, host = (route.name or "").lower(), route.host.lower()
-    anthropic = bool(re.search(r"anth|claude", name) or "anthropic" in host or route.prefix.lower().endswith("/anthropic"))
-    return anthropic if family == "anthropic" else not anthropic
-
-
-def pick_route(target: Target, family: str, name: str | None) -> Route | None:
-    """The route a client of ``family`` should use (None: routes unknown)."""
-    routes = target.routes
-    if routes is None:
-        if name:
-            return Route(name if name != "default" else None, "https", "unknown", 443, "")
-        return None
-    if not routes:
-        return None
-    if name:
-        for r in routes:
-            if (r.name or "default") == name:
-                return r
-        raise EnvError(f"no route named {name!r}; routes: {', '.join(r.name or 'default' for r in routes)}")
-    if len(routes) == 1:
-        return routes[0]
-    fits = [r for r in routes if looks_like(r, family)]
-    if family == "anthropic":
-        fits = [r for r in fits if looks_like(r, "anthropic")]
-    if len(fits) == 1:
-        return fits[0]
-    default = [r for r in routes if r.name is None]
-    if default and family != "anthropic":
-        return default[0]
-    raise EnvError(f"the proxy has {len(routes)} routes; pass --route NAME (one of: "
-                   f"{', '.join(r.name or 'default' for r in routes)})")
-
-
-def openai_base(target: Target, route: Route | None) -> str:
-    mount = route.mount if route else ""
-    prefix = route.prefix if route else ""
-    return f"{target.url}{mount}" + ("" if has_version(prefix) else "/v1")
-
-
-def anthropic_base(target: Target, route: Route | None) -> tuple[str, list[str]]:
-    warnings = []
-    if route is not None and ends_in_v1(route.prefix):
-        warnings.append(
-            f"route {route.name or 'default'!r} forwards to {route.url}: Anthropic clients add /v1/messages "
-            f"themselves, so the upstream would see {route.prefix}/v1/messages. Start the proxy with "
-            f"--upstream {(route.name + '=') if route.name else ''}{route.url[: -len('/v1')]} instead.")
-    return f"{target.url}{route.mount if route else ''}", warnings
+def pick_route(target: Target, family: str, name: str | None = None) -> Route | None:
+    """``routing.pick_route`` for the target's routes, its errors as the env command's EnvError."""
+    try:
+        return routing.pick_route(target.routes, family, name)
+    except routing.RouteError as e:
+        raise EnvError(str(e)) from None

@@ -27,23 +27,13 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.text import Text
 
+from firsttoken.addon.diagnose.lang import LANGS, resolve
 from firsttoken.cli.live import render as view
 from firsttoken.cli.live.state import DEFAULT_WINDOW, DbSource, LiveSnapshot, Tally, from_capture, slim
 
 log = logging.getLogger("firsttoken")
 
 MAX_HZ = 4.0
-
-
-def default_lang() -> str:
-    """zh when the locale says so, else en (labels only; findings carry their own language)."""
-    import os
-
-    for var in ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE"):
-        v = os.environ.get(var)
-        if v:
-            return "zh" if v.lower().startswith("zh") else "en"
-    return "en"
 
 
 class LiveRunner:
@@ -263,7 +253,8 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
 @click.command("live")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="The database the proxy writes (default: per-user data dir; $FIRSTTOKEN_DB overrides).")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of the labels (default: locale).")
+@click.option("--lang", type=click.Choice(LANGS), default=None,
+              help="Language of the labels (default: $FIRSTTOKEN_LANG, else the locale, else en).")
 @click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
               help="Finished requests per model the rolling P50/P95 cover.")
 @click.option("--interval", type=float, default=0.5, show_default=True, help="Seconds between reads of the database.")
@@ -276,6 +267,6 @@ def live(db_path, lang, window, interval):
     from firsttoken.cli.options import fail, resolve_db
 
     try:
-        attach(resolve_db(db_path), lang or default_lang(), window=max(1, window), interval=max(0.1, interval))
+        attach(resolve_db(db_path), resolve(lang), window=max(1, window), interval=max(0.1, interval))
     except FileNotFoundError as e:
         fail(str(e))

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from firsttoken.addon.routing import client_bases
 from firsttoken.cli.live.data import (
     DEFAULT_WINDOW,
     RECENT_KEEP,
@@ -37,13 +38,12 @@ def route_lines(listen_url: str, routes: Iterable[Any]) -> list[tuple[str, str]]
 
 
 def base_url_hint(listen_url: str, routes: list[Any]) -> str | None:
-    """What to paste into a client (the same advice as the plain banner)."""
+    """What to paste into a client, per client family (the same lines as the plain banner:
+    both ask ``routing.client_bases``), joined by two spaces."""
     if not routes:
         return None
-    r = routes[0]
-    base = listen_url + (r.mount or "")
-    v1 = "" if base.endswith("/v1") or (r.prefix or "").endswith("/v1") else "/v1"
-    return f"OPENAI_BASE_URL={base}{v1}  ANTHROPIC_BASE_URL={base}"
+    return "  ".join(cb.text + (f" (won't work: see `firsttoken env {cb.family}`)" if cb.warnings else "")
+                     for cb in client_bases(listen_url, routes))
 
 
 # -- in-process ---------------------------------------------------------------------------

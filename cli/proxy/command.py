@@ -10,9 +10,11 @@ import asyncio
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 
 from firsttoken.addon import forward as fwd
-from firsttoken.addon.routing import RouteError
+from firsttoken.addon.diagnose.lang import resolve as resolve_lang
+from firsttoken.addon.routing import RouteError, client_bases
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
 from firsttoken.cli.options import fail, resolve_db
@@ -31,21 +33,24 @@ def banner(server: ProxyServer, out: Console) -> None:
         out.print("`firsttoken env CLIENT --forward` prints the exact settings; Ctrl-C stops.", markup=False)
         return
     for r in server.routes:
-        out.print(f"  {server.url}{r.mount or ''}  →  {r.url}")
-    base = server.url + (server.routes[0].mount or "")
-    out.print(f"Point your client here, e.g. OPENAI_BASE_URL={base}{'' if base.endswith('/v1') or server.routes[0].prefix.endswith('/v1') else '/v1'}"
-              f"  or  ANTHROPIC_BASE_URL={base}  (Ctrl-C stops and writes every pending record)")
+        out.print(f"  {server.url}{r.mount or ''}  →  {r.url}", markup=False)
+    out.print("Point your client here (Ctrl-C stops and writes every pending record):", markup=False)
+    for cb in client_bases(server.url, server.routes):
+        out.print(f"  {cb.text}", markup=False)
+        for w in cb.warnings:
+            out.print(f"    [yellow]warning:[/] {escape(w)}")
 
 
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
         forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
+    lang = resolve_lang(lang)  # one decision for the findings and the live view's labels
     try:
         server = ProxyServer(
             upstreams, resolve_db(db_path), host=host, port=port, save_bodies=save_bodies,
             insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
-            stall_ms=stall_ms, lang=lang or "",
+            stall_ms=stall_ms, lang=lang,
             forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
             otlp_endpoint=otlp_endpoint,
         )
@@ -66,10 +71,10 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
 
 def _serve(server, out, lang, no_live) -> None:
     if not no_live and sys.stdout.isatty():
-        from firsttoken.cli.live.runner import default_lang, serve_with_live
+        from firsttoken.cli.live.runner import serve_with_live
 
         try:
-            serve_with_live(server, out, lang or default_lang())
+            serve_with_live(server, out, lang)
         except ProxyStartError as e:
             fail(str(e))
         sys.stdout.flush()
