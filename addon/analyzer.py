@@ -20,7 +20,7 @@ from firsttoken.addon import tokens
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.flight import Flight
 from firsttoken.addon.secrets import redact_text
-from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store import queries
 from firsttoken.addon.store.writer import Writer
 
 log = logging.getLogger("firsttoken")
@@ -188,21 +188,12 @@ class Analyzer:
         except Exception as e:
             log.warning("firsttoken: could not load the bundled tokenizer: %s", e)
         try:
-            db = open_db(self.writer.path, write=False)
-            try:
-                self.prefixes.seed(dict(db.execute(
-                    "SELECT prefix_hash, count(*) FROM (SELECT prefix_hash FROM requests "
-                    "WHERE prefix_hash IS NOT NULL ORDER BY started_at DESC LIMIT 20000) GROUP BY prefix_hash"
-                ).fetchall()))
-                for model, est, server in db.execute(
-                    "SELECT model, prompt_tokens_est, usage_prompt_tokens FROM requests WHERE model IS NOT NULL "
-                    "AND prompt_tokens_est > 0 AND usage_prompt_tokens > 0 ORDER BY started_at DESC LIMIT 5000"
-                ):
-                    pairs = self.calibration.setdefault(model, collections.deque(maxlen=200))
-                    if len(pairs) < pairs.maxlen:
-                        pairs.appendleft((est, server))
-            finally:
-                db.conn.close()
+            counts, calib = self.writer.read(lambda db: (queries.prefix_counts(db), queries.calibration_pairs(db)))
+            self.prefixes.seed(counts)
+            for model, est, server in calib:
+                pairs = self.calibration.setdefault(model, collections.deque(maxlen=200))
+                if len(pairs) < pairs.maxlen:
+                    pairs.appendleft((est, server))
         except Exception as e:  # history is a bonus; never block the proxy on it
             log.warning("firsttoken: could not read history for calibration: %s", e)
 

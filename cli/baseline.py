@@ -15,11 +15,11 @@ from typing import Any
 
 import click
 
+from firsttoken.addon.store import baselines as store
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
-from firsttoken.cli.options import db_option
-from firsttoken.cli.stats import filter_options, make_filters
+from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
 
 BASE_METRICS = (("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"), ("prompt", sq.PROMPT), ("max_tokens", "max_tokens"))
 COMPARED = ("ttfb", "gap", "ttft")
@@ -32,7 +32,7 @@ MEANING = {
 EXIT_OK, EXIT_REGRESSION, EXIT_NO_DATA = 0, 1, 2
 
 
-def measure(db, filters: Filters, include_cold: bool = False) -> dict[str, dict[str, Any]]:
+def measure(db, filters: Filters, include_cold: bool = True) -> dict[str, dict[str, Any]]:
     """{model: {n, ttfb_p50, ..., gap_p95, prompt_tokens_p50, max_tokens_p50}} over the filtered rows."""
     res = sq.compute(db, filters, by="model", include_cold=include_cold, qs=(50, 95), metrics=BASE_METRICS, fit=False)
     out = {}
@@ -109,13 +109,15 @@ def baseline() -> None:
 @click.argument("name")
 @db_option
 @filter_options
-@click.option("--include-cold", is_flag=True, help="Keep requests that opened a new connection.")
+@cold_option
 @click.option("--min-n", type=int, default=5, show_default=True, help="Fewest requests with a TTFT per model.")
 def save(name, db_path, include_cold, min_n, **kw):
     """Store the current P50/P95 of TTFB, TTFT and gap per model as NAME (replacing an older NAME)."""
-    from firsttoken.cli.options import console, fail, reader
+    from firsttoken.addon.store.db import open_db
+    from firsttoken.cli.options import console, fail, reader, resolve_db
 
     filters = make_filters(kw)
+    include_cold = include_cold is not False
     db = reader(db_path)
     try:
         found = measure(db, filters, include_cold)
@@ -125,16 +127,20 @@ def save(name, db_path, include_cold, min_n, **kw):
     for m in sorted(set(found) - set(keep)):
         console(stderr=True).print(f"[yellow]skipped {m}:[/] only {found[m]['n']} requests with a TTFT (< {min_n})")
     if not keep:
-        fail(f"not enough data for a baseline: no model has {min_n} requests with a TTFT under these filters; "
-             "send traffic through the proxy or run `firsttoken sweep ... --experiment NAME` first", code=EXIT_NO_DATA)
-    source = json.dumps({k: v for k, v in vars(filters).items() if v} | ({"include_cold": True} if include_cold else {}))
+        most = max(found.values(), key=lambda r: r["n"])["n"] if found else 0
+        fail(f"not enough data for a baseline: no model has {min_n} requests with a TTFT under these filters "
+             f"(the most any has is {most}"
+             + ("; --exclude-cold left out those that opened a new connection" if not include_cold else "")
+             + "); send more traffic through the proxy, lower --min-n, or run `firsttoken sweep ... --experiment NAME` "
+             "first", code=EXIT_NO_DATA)
+    source = filters.active() | {"include_cold": include_cold}
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    api = {m: a for m, a in db.execute("SELECT model, api FROM requests WHERE model IN (%s) GROUP BY model"
-                                       % ",".join("?" * len(keep)), list(keep)).fetchall()}
-    with db.conn:
-        db.execute("DELETE FROM baselines WHERE name = ?", [name])
-        for m, r in keep.items():
-            db["baselines"].insert({"name": name, "model": m, "created_at": now, "source": source, "api": api.get(m), **r})
+    db.conn.close()
+    wdb = open_db(resolve_db(db_path))  # saving is a write: the reader above checked it is firsttoken's file
+    try:
+        store.save(wdb, name, keep, source, now)
+    finally:
+        wdb.conn.close()
     con = console()
     con.print(f"saved baseline [bold]{name}[/] for {len(keep)} model(s):")
     con.print(_table({m: {"name": name, "model": m, "created_at": now, **r} for m, r in keep.items()}.values()))
@@ -145,7 +151,7 @@ def _table(rows):
 
     t = Table(header_style="bold")
     for c in ("name", "model", "created", "n", "TTFB P50/P95", "TTFT P50/P95", "gap P50/P95", "prompt P50"):
-        t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left")
+        t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left", overflow="fold")
     for r in rows:
         t.add_row(r["name"], r["model"], output.local_time(r["created_at"]) + " " + r["created_at"][:10], f"{r['n']:,}",
                   *[f"{output.ms(r[f'{m}_p50'])} / {output.ms(r[f'{m}_p95'])}" for m in ("ttfb", "ttft", "gap")],
@@ -155,14 +161,13 @@ def _table(rows):
 
 @baseline.command("list")
 @db_option
-@click.option("--json", "as_json", is_flag=True)
+@json_option("summary")
 def list_(db_path, as_json):
     """The saved baselines."""
     from firsttoken.cli.options import console, reader
 
     db = reader(db_path)
-    rows = [dict(zip([d[0] for d in cur.description], r)) for cur in [db.execute(
-        "SELECT * FROM baselines ORDER BY name, model")] for r in cur.fetchall()]
+    rows = store.all_rows(db)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:
@@ -176,11 +181,12 @@ def list_(db_path, as_json):
 @db_option
 def delete(name, db_path):
     """Forget baseline NAME."""
-    from firsttoken.cli.options import console, fail, reader
+    from firsttoken.addon.store.db import open_db
+    from firsttoken.cli.options import console, fail, reader, resolve_db
 
-    db = reader(db_path)
-    with db.conn:
-        n = db.execute("DELETE FROM baselines WHERE name = ?", [name]).rowcount
+    reader(db_path).conn.close()  # a firsttoken database, or a clear error
+    db = open_db(resolve_db(db_path))
+    n = store.delete(db, name)
     if not n:
         fail(f"no baseline named {name!r} (see `firsttoken baseline list`)", code=EXIT_NO_DATA)
     console().print(f"deleted baseline {name} ({n} model(s))")
@@ -196,23 +202,23 @@ def delete(name, db_path):
 @click.option("--experiment", help="Compare the rows of this experiment (e.g. a sweep) instead of recent traffic.")
 @click.option("--route")
 @click.option("--min-n", type=int, default=5, show_default=True, help="Fewest requests per model to judge.")
-@click.option("--include-cold", is_flag=True)
+@cold_option
 @click.option("--sweep", "sweep_url", metavar="BASE_URL",
               help="Probe now: send --runs requests per model through the proxy at BASE_URL with the baseline's prompt size.")
 @click.option("--runs", type=int, default=5, show_default=True, help="With --sweep: measured requests per model.")
 @click.option("--api", type=click.Choice(["openai.chat", "anthropic.messages"]), help="With --sweep: request shape.")
 @click.option("--key-env", help="With --sweep: env var holding the API key.")
-@click.option("--json", "as_json", is_flag=True)
+@json_option("summary")
 def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, route, min_n, include_cold, sweep_url,
           runs, api, key_env, as_json):
-    """Compare recent traffic with baseline NAME: exit 0 within tolerance, 1 on regression, 2 without enough data."""
+    """Compare recent traffic with baseline NAME: exit 0 within tolerance, 1 on regression, 2 without enough data.
+
+    Recent traffic is measured the way the baseline was made (its filters, cold requests in or out)."""
     from firsttoken.cli.options import fail, reader, resolve_db
 
     tol = parse_tolerance(tolerance)
     db = reader(db_path)
-    base_rows = [dict(zip([d[0] for d in cur.description], r)) for cur in [db.execute(
-        "SELECT * FROM baselines WHERE name = ? AND (? IS NULL OR model = ?) ORDER BY model", [name, model, model])]
-        for r in cur.fetchall()]
+    base_rows = store.rows_of(db, name, model)
     if not base_rows:
         fail(f"no baseline named {name!r}" + (f" for model {model}" if model else "")
              + ": save one with `firsttoken baseline save NAME` (see `firsttoken baseline list`)", code=EXIT_NO_DATA)
@@ -222,9 +228,15 @@ def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, rout
                               "compared": experiment and {"experiment": experiment} or {"since": since}, "models": []}
     regressed = judged = 0
     lines: list[str] = []
+    made = store.how_made(base_rows[0]) if base_rows else {}
+    cold = made["include_cold"] if include_cold is None else include_cold
+    report["include_cold"] = cold
+    report["baseline_filters"] = {k: v for k, v in made.items() if k in store.REUSED_FILTERS}
     for b in base_rows:
-        f = Filters(model=b["model"], route=route, experiment=experiment, since=None if experiment else since)
-        cur = measure(db, f, include_cold).get(b["model"], {"n": 0})
+        same = {k: v for k, v in store.how_made(b).items() if k in store.REUSED_FILTERS}
+        f = Filters(**(same | ({"route": route} if route else {})), model=b["model"], exact_model=True,
+                    experiment=experiment, since=None if experiment else since)
+        cur = measure(db, f, cold).get(b["model"], {"n": 0})
         entry: dict[str, Any] = {"model": b["model"], "n": cur["n"], "baseline_n": b["n"]}
         if cur["n"] < min_n:
             entry["status"] = "not_enough_data"

@@ -75,7 +75,7 @@ def summary(rows: list[dict]) -> Table:
         return output.ms(percentile(vals, q)) if vals else "–"
 
     for model, rs in sorted(by.items()):
-        errs = sum(1 for r in rs if (r.get("status") or 0) >= 400 or r.get("status") is None or r.get("top_severity") == "error")
+        errs = sum(1 for r in rs if queries.is_error(r))
         row = [model, str(len(rs)), str(errs)]
         for k in ("ttfb_ms", "ttft_ms", "gap_ms"):
             vals = [r.get(k) for r in rs]
@@ -109,7 +109,8 @@ def demo(db_path, rounds):
     db = open_db(path, write=False)
     rows = [r for r in queries.recent(db, limit=len(_scenarios()) * max(1, rounds)) if r["started_at"] >= ids_after]
     rows.reverse()
-    out.print(table(rows, title="requests through the proxy", width=out.width))
+    out.print("[bold]requests through the proxy[/]")
+    out.print(table(rows, width=out.width))
     out.print(summary(rows))
     if rows:
         out.print(f"Next: [bold]firsttoken show {rows[1]['id'][:8]} --db {path}[/] draws one request's timeline; "

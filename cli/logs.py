@@ -1,107 +1,110 @@
-"""`firsttoken logs`: recent requests as a table, JSON lines or CSV."""
+"""`firsttoken logs`: recent requests as a table (newest last), JSON Lines or CSV.
+
+Each request is one row; its top finding and the fix go on their own indented lines under it,
+in the reader's language. Columns that do not fit are dropped (least important first) and a
+cell too wide for its column wraps: no character is ever cut.
+"""
 
 from __future__ import annotations
 
-import csv
-import json
-import sys
 from collections.abc import Iterable
 from typing import Any
 
+import click
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from firsttoken.cli import output
-from firsttoken.cli.output import SEVERITY_STYLE
+from firsttoken.cli.options import db_option, filter_options, json_option, lang_option
+from firsttoken.cli.output import Col
 
+R = output.REQUIRED
 COLUMNS = [
-    # (header, min console width to show it, justify, cell)
-    ("time", 120, "left", lambda r: output.local_time(r.get("started_at"))),
-    ("id", 0, "left", lambda r: r["id"][:8]),
-    ("route", 140, "left", lambda r: r.get("route") or "–"),
-    ("model", 0, "left", lambda r: _clip(r.get("model") or "–", 22)),
-    ("api", 130, "left", lambda r: (r.get("api") or "other").replace("openai.", "oai.").replace("anthropic.", "ant.")),
-    ("st", 0, "right", lambda r: _status(r)),
-    ("prompt", 0, "right", lambda r: output.prompt_tokens(r)),
-    ("TTFB", 0, "right", lambda r: output.ms(r.get("ttfb_ms"))),
-    ("TTFT", 0, "right", lambda r: output.ms(r.get("ttft_ms"))),
-    ("gap", 0, "right", lambda r: output.ms(r.get("gap_ms"))),
-    ("TPOT", 110, "right", lambda r: output.ms(r.get("tpot_ms"))),
-    ("out", 100, "right", lambda r: output.output_tokens(r)),
-    ("total", 0, "right", lambda r: output.ms(r.get("total_ms"))),
+    Col("time", "time", 60),
+    Col("id", "id", R),
+    Col("route", "route", 20),
+    Col("model", "model", R),
+    Col("api", "api", 30),
+    Col("st", "st", R, right=True),
+    Col("prompt", "prompt", 90, right=True),
+    Col("TTFB", "TTFB", 80, right=True),
+    Col("TTFT", "TTFT", R, right=True),
+    Col("gap", "gap", 70, right=True),
+    Col("TPOT", "TPOT", 40, right=True),
+    Col("out", "out", 50, right=True),
+    Col("total", "total", 75, right=True),
 ]
+INDENT = 4
 
 
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[: n - 1] + "…"
+def cells(r: dict[str, Any]) -> dict[str, str]:
+    return {
+        "time": output.local_time(r.get("started_at")),
+        "id": r["id"][:8],
+        "route": r.get("route") or "–",
+        "model": r.get("model") or "–",
+        "api": (r.get("api") or "other").replace("openai.", "oai.").replace("anthropic.", "ant."),
+        "st": output.status_text(r),
+        "prompt": output.prompt_tokens(r),
+        "TTFB": output.ms(r.get("ttfb_ms")),
+        "TTFT": output.ms(r.get("ttft_ms")),
+        "gap": output.ms(r.get("gap_ms")),
+        "TPOT": output.ms(r.get("tpot_ms")),
+        "out": output.output_tokens(r),
+        "total": output.ms(r.get("total_ms")),
+    }
 
 
-def _status(r: dict[str, Any]) -> Text:
-    st = output.status_text(r)
-    bad = st in ("ERR", "aborted") or (r.get("status") or 0) >= 400
-    return Text(st, style="red" if bad else "")
+def _bad(r: dict[str, Any]) -> bool:
+    from firsttoken.addon.store.queries import is_error
+
+    return is_error(r) or bool(r.get("client_aborted"))
 
 
-GLYPH = {"error": ("✗", "bold red"), "warn": ("!", "yellow"), "info": ("·", "cyan")}
-WIDE = 120  # below this, findings move under the table instead of a squeezed column
-
-
-def table(rows: Iterable[dict[str, Any]], title: str | None = None, hints: bool = True, width: int = 160):
-    """Requests as a table; on narrow terminals columns are dropped (never wrapped) and the
-    findings are listed below the table, one per line, keyed by id."""
+def table(rows: Iterable[dict[str, Any]], width: int = 160, hints: bool = True) -> Group:
+    """Requests, in the order given, as lines of Text fitted to ``width``."""
     rows = list(rows)
-    cols = [c for c in COLUMNS if width >= c[1]]
-    wide = width >= WIDE
-    t = Table(title=title, expand=False, header_style="bold underline", box=None, pad_edge=False, padding=(0, 1))
-    for name, _, justify, _ in cols:
-        t.add_column(name, justify=justify, no_wrap=True)
-    t.add_column("finding" if wide else "", overflow="fold", min_width=20 if wide else 1, no_wrap=not wide)
-    notes = []
-    for r in rows:
-        fnd = r.get("findings") or []
-        if wide:
-            last = finding_text(r, hints)
-        else:
-            glyph, style = GLYPH.get(fnd[0]["severity"], ("?", "")) if fnd else ("", "")
-            last = Text(glyph, style=style)
-            if fnd:
-                notes.append((r, finding_text(r, hints)))
-        t.add_row(*[cell(r) for _, _, _, cell in cols], last)
-    if wide or not notes:
-        return t
-    lines = [t]
-    for r, text in notes:
-        line = Text(f"{r['id'][:8]} ", style="dim")
-        line.append_text(text)
-        lines.append(line)
+    data = [cells(r) for r in rows]
+    chosen = output.fit_columns(COLUMNS, data, width)
+    lines: list[Text] = output.table_lines(chosen, {c.key: c.header for c, _ in chosen}, bold=True)
+    for r, d in zip(rows, data):
+        lines += output.table_lines(chosen, d, styles={"st": "red" if _bad(r) else ""})
+        msg, tip = output.top_finding(r, hints)
+        for part in (msg, tip):
+            if part is not None:
+                lines += output.indented(part, width, INDENT if part is msg else INDENT + 2)
     return Group(*lines)
 
 
-def finding_text(r: dict[str, Any], hint: bool = True) -> Text:
-    findings = r.get("findings") or []
-    if not findings:
-        return Text("ok" if r.get("state") == "done" else "", style="green")
-    f = findings[0]
-    out = Text(f"{f['code']}: {f['message']}", style=SEVERITY_STYLE.get(f["severity"], ""))
-    if hint and f.get("hint"):
-        out.append(f"\n→ {f['hint']}", style="dim")
-    if len(findings) > 1:
-        out.append(f" (+{len(findings) - 1} more)", style="dim")
-    return out
+@click.command("logs")
+@db_option
+@filter_options
+@click.option("-n", "--limit", "limit", type=int, default=30, show_default=True,
+              help="How many of the newest matching requests to show (0: all).")
+@json_option("rows")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with all columns, a header line first.")
+@lang_option
+def logs(db_path, limit, as_json, as_csv, lang, **kw):
+    """The newest requests, oldest first so the newest is last (by your prompt); each request's top
+    finding and its fix on the indented lines under it."""
+    from firsttoken.addon.store import queries
+    from firsttoken.cli.options import console, fail, make_filters, reader, resolve_lang
 
-
-def write_json(rows: Iterable[dict[str, Any]], out=None) -> None:
-    out = out or sys.stdout
+    filters = make_filters(kw)
+    db = reader(db_path)
+    try:
+        rows = queries.recent(db, filters, limit=limit or None)
+    except ValueError as e:
+        fail(str(e))
+    rows.reverse()  # oldest first: the newest ends up last, next to the prompt
+    code = resolve_lang(lang)
     for r in rows:
-        out.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
-
-
-def write_csv(rows: list[dict[str, Any]], out=None) -> None:
-    out = out or sys.stdout
-    if not rows:
-        return
-    w = csv.DictWriter(out, fieldnames=list(rows[0].keys()))
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in r.items()})
+        r["findings"] = output.localize(r.get("findings"), code)
+    if as_json or as_csv:
+        output.write_rows(rows, "json" if as_json else "csv")
+    elif not rows:
+        console().print("No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, "
+                        "or try `firsttoken demo`.")
+    else:
+        c = console()
+        c.print(table(rows, width=c.width))

@@ -71,66 +71,6 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
         otlp_endpoint=otlp_endpoint)
 
 
-@cli.command()
-@db_option
-@click.option("--model")
-@click.option("--route")
-@click.option("--api")
-@click.option("--status", help="200, 4xx, or 'error'.")
-@click.option("--code", help="Only requests with this finding code.")
-@click.option("--since", help="e.g. 30m, 2h, 7d, or an ISO time.")
-@click.option("--until")
-@click.option("--slow-ttft", type=float, help="Only requests with TTFT ≥ this many ms.")
-@click.option("--experiment")
-@click.option("--limit", type=int, default=30, show_default=True, help="0 for all.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (all columns).")
-@click.option("--csv", "as_csv", is_flag=True, help="CSV with all columns.")
-def logs(db_path, limit, as_json, as_csv, **filters):
-    """Recent requests, newest first."""
-    from firsttoken.addon.store import queries
-    from firsttoken.cli import logs as logs_mod
-    from firsttoken.cli.options import console, fail, reader
-
-    db = reader(db_path)
-    try:
-        rows = queries.recent(db, queries.Filters(**filters), limit=limit or None)
-    except ValueError as e:
-        fail(str(e))
-    if as_json:
-        logs_mod.write_json(reversed(rows))
-    elif as_csv:
-        logs_mod.write_csv(list(reversed(rows)))
-    elif not rows:
-        console().print("No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.")
-    else:
-        c = console()
-        c.print(logs_mod.table(reversed(rows), width=c.width))
-
-
-@cli.command()
-@click.argument("request_id")
-@db_option
-@click.option("--json", "as_json", is_flag=True, help="The stored row as JSON.")
-def show(request_id, db_path, as_json):
-    """One request as a timeline: connect, TTFB, prefill gap, streaming, tokens, findings."""
-    import json
-
-    from firsttoken.addon.store import queries
-    from firsttoken.cli import show as show_mod
-    from firsttoken.cli.options import console, fail, reader
-
-    db = reader(db_path)
-    try:
-        row = queries.get(db, request_id)
-    except queries.NotFound as e:
-        fail(str(e))
-    if as_json:
-        click.echo(json.dumps(row, ensure_ascii=False, indent=2, default=str))
-    else:
-        c = console()
-        c.print(show_mod.render(row, width=c.width))
-
-
 @cli.command("script-path")
 def script_path():
     """Print the path of the mitmproxy script (for `mitmdump -s`)."""
@@ -152,8 +92,10 @@ LAZY_COMMANDS = {
     "doctor": "doctor.command:doctor",
     "env": "env.command:env",
     "export": "export:export",
+    "logs": "logs:logs",
     "live": "live.runner:live",
     "report": "report.command:report",
+    "show": "show:show",
     "simulate": "simulate.command:simulate",
     "stats": "stats:stats",
     "sweep": "sweep:sweep",

@@ -1,14 +1,21 @@
-"""What several commands share: the --db option, opening the DB for reading, errors."""
+"""What several commands share: the --db option, the request filters, the output and language
+options, opening the DB for reading, errors.
+
+``--json`` means the same thing in every command: JSON Lines (one object per line) for lists of
+rows (``logs``, ``export``), one JSON document for summaries (``stats``, ``show``, ``baseline``).
+"""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
-from firsttoken.addon.store.db import default_db_path, open_db
+from firsttoken.addon.store.db import StoreError, default_db_path, open_reader
+from firsttoken.addon.store.queries import Filters
 
 
 def db_option(fn):
@@ -18,15 +25,77 @@ def db_option(fn):
     )(fn)
 
 
+#: the request filters, by option name -> Filters field (one set for logs, stats, export, report, baseline)
+FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment", "slow_ttft")
+
+
+def filter_options(fn):
+    """The request filters shared by logs / stats / export / report / baseline save."""
+    opts = [
+        click.option("--model", help="Models containing this text (any case), or a glob: 'gpt-4o*'."),
+        click.option("--route", help="Only this route (the name of an upstream)."),
+        click.option("--api", help="openai.chat, openai.responses, openai.completions or anthropic.messages."),
+        click.option("--status", help="200, 4xx, or 'error' (status ≥ 400, no response or transport error, "
+                                      "or an error finding such as an error event in a 200 stream)."),
+        click.option("--code", help="Only requests with this finding code (`firsttoken diagnoses` lists them)."),
+        click.option("--since", help="e.g. 30m, 2h, 7d, or an ISO time."),
+        click.option("--until", help="e.g. 10m (ago) or an ISO time."),
+        click.option("--experiment", help="Only requests tagged with this x-firsttoken-experiment."),
+        click.option("--slow-ttft", type=float, help="Only requests with TTFT ≥ this many ms."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def make_filters(kw: dict[str, Any]) -> Filters:
+    """Filters from the options' values (checked: an unknown --code or --status is an error)."""
+    f = Filters(**{k: kw.get(k) for k in FILTER_NAMES})
+    try:
+        f.validate()
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+    return f
+
+
+def cold_option(fn):
+    return click.option(
+        "--include-cold/--exclude-cold", "include_cold", default=None,
+        help="Requests that opened a new TCP/TLS connection (cold) count by default (the openai SDK and curl "
+             "open one for most requests); their connect time is its own figure. --exclude-cold leaves them out "
+             "of latency figures.",
+    )(fn)
+
+
+def json_option(kind: str):
+    """``--json``: 'rows' -> JSON Lines, one object per row; 'summary' -> one JSON document."""
+    text = ("JSON Lines: one object per row (all columns)." if kind == "rows"
+            else "One JSON document (everything shown, and more).")
+    return click.option("--json", "as_json", is_flag=True, help=text)
+
+
+def lang_option(fn):
+    return click.option(
+        "--lang", type=click.Choice(["en", "zh"]), default=None,
+        help="Language of findings (default: $FIRSTTOKEN_LANG, else the locale).",
+    )(fn)
+
+
+def resolve_lang(lang: str | None) -> str:
+    from firsttoken.addon.diagnose.lang import resolve
+
+    return resolve(lang)
+
+
 def resolve_db(db_path: str | None) -> str:
     return str(db_path or default_db_path())
 
 
 def reader(db_path: str | None):
-    path = resolve_db(db_path)
+    """The database, read-only: never created or migrated; a missing or foreign file is a clear error."""
     try:
-        return open_db(path, write=False)
-    except FileNotFoundError as e:
+        return open_reader(resolve_db(db_path))
+    except (FileNotFoundError, StoreError) as e:
         fail(str(e))
 
 

@@ -1,12 +1,159 @@
-"""Small formatting helpers shared by the commands' tables."""
+"""What the commands' output shares: number formats, the severity glyphs and colours, the one
+"top finding" rendering, findings in the reader's language, the CSV / JSON Lines writer, and
+the one column-fitting scheme (cells that do not fit wrap onto more lines; nothing is cut).
+"""
 
 from __future__ import annotations
 
+import csv
 import datetime as _dt
+import json
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
+
+from rich.cells import cell_len
+from rich.text import Text
 
 #: how a finding's severity is coloured everywhere (logs, show, live, diagnoses)
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
+#: the one glyph per severity (logs, live view, one-line output)
+SEVERITY_MARK = {"error": "✖", "warn": "▲", "info": "•"}
+
+
+# ---- findings ------------------------------------------------------------------------------------
+def localize(findings: list[dict[str, Any]] | None, lang: str) -> list[dict[str, Any]]:
+    """Stored findings (code + params) re-rendered in ``lang``: the reader's language, not the recorder's."""
+    from firsttoken.addon.diagnose import render_finding
+
+    return [render_finding(f, lang) if isinstance(f, dict) and f.get("code") else f for f in findings or []]
+
+
+def top_finding(r: dict[str, Any], hint: bool = True) -> tuple[Text | None, Text | None]:
+    """(``✖ code: message (+n more)``, ``→ hint``) of a row's top finding, styled; a failed request
+    without findings shows its error. Findings are shown as stored: ``localize`` them first."""
+    findings = r.get("findings") or []
+    if findings:
+        f = findings[0]
+        sev = f.get("severity") or "info"
+        msg = Text(f"{SEVERITY_MARK.get(sev, '•')} {f.get('code')}: {f.get('message') or ''}".rstrip(),
+                   style=SEVERITY_STYLE.get(sev, ""))
+        if len(findings) > 1:
+            msg.append(f" (+{len(findings) - 1} more)", style="dim")
+        tip = Text(f"→ {f['hint']}", style="dim") if hint and f.get("hint") else None
+        return msg, tip
+    if r.get("error"):
+        return Text(f"{SEVERITY_MARK['error']} {r['error']}", style="bold red"), None
+    return None, None
+
+
+# ---- rows as CSV or JSON Lines -------------------------------------------------------------------
+def write_rows(rows: Iterable[dict[str, Any]], fmt: str, out=None) -> int:
+    """``fmt`` 'json': JSON Lines, one object per row; 'csv': a header line, then one line per row
+    (list/dict columns as JSON text). Streams; returns the number of rows written."""
+    out = out or sys.stdout
+    n = 0
+    writer = None
+    for r in rows:
+        if fmt == "json":
+            out.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+        else:
+            if writer is None:
+                writer = csv.DictWriter(out, fieldnames=list(r))
+                writer.writeheader()
+            writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
+                             for k, v in r.items()})
+        n += 1
+    return n
+
+
+# ---- the column-fitting scheme -------------------------------------------------------------------
+GAP = 2
+
+
+@dataclass(frozen=True)
+class Col:
+    key: str
+    header: str
+    prio: int  # higher: kept longer as the terminal narrows; >= REQUIRED: always shown
+    right: bool = False
+
+
+REQUIRED = 100
+
+
+def fit_columns(cols: list[Col], rows: list[dict[str, Any]], width: int) -> list[tuple[Col, int]]:
+    """The columns to show in ``width`` and each one's width. Optional columns are dropped, most
+    important kept; a required column too wide for what is left gets narrower, and its cells
+    wrap (``table_lines``): a character is never cut."""
+    nat = {c.key: max([cell_len(c.header)] + [cell_len(str(r.get(c.key) or "")) for r in rows]) for c in cols}
+    need = {c.key: nat[c.key] for c in cols if c.prio >= REQUIRED}
+    used = sum(need.values()) + GAP * max(0, len(need) - 1)
+    for c in sorted((c for c in cols if c.prio < REQUIRED), key=lambda c: -c.prio):
+        if used + GAP + nat[c.key] <= width:
+            need[c.key] = nat[c.key]
+            used += GAP + nat[c.key]
+    over = used - width
+    while over > 0:  # narrow the widest column, down to its header (or 4 cells)
+        key = max(need, key=lambda k: need[k])
+        floor = max(4, min(cell_len(next(c.header for c in cols if c.key == key)), need[key]))
+        if need[key] <= floor:
+            break
+        cut = min(over, need[key] - floor)
+        need[key] -= cut
+        over -= cut
+    return [(c, need[c.key]) for c in cols if c.key in need]
+
+
+def _fold(s: str, w: int) -> list[str]:
+    out, cur = [], ""
+    for ch in s:
+        if cur and cell_len(cur + ch) > w:
+            out.append(cur)
+            cur = ""
+        cur += ch
+    return out + [cur] if cur or not out else out
+
+
+def table_lines(chosen: list[tuple[Col, int]], row: dict[str, Any], styles: dict[str, str] | None = None,
+                bold: bool = False) -> list[Text]:
+    """One row as one or more lines: a cell wider than its column wraps within it."""
+    styles = styles or {}
+    cells = [_fold(str(row.get(c.key) if row.get(c.key) is not None else ""), w) for c, w in chosen]
+    lines = []
+    for i in range(max(len(c) for c in cells) if cells else 0):
+        t = Text(style="bold" if bold else "", no_wrap=True)
+        for j, ((c, w), parts) in enumerate(zip(chosen, cells)):
+            if j:
+                t.append(" " * GAP)
+            part = parts[i] if i < len(parts) else ""
+            pad = " " * max(0, w - cell_len(part))
+            if c.right:
+                t.append(pad)
+                t.append(part, style=styles.get(c.key, ""))
+            else:
+                t.append(part, style=styles.get(c.key, ""))
+                t.append(pad)
+        t.rstrip()
+        lines.append(t)
+    return lines
+
+
+def indented(text: Text, width: int, indent: int) -> list[Text]:
+    """``text`` wrapped to ``width`` with every line indented by ``indent``: words move to the next
+    line, a word longer than the line is folded; no character is dropped."""
+    from rich.console import Console
+
+    room = max(8, width - indent)
+    console = Console(width=room, color_system=None, legacy_windows=False)
+    out = []
+    for ln in text.wrap(console, room, overflow="fold"):
+        ln.rstrip()
+        line = Text(" " * indent, no_wrap=True)
+        line.append_text(ln)
+        out.append(line)
+    return out
 
 
 def ms(v: float | None) -> str:

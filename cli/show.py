@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import click
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from firsttoken.cli import output
+from firsttoken.cli.options import db_option, json_option, lang_option
 from firsttoken.cli.output import SEVERITY_STYLE
 
 BAR = 48  # set per render from the console width
@@ -149,3 +151,29 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
     else:
         parts.append(Text("still in flight", style="yellow"))
     return Group(*parts)
+
+
+@click.command("show")
+@click.argument("request_id", required=False)
+@db_option
+@json_option("summary")
+@lang_option
+def show(request_id, db_path, as_json, lang):
+    """One request as a timeline: connect, TTFB, prefill gap, streaming, tokens, findings.
+    REQUEST_ID: an id or any unique prefix of one (`firsttoken logs` lists them); none: the latest request."""
+    import json
+
+    from firsttoken.addon.store import queries
+    from firsttoken.cli.options import console, fail, reader, resolve_lang
+
+    db = reader(db_path)
+    try:
+        row = queries.get(db, request_id)
+    except queries.NotFound as e:
+        fail(str(e))
+    row["findings"] = output.localize(row.get("findings"), resolve_lang(lang))
+    if as_json:
+        click.echo(json.dumps(row, ensure_ascii=False, indent=2, default=str))
+    else:
+        c = console()
+        c.print(render(row, width=c.width))

@@ -12,35 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from firsttoken.addon.store import stats_queries as sq
-from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
-from firsttoken.cli.options import db_option
+from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
 
-LABELS = {"ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total"}
-FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment")
-
-
-def filter_options(fn):
-    """The filters of `firsttoken logs`, for stats / export / report / baseline."""
-    opts = [
-        click.option("--model"),
-        click.option("--route"),
-        click.option("--api"),
-        click.option("--status", help="200, 4xx, or 'error'."),
-        click.option("--code", help="Only requests with this finding code."),
-        click.option("--since", help="e.g. 30m, 2h, 7d, or an ISO time."),
-        click.option("--until"),
-        click.option("--experiment", help="Only requests tagged with this x-firsttoken-experiment."),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
-    return fn
-
-
-def make_filters(kw: dict[str, Any]) -> Filters:
-    return Filters(**{k: kw.get(k) for k in FILTER_NAMES})
-
-
+LABELS = {"connect": "connect", "ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total"}
 def fit_text(g: dict[str, Any]) -> Text:
     if g.get("ttft_slope_ms_per_1k") is None:
         return Text(g.get("ttft_fit_warning") or "–", style="dim")
@@ -74,6 +49,7 @@ def render(res: dict[str, Any]) -> Group:
         summary.add_row(_group_name(g["group"], by), f"{g['count']:,}", err, codes or "–",
                         f"{g['cold']:,}", fit_text(g))
     pct = Table(title="Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
+
                 header_style="bold", title_justify="left")
     pct.add_column(by)
     pct.add_column("metric")
@@ -91,7 +67,8 @@ def render(res: dict[str, Any]) -> Group:
             pct.add_row(_group_name(g["group"], by) if i == 0 else "", LABELS[name], f"{m['n']:,}",
                         *[output.ms(m.get(q)) for q in qs])
     note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
-                + ("Cold connections included." if res["include_cold"] else
+                + ("Every request counts; connect is what the cold ones (a new TCP/TLS connection, included in "
+                   "their TTFB) paid for it; --exclude-cold leaves them out." if res["include_cold"] else
                    "Cold connections (new TCP/TLS connection) are left out of latency figures; --include-cold keeps them."),
                 style="dim")
     return Group(summary, pct, note)
@@ -131,16 +108,17 @@ def plot(res: dict[str, Any], width: int = 48) -> Group:
 @filter_options
 @click.option("--by", type=click.Choice(list(sq.GROUPS)), default="model", show_default=True,
               help="Group by model, route, API, prompt-size bucket (prompt tokens), UTC hour or experiment.")
-@click.option("--include-cold", is_flag=True, help="Keep requests that opened a new connection in latency figures.")
-@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object.")
+@cold_option
+@json_option("summary")
 @click.option("--plot", "plot_", is_flag=True, help="Also draw TTFT bars (TTFB + gap) per group.")
 def stats(db_path, by, include_cold, as_json, plot_, **kw):
     """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""
     from firsttoken.cli.options import console, fail, reader
 
+    filters = make_filters(kw)
     db = reader(db_path)
     try:
-        res = sq.compute(db, make_filters(kw), by=by, include_cold=include_cold)
+        res = sq.compute(db, filters, by=by, include_cold=include_cold is not False)
     except ValueError as e:
         fail(str(e))
     if as_json:

@@ -163,18 +163,20 @@ def _error_text(status: int, head: bytes, key: str | None) -> str:
     return f"HTTP {status}: {(text or '').strip()[:300]}"
 
 
-def wait_for_rows(db_path: str, where: str, params: list, expected: int, timeout: float) -> int:
-    """Poll the proxy's database until `expected` finished rows match (it writes them asynchronously)."""
-    from firsttoken.addon.store.db import open_db
+def wait_for_rows(db_path: str, experiment: str, expected: int, timeout: float, prefix: bool = False) -> int:
+    """Poll the proxy's database until `expected` finished rows of the experiment are there (it
+    writes them asynchronously)."""
+    from firsttoken.addon.store.db import StoreError, open_reader
+    from firsttoken.addon.store.queries import count_finished
 
     deadline = time.monotonic() + timeout
     n = 0
     while True:
         try:
-            db = open_db(db_path, write=False)
-            n = db.execute(f"SELECT count(*) FROM requests WHERE state = 'done' AND {where}", params).fetchone()[0]
+            db = open_reader(db_path)
+            n = count_finished(db, experiment, prefix=prefix)
             db.conn.close()
-        except FileNotFoundError:
+        except (FileNotFoundError, StoreError):
             n = 0
         if n >= expected or time.monotonic() > deadline:
             return n
@@ -200,13 +202,13 @@ def run(client: Client, api: str, model: str, points: list[tuple[int, int]], run
             sent += 1
         if not checked:  # the proxy must be recording this experiment, or nothing will come back
             checked = True
-            if wait_for_rows(db_path, "experiment LIKE ?", [experiment + "%"], 1, wait) == 0:
+            if wait_for_rows(db_path, experiment, 1, wait, prefix=True) == 0:
                 raise SweepError(
                     f"nothing was recorded in {db_path} for experiment {experiment!r}: point --base-url at a running "
                     "`firsttoken proxy` (e.g. http://127.0.0.1:8787/v1) and --db at that proxy's database")
         if progress:
             progress()
-    got = wait_for_rows(db_path, "experiment = ?", [experiment], sent, wait)
+    got = wait_for_rows(db_path, experiment, sent, wait)
     return {"sent": sent, "recorded": got, "errors": errors, "first_error": first_error}
 
 

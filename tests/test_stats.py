@@ -83,17 +83,18 @@ def test_percentiles_of_five_and_one_value(db):
     assert g["one"]["tpot_ms"] == {"n": 0, "p50": None, "p90": None, "p95": None, "p99": None}
 
 
-def test_cold_connections_are_left_out_unless_asked(db):
+def test_cold_connections_count_by_default_and_their_connect_time_is_its_own_metric(db):
     for v in (100, 110, 120):
         add(db, ttft_ms=float(v), ttfb_ms=50.0)
     add(db, ttft_ms=900.0, ttfb_ms=800.0, conn_reused=0, connect_ms=300.0)  # cold
     add(db, ttft_ms=130.0, ttfb_ms=50.0, conn_reused=0)  # new connection but no connect time: not cold
     add(db, ttft_ms=140.0, ttfb_ms=50.0, conn_reused=None, connect_ms=5.0)  # unknown reuse: not cold
     g = both(db)["groups"][0]
-    assert g["count"] == 6 and g["cold"] == 1 and g["cold_excluded"] == 1
-    assert g["ttft_ms"]["n"] == 5 and g["ttft_ms"]["p99"] < 200
-    g = both(db, include_cold=True)["groups"][0]
-    assert g["ttft_ms"]["n"] == 6 and g["ttft_ms"]["p99"] > 800 and g["cold_excluded"] == 0
+    assert g["count"] == 6 and g["cold"] == 1 and g["cold_excluded"] == 0
+    assert g["ttft_ms"]["n"] == 6 and g["ttft_ms"]["p99"] > 800
+    assert g["connect_ms"]["n"] == 2 and g["connect_ms"]["p50"] == pytest.approx(152.5)
+    g = both(db, include_cold=False)["groups"][0]
+    assert g["ttft_ms"]["n"] == 5 and g["ttft_ms"]["p99"] < 200 and g["cold_excluded"] == 1
 
 
 def test_errors_by_code(db):
@@ -141,14 +142,14 @@ def bench(tmp_path_factory):
     return open_db(path, write=False)
 
 
-@pytest.mark.parametrize("kw", [{}, {"include_cold": True}, {"filters": {"model": "gpt-4.1"}}])
+@pytest.mark.parametrize("kw", [{}, {"include_cold": False}, {"filters": {"model": "gpt-4.1"}}])
 def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
     res = both(bench, **kw)
     assert res["indexed"] is True and len(res["groups"]) == (1 if "filters" in kw else 5)
     g = res["groups"][0]
     assert g["count"] > 100 and g["errors"] > 0 and g["cold"] > 0
     # against plain Python on the same rows
-    warm = "" if kw.get("include_cold") else f" AND {sq.WARM}"
+    warm = "" if kw.get("include_cold", True) else f" AND {sq.WARM}"
     vals = [r[0] for r in bench.execute(f"SELECT gap_ms FROM requests WHERE model = ? AND gap_ms IS NOT NULL{warm}", [g["group"]])]
     for q in (50, 90, 95, 99):
         assert g["gap_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(vals, q), abs=1e-3)
@@ -161,7 +162,7 @@ def test_indexed_queries_only_touch_covering_indexes(bench):
                  f"AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
         assert f"COVERING INDEX idx_requests_stats_{col}" in p and "TEMP B-TREE" not in p
     assert "COVERING INDEX" in plan(f"SELECT model, count(*) FROM requests INDEXED BY idx_requests_stats_errors "
-                                    f"WHERE {sq.ERROR_DONE} GROUP BY model")
+                                    f"WHERE {sq.ERROR} GROUP BY model")
 
 
 def test_running_totals_follow_inserts_updates_and_deletes(tmp_path):
@@ -210,7 +211,7 @@ def test_stats_command(bench):
     for key in ("ttft_slope_ms_per_1k", "ttft_intercept_ms", "ttft_fit_r2", "ttft_fit_n", "itl_ms", "tpot_ms", "error_codes"):
         assert key in res["groups"][0]
     r = CliRunner().invoke(stats, ["--db", path, "--status", "nonsense"])
-    assert r.exit_code == 1 and "--status" in r.output
+    assert r.exit_code == 2 and "--status" in r.output
 
 
 def test_export_csv_and_json(bench):

@@ -1,13 +1,23 @@
-"""Opening the database: where it lives, WAL mode, migrations."""
+"""Opening the database: where it lives, WAL mode, migrations.
+
+Writers (the proxy's writer thread, ``demo``, ``baseline save``) create and migrate it;
+readers (``logs``, ``show``, ``stats``, ``export``, ``report``, ``live``...) open it read-only
+and never create, migrate or write it: a file that is not firsttoken's is left untouched.
+"""
 
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import sqlite_utils
 
-from firsttoken.addon.store.migrations import migrate
+from firsttoken.addon.store.migrations import MIGRATIONS, migrate
+
+
+class StoreError(Exception):
+    """A database a command cannot use; the message says what happened and what to do."""
 
 
 def default_db_path() -> Path:
@@ -19,22 +29,69 @@ def default_db_path() -> Path:
     return Path(platformdirs.user_data_dir("firsttoken", appauthor=False)) / "firsttoken.db"
 
 
-def open_db(path: str | os.PathLike, *, write: bool = True) -> sqlite_utils.Database:
-    """Open (and for writers create + migrate) the database. Readers get their own connection."""
-    p = Path(path).expanduser()
-    if write:
-        p.parent.mkdir(parents=True, exist_ok=True)
-    elif not p.exists():
-        raise FileNotFoundError(
-            f"no firsttoken database at {p}: run `firsttoken proxy` (or `firsttoken demo`) first, "
-            "or point --db / FIRSTTOKEN_DB at the right file"
-        )
-    import sqlite3
+def missing_message(p: Path) -> str:
+    return (f"no database at {p}; run `firsttoken proxy` or `firsttoken demo` first "
+            "(or point --db / FIRSTTOKEN_DB at the file the proxy writes)")
 
+
+def open_db(path: str | os.PathLike, *, write: bool = True) -> sqlite_utils.Database:
+    """Open the database: writers create + migrate it, readers get ``open_reader``."""
+    if not write:
+        return open_reader(path)
+    p = Path(path).expanduser()
+    p.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(p), check_same_thread=False, timeout=10)
     db = sqlite_utils.Database(conn)
-    db.execute("PRAGMA busy_timeout = 10000")
-    db.enable_wal()
-    db.execute("PRAGMA synchronous = NORMAL")
-    migrate(db)  # a reader of an older database brings it up to date too
+    try:
+        db.execute("PRAGMA busy_timeout = 10000")
+        db.enable_wal()
+        db.execute("PRAGMA synchronous = NORMAL")
+        migrate(db)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StoreError(not_ours_message(p, e)) from None
     return db
+
+
+def not_ours_message(p: Path, e: Exception) -> str:
+    return (f"{p} is not a SQLite database ({e}); firsttoken left it untouched. "
+            "Point --db (or FIRSTTOKEN_DB) at the file `firsttoken proxy` writes, or at a new path")
+
+
+def connect_reader(path: str | os.PathLike) -> sqlite3.Connection:
+    """A read-only connection to a firsttoken database (checked). Raises FileNotFoundError
+    for a missing file and StoreError for a file that is not a firsttoken database."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise FileNotFoundError(missing_message(p))
+    if p.is_dir():
+        raise StoreError(f"{p} is a folder, not a database file: point --db at the file `firsttoken proxy` writes")
+    conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=10)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StoreError(not_ours_message(p, e)) from None
+    if "requests" not in tables:
+        conn.close()
+        has = ", ".join(sorted(tables)[:6]) or "no tables"
+        raise StoreError(f"{p} is a SQLite database but not firsttoken's (it has {has}; no `requests` table); "
+                         "firsttoken left it untouched. Point --db at the file `firsttoken proxy` writes, "
+                         "or run `firsttoken proxy --db NEW.db` / `firsttoken demo --db NEW.db` to make one")
+    return conn
+
+
+def open_reader(path: str | os.PathLike) -> sqlite_utils.Database:
+    """A read-only handle: never creates, migrates or writes the file (see ``connect_reader``)."""
+    return sqlite_utils.Database(connect_reader(path))
+
+
+def schema_current(db: sqlite_utils.Database | sqlite3.Connection) -> bool:
+    """Whether every migration of this version has been applied (older databases are read as they are)."""
+    conn = db.conn if isinstance(db, sqlite_utils.Database) else db
+    try:
+        done = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
+    except sqlite3.DatabaseError:
+        return False
+    return all(fn.__name__ in done for fn in MIGRATIONS)

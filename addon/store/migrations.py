@@ -127,7 +127,11 @@ def m005_baselines(db: sqlite_utils.Database) -> None:
 _TOTAL_COLS = ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms")
 
 
-def _totals_values(r: str, sign: str) -> tuple[str, str]:
+#: what m006 counted as an error (m011 switched to the store's one rule, ``queries.error_sql``)
+_M006_ERROR = "({r}.state IS 'done' AND ({r}.status IS NULL OR {r}.status >= 400 OR {r}.error IS NOT NULL))"
+
+
+def _totals_values(r: str, sign: str, error: str = _M006_ERROR) -> tuple[str, str]:
     x = f"coalesce({r}.usage_prompt_tokens, {r}.prompt_tokens_est)"
     f = f"({r}.ttft_ms IS NOT NULL AND {x} IS NOT NULL)"
     vals = {
@@ -135,7 +139,7 @@ def _totals_values(r: str, sign: str) -> tuple[str, str]:
         "cold": f"coalesce({r}.conn_reused = 0 AND {r}.connect_ms IS NOT NULL, 0)",
         "n": f"{sign}1",
         "n_in_flight": f"{sign}({r}.state IS 'in_flight')",
-        "n_errors": f"{sign}({r}.state IS 'done' AND ({r}.status IS NULL OR {r}.status >= 400 OR {r}.error IS NOT NULL))",
+        "n_errors": f"{sign}{error.format(r=r)}",
         **{f"n_{c}": f"{sign}({r}.{c} IS NOT NULL)" for c in _TOTAL_COLS},
         "fit_n": f"{sign}{f}",
         "fit_sx": f"{sign}(CASE WHEN {f} THEN {x} ELSE 0 END)",
@@ -167,10 +171,14 @@ def m006_stats_totals(db: sqlite_utils.Database) -> None:
     rebuild_stats_totals(db)
 
 
-def rebuild_stats_totals(db: sqlite_utils.Database) -> None:
-    """Recompute stats_totals from the requests table (the migration; bulk loads)."""
+def rebuild_stats_totals(db: sqlite_utils.Database, error: str | None = None) -> None:
+    """Recompute stats_totals from the requests table (the migrations; bulk loads), counting
+    errors as the triggers in place do (or by ``error``)."""
+    if error is None:
+        done = {r[0] for r in db.execute("SELECT name FROM _migrations").fetchall()}
+        error = _current_error() if "m011_error_rule" in done else _M006_ERROR
     db.execute("DELETE FROM stats_totals")
-    sel = _totals_values("r", "")[0]
+    sel = _totals_values("r", "", error)[0]
     cols = sel[sel.index("(") + 1: sel.index(")")]
     values = sel[sel.index("VALUES (") + 8: sel.index(") ON CONFLICT")]
     exprs = [v.strip() for v in _split_top(values)]
@@ -196,3 +204,32 @@ def _split_top(text: str) -> list[str]:
 @migration
 def m007_retry_after(db: sqlite_utils.Database) -> None:
     db["requests"].add_column("retry_after", float)
+
+
+def _current_error() -> str:
+    from firsttoken.addon.store.queries import error_sql
+
+    return error_sql("{r}")
+
+
+@migration
+def m011_error_rule(db: sqlite_utils.Database) -> None:
+    """One definition of an error everywhere (``queries.error_sql``): an error-severity finding
+    (an error event inside a 200 stream) now counts too. Re-create the totals' triggers and the
+    errors index with it, and recount."""
+    from firsttoken.addon.store.queries import ERROR
+
+    err = _current_error()
+    add_new, _ = _totals_values("NEW", "+", err)
+    remove_old, _ = _totals_values("OLD", "-", err)
+    watched = ", ".join(["model", "state", "status", "error", "top_severity", "conn_reused", "connect_ms",
+                         *_TOTAL_COLS, "usage_prompt_tokens", "prompt_tokens_est"])
+    for name in ("stats_totals_insert", "stats_totals_delete", "stats_totals_update"):
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+    db.execute(f"CREATE TRIGGER stats_totals_insert AFTER INSERT ON requests BEGIN {add_new} END")
+    db.execute(f"CREATE TRIGGER stats_totals_delete AFTER DELETE ON requests BEGIN {remove_old} END")
+    db.execute(f"CREATE TRIGGER stats_totals_update AFTER UPDATE OF {watched} ON requests BEGIN {remove_old} {add_new} END")
+    db.execute("DROP INDEX IF EXISTS idx_requests_stats_errors")
+    db.execute("CREATE INDEX idx_requests_stats_errors ON requests (model, top_code, status, state, error, top_severity) "
+               f"WHERE {ERROR}")
+    rebuild_stats_totals(db, err)

@@ -1,10 +1,17 @@
-"""Read queries shared by the commands. Each reader opens its own connection (WAL)."""
+"""Read queries shared by the commands, and the one definition of an error.
+
+Every SQL statement a command runs lives in ``addon/store``: here (rows, filters, the live
+view's polls, the analyzer's history), ``stats_queries`` (aggregates, report) and
+``baselines``. Each reader opens its own read-only connection (WAL).
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
 import re
+import sqlite3
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +19,32 @@ import sqlite_utils
 
 JSON_COLUMNS = ("event_offsets", "key_facts", "findings")
 BOOL_COLUMNS = ("stream", "conn_reused", "stream_done", "client_aborted", "tokens_exact")
+BODY_COLUMNS = ("request_body", "response_body")
+
+
+# ---- What counts as an error: the one rule (live view counts, `stats`, `logs --status error`).
+
+def error_sql(alias: str = "") -> str:
+    """SQL true for a finished request that failed: HTTP status ≥ 400, no response at all or a
+    transport error (``error``), or an error-severity finding (e.g. an error event inside a 200 stream)."""
+    a = f"{alias}." if alias else ""
+    return (f"({a}state IS 'done' AND ({a}status IS NULL OR {a}status >= 400 OR {a}error IS NOT NULL "
+            f"OR {a}top_severity IS 'error'))")
+
+
+#: the rule on the ``requests`` table's own columns
+ERROR = error_sql()
+
+
+def is_error(row: Any) -> bool:
+    """``ERROR`` for one row dict or Record (the same rule, for rows already in memory)."""
+    def get(k: str) -> Any:
+        return row.get(k) if isinstance(row, dict) else getattr(row, k, None)
+
+    if get("state") not in (None, "done"):
+        return False
+    status = get("status")
+    return bool(status is None or status >= 400 or get("error") is not None or get("top_severity") == "error")
 
 
 def decode_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +82,25 @@ def parse_since(text: str, now: _dt.datetime | None = None) -> str:
     return t.astimezone(_dt.UTC).isoformat(timespec="milliseconds")
 
 
+GLOB_CHARS = "*?["
+
+
+def model_clause(pattern: str, exact: bool = False) -> tuple[str, list[Any]]:
+    """How ``--model`` matches: a glob when it holds * ? or [ (``gpt-4o*``), else any model that
+    contains it, ignoring case (``4o`` matches gpt-4o and gpt-4o-mini); ``exact`` for internal use."""
+    if exact:
+        return "model = ?", [pattern]
+    if any(ch in pattern for ch in GLOB_CHARS):
+        return "model GLOB ?", [pattern]
+    return "instr(lower(model), lower(?)) > 0", [pattern]
+
+
+def finding_codes() -> list[str]:
+    from firsttoken.addon.diagnose import CATALOG
+
+    return sorted(CATALOG)
+
+
 @dataclass
 class Filters:
     model: str | None = None
@@ -61,10 +113,27 @@ class Filters:
     slow_ttft: float | None = None
     experiment: str | None = None
     state: str | None = None
+    #: internal: ``model`` is one model's exact name (baselines), not a user's pattern
+    exact_model: bool = False
+
+    def active(self) -> dict[str, Any]:
+        """The filters in use, by name (for JSON output and a baseline's memory)."""
+        return {k: v for k, v in vars(self).items() if v not in (None, "", False)}
+
+    def validate(self) -> None:
+        """Reject values that could only ever match nothing, naming what would work."""
+        self.where()
+        if self.code and self.code not in finding_codes():
+            raise ValueError(f"--code {self.code!r} is not a finding code; use one of: {', '.join(finding_codes())} "
+                             "(`firsttoken diagnoses` explains each)")
 
     def where(self) -> tuple[str, list[Any]]:
         clauses, params = [], []
-        for col in ("model", "route", "api", "experiment", "state"):
+        if self.model:
+            c, p = model_clause(self.model, self.exact_model)
+            clauses.append(c)
+            params += p
+        for col in ("route", "api", "experiment", "state"):
             v = getattr(self, col)
             if v:
                 clauses.append(f"{col} = ?")
@@ -75,7 +144,7 @@ class Filters:
                 clauses.append("status BETWEEN ? AND ?")
                 params += [int(s[0]) * 100, int(s[0]) * 100 + 99]
             elif s in ("error", "failed"):
-                clauses.append("(status IS NULL OR status >= 400 OR error IS NOT NULL)")
+                clauses.append(ERROR)
             elif s.isdigit():
                 clauses.append("status = ?")
                 params.append(int(s))
@@ -96,23 +165,31 @@ class Filters:
         return (" WHERE " + " AND ".join(clauses)) if clauses else "", params
 
 
+def _dicts(cur: sqlite3.Cursor) -> list[dict[str, Any]]:
+    cols = [d[0] for d in cur.description]
+    return [decode_row(dict(zip(cols, r))) for r in cur.fetchall()]
+
+
 def recent(db: sqlite_utils.Database, filters: Filters | None = None, limit: int | None = 50) -> list[dict[str, Any]]:
-    """Newest first."""
+    """The ``limit`` newest matching requests, newest first."""
     where, params = (filters or Filters()).where()
     sql = f"SELECT * FROM requests{where} ORDER BY started_at DESC"
     if limit:
         sql += f" LIMIT {int(limit)}"
-    cur = db.execute(sql, params)
-    cols = [d[0] for d in cur.description]
-    return [decode_row(dict(zip(cols, r))) for r in cur.fetchall()]
+    return _dicts(db.execute(sql, params))
 
 
 class NotFound(LookupError):
     pass
 
 
-def get(db: sqlite_utils.Database, id_prefix: str) -> dict[str, Any]:
-    """One request by id or unique id prefix (like git)."""
+def get(db: sqlite_utils.Database, id_prefix: str | None) -> dict[str, Any]:
+    """One request by id or unique id prefix (like git); no id: the latest request."""
+    if id_prefix is None:
+        rows = _dicts(db.execute("SELECT * FROM requests ORDER BY started_at DESC LIMIT 1"))
+        if not rows:
+            raise NotFound("no requests recorded yet: point a client at `firsttoken proxy`, or try `firsttoken demo`")
+        return rows[0]
     p = id_prefix.strip()
     if not p:
         raise NotFound("give a request id (see `firsttoken logs`)")
@@ -125,3 +202,79 @@ def get(db: sqlite_utils.Database, id_prefix: str) -> dict[str, Any]:
         ids = ", ".join(r["id"][:12] for r in rows)
         raise NotFound(f"id {p!r} is ambiguous ({ids}, …): type more of it")
     return decode_row(rows[0])
+
+
+def columns(db: sqlite_utils.Database) -> list[str]:
+    return [r[1] for r in db.execute("PRAGMA table_info(requests)").fetchall()]
+
+
+def iter_rows(db: sqlite_utils.Database, filters: Filters, cols: list[str] | None = None, limit: int | None = None,
+              bodies: bool = False) -> Iterator[dict[str, Any]]:
+    """Every matching request, oldest first, streamed from a cursor (``export``)."""
+    where, params = filters.where()
+    have = columns(db)
+    if cols:
+        unknown = [c for c in cols if c not in have]
+        if unknown:
+            raise ValueError(f"unknown column(s): {', '.join(unknown)}; the columns are: {', '.join(have)}")
+    else:
+        cols = [c for c in have if bodies or c not in BODY_COLUMNS]
+    sql = f"SELECT {', '.join(cols)} FROM requests{where} ORDER BY started_at"
+    if limit:
+        sql += f" LIMIT {int(limit)}"
+    cur = db.conn.execute(sql, params)
+    while batch := cur.fetchmany(1000):
+        for r in batch:
+            yield decode_row(dict(zip(cols, r)))
+
+
+def count_finished(db: sqlite_utils.Database, experiment: str, prefix: bool = False) -> int:
+    """Finished rows tagged with ``experiment`` (or any tag starting with it): `sweep` waits on this."""
+    if prefix:
+        sql, arg = "experiment LIKE ? ESCAPE '\\'", experiment.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    else:
+        sql, arg = "experiment = ?", experiment
+    return db.execute(f"SELECT count(*) FROM requests WHERE state = 'done' AND {sql}", [arg]).fetchone()[0]
+
+
+# ---- The analyzer's history (read once at start, on the caller's thread).
+
+def prefix_counts(db: sqlite_utils.Database, last: int = 20000) -> dict[str, int]:
+    """How often each prompt prefix was sent, over the last ``last`` requests."""
+    return dict(db.execute(
+        "SELECT prefix_hash, count(*) FROM (SELECT prefix_hash FROM requests "
+        "WHERE prefix_hash IS NOT NULL ORDER BY started_at DESC LIMIT ?) GROUP BY prefix_hash", [last]).fetchall())
+
+
+def calibration_pairs(db: sqlite_utils.Database, last: int = 5000) -> list[tuple[str, int, int]]:
+    """(model, our estimate, server's count) of the last ``last`` requests that have both, newest first."""
+    return db.execute(
+        "SELECT model, prompt_tokens_est, usage_prompt_tokens FROM requests WHERE model IS NOT NULL "
+        "AND prompt_tokens_est > 0 AND usage_prompt_tokens > 0 ORDER BY started_at DESC LIMIT ?", [last]).fetchall()
+
+
+# ---- The live view's polls of a proxy's database (``cli/live/db.py``), on a read-only connection.
+
+def in_flight(conn: sqlite3.Connection, cols: list[str] | tuple[str, ...], since_iso: str) -> list[dict[str, Any]]:
+    return _dicts(conn.execute(f"SELECT {', '.join(cols)}, phase FROM requests WHERE state = 'in_flight' "
+                               "AND started_at >= ? ORDER BY started_at", [since_iso]))
+
+
+def latest_finished(conn: sqlite3.Connection, cols: list[str] | tuple[str, ...], limit: int) -> list[dict[str, Any]]:
+    """The ``limit`` newest finished rows, oldest first."""
+    rows = _dicts(conn.execute(f"SELECT {', '.join(cols)} FROM requests WHERE state = 'done' "
+                               "ORDER BY started_at DESC LIMIT ?", [limit]))
+    rows.reverse()
+    return rows
+
+
+def finished_since(conn: sqlite3.Connection, cols: list[str] | tuple[str, ...], since_iso: str) -> list[dict[str, Any]]:
+    return _dicts(conn.execute(f"SELECT {', '.join(cols)} FROM requests WHERE state = 'done' AND started_at >= ? "
+                               "ORDER BY started_at", [since_iso]))
+
+
+def routes_seen(conn: sqlite3.Connection, limit: int = 8) -> list[tuple[str, str]]:
+    """(route, upstream) pairs, most recently used first."""
+    return [(r or "default", u or "–") for r, u, _ in conn.execute(
+        "SELECT route, upstream, MAX(started_at) AS last FROM requests WHERE upstream IS NOT NULL "
+        "GROUP BY route, upstream ORDER BY last DESC LIMIT ?", [limit]).fetchall()]

@@ -16,9 +16,12 @@ Two ways to get them, same answers (tests compare them):
   into a TEMP table once; a TEMP index on (group, metric) per metric (one sort in SQLite)
   then serves the same counts and OFFSET walks.
 
-Cold-connection requests (``conn_reused = 0 AND connect_ms IS NOT NULL``: their TTFB includes a
-TCP/TLS handshake) are left out of latency figures unless ``include_cold``; they still count in
-``count`` and the error rate.
+Every request counts by default, cold ones included (``conn_reused = 0 AND connect_ms IS NOT
+NULL``: a new TCP/TLS connection, which the openai SDK and curl open for most requests). What
+they paid for it is its own metric, ``connect`` (``connect_ms``). ``include_cold=False`` leaves
+them out of latency figures (they still count in ``count`` and the error rate).
+
+Errors are counted by the store's one rule, ``queries.ERROR``.
 """
 
 from __future__ import annotations
@@ -36,20 +39,19 @@ from typing import Any
 import sqlite_utils
 
 from firsttoken.addon.record import percentile
-from firsttoken.addon.store.queries import Filters
+from firsttoken.addon.store.db import schema_current
+from firsttoken.addon.store.queries import ERROR, Filters, decode_row, model_clause
 
 #: (name in output, column)
 METRICS: tuple[tuple[str, str], ...] = (
-    ("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"),
+    ("connect", "connect_ms"), ("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"),
     ("tpot", "tpot_ms"), ("itl", "itl_p50_ms"), ("total", "total_ms"),
 )
-INDEXED = {col for _, col in METRICS}
+INDEXED = {"ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"}  # m004's indexes
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 WARM = "(conn_reused IS NOT 0 OR connect_ms IS NULL)"
 COLD = "(conn_reused = 0 AND connect_ms IS NOT NULL)"  # the negation of WARM, NULLs included
 PROMPT = "coalesce(usage_prompt_tokens, prompt_tokens_est)"
-ERROR = "(status IS NULL OR status >= 400 OR error IS NOT NULL)"
-ERROR_DONE = f"state = 'done' AND {ERROR}"
 IN_FLIGHT = "state = 'in_flight'"
 BUCKETS: tuple[int, ...] = (200, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)
 MIN_FIT_N = 5
@@ -192,10 +194,13 @@ class _Pool:
             self._conns.clear()
 
 
-def fast_ok(filters: Filters, by: str | None) -> bool:
-    if by != "model":
+def fast_ok(filters: Filters, by: str | None, db: sqlite_utils.Database | None = None) -> bool:
+    """Whether the indexed path can answer: grouped by model, filtered by model at most, on a
+    database whose running totals count errors by the current rule."""
+    if by != "model" or (db is not None and not schema_current(db)):
         return False
-    return all(getattr(filters, f.name) in (None, "") for f in fields(filters) if f.name != "model")
+    return all(getattr(filters, f.name) in (None, "", False) for f in fields(filters)
+               if f.name not in ("model", "exact_model"))
 
 
 def _and(where: str, *clauses: str) -> str:
@@ -253,10 +258,10 @@ def _temp_percentiles(conn, name: str, qs, include_cold: bool):
     return _offset_percentiles(conn, src, "g", col, cond, counts, qs)
 
 
-def _totals(conn, model: str | None, include_cold: bool) -> dict[Any, dict[str, float]]:
-    """stats_totals per model (cold and warm rows summed as asked)."""
-    cur = conn.execute("SELECT * FROM stats_totals" + (" WHERE model = ?" if model is not None else ""),
-                       [model] if model is not None else [])
+def _totals(conn, filters: Filters, include_cold: bool) -> dict[Any, dict[str, float]]:
+    """stats_totals per model (cold and warm rows summed as asked), for the models ``filters`` match."""
+    where, params = model_clause(filters.model, filters.exact_model) if filters.model else ("", [])
+    cur = conn.execute("SELECT * FROM stats_totals" + (f" WHERE {where}" if where else ""), params)
     names = [d[0] for d in cur.description]
     out: dict[Any, dict[str, float]] = {}
     for row in cur.fetchall():
@@ -288,13 +293,13 @@ def _materialize(conn, filters: Filters, gsql: str, metrics) -> None:
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
     conn.execute(
-        f"CREATE TEMP TABLE _ft_stats_rows AS SELECT {gsql} AS g, state, status, "
-        f"CASE WHEN error IS NOT NULL THEN 1 END AS error, top_code, conn_reused, connect_ms, "
+        f"CREATE TEMP TABLE _ft_stats_rows AS SELECT {gsql} AS g, state, status, {ERROR} AS err, "
+        f"top_code, conn_reused, connect_ms, "
         f"{mcols}{PROMPT} AS fx, ttft_ms AS fy FROM requests{where}", params)
 
 
 def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str | None = "model",
-            include_cold: bool = False, qs=PERCENTILES, metrics=METRICS, fit: bool = True,
+            include_cold: bool = True, qs=PERCENTILES, metrics=METRICS, fit: bool = True,
             force_general: bool = False, group_expr: str | None = None) -> dict[str, Any]:
     """The numbers behind `firsttoken stats` (see the module docstring).
 
@@ -304,18 +309,18 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     if group_expr is None and by not in GROUPS:
         raise ValueError(f"--by {by!r}: use one of {', '.join(GROUPS)}")
     gsql = group_expr or GROUPS[by]
-    fast = group_expr is None and fast_ok(filters, by) and not force_general
+    fast = group_expr is None and fast_ok(filters, by, db) and not force_general
     where, params = filters.where()
 
     if fast:
         pool = _Pool(db)
-        totals = _totals(db.conn, filters.model, include_cold)
+        totals = _totals(db.conn, filters, include_cold)
         counts = {g: (int(t["n"]), int(t["n_in_flight"]), int(t["cold"]), int(t["n_errors"])) for g, t in totals.items()}
 
         def codes_job():
             return pool.conn().execute(
                 f"SELECT model, {_CODE} AS code, count(*) FROM requests INDEXED BY idx_requests_stats_errors"
-                f"{_and(where, ERROR_DONE)} GROUP BY model, code", params).fetchall()
+                f"{_and(where, ERROR)} GROUP BY model, code", params).fetchall()
 
         def metric_job(name, expr):
             def job():
@@ -341,8 +346,8 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
         try:
             per_metric = {name: _temp_percentiles(conn, name, qs, include_cold) for name, _ in metrics}
             counts = {g: (n, int(i), int(cl), int(e)) for g, n, i, cl, e in conn.execute(
-                f"SELECT g, count(*), total({IN_FLIGHT}), total({COLD}), total({ERROR_DONE}) FROM {_TEMP} GROUP BY g")}
-            code_rows = conn.execute(f"SELECT g, {_CODE} AS code, count(*) FROM {_TEMP} WHERE {ERROR_DONE} "
+                f"SELECT g, count(*), total({IN_FLIGHT}), total({COLD}), total(err) FROM {_TEMP} GROUP BY g")}
+            code_rows = conn.execute(f"SELECT g, {_CODE} AS code, count(*) FROM {_TEMP} WHERE err "
                                      f"GROUP BY g, code").fetchall()
             w = _and("", "fy IS NOT NULL", "fx IS NOT NULL", "" if include_cold else WARM)
             fit_rows = conn.execute(f"SELECT g, count(*), total(fx), total(fy), total(fx * fy), total(fx * fx), total(fy * fy) "
@@ -393,3 +398,53 @@ _MS_NAMES = {name for name, _ in METRICS}
 
 
 # ------------------------------------------------------------------ report helpers
+
+def scatter_points(db: sqlite_utils.Database, filters: Filters, counts: dict[Any, int], per_model: int = 800,
+                   include_cold: bool = True) -> dict[Any, list[tuple[float, float]]]:
+    """(prompt tokens, TTFT) per model, about per_model points each: every k-th row by rowid."""
+    where, params = filters.where()
+    out: dict[Any, list[tuple[float, float]]] = {}
+    for model, n in counts.items():
+        if not n:
+            continue
+        k = max(1, n // per_model)
+        w = _and(where, "model IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL",
+                 "" if include_cold else WARM, "rowid % ? = 0")
+        rows = db.execute(f"SELECT {PROMPT}, ttft_ms FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
+        out[model] = [(x, y) for x, y in rows.fetchall()]
+    return out
+
+
+def finding_breakdown(db: sqlite_utils.Database, filters: Filters, total: int) -> list[dict[str, Any]]:
+    """Requests per finding code and severity (table ``findings``), most frequent first."""
+    where, params = filters.where()
+    scope = f"WHERE f.request_id IN (SELECT id FROM requests{where}) " if where else ""
+    sql = f"SELECT f.code, f.severity, count(*) FROM findings f {scope}GROUP BY f.code, f.severity ORDER BY 3 DESC, 1"
+    return [{"code": c, "severity": s, "count": n, "share": n / total if total else None}
+            for c, s, n in db.execute(sql, params).fetchall()]
+
+
+def slowest(db: sqlite_utils.Database, filters: Filters, models: list[Any], limit: int = 20) -> list[dict[str, Any]]:
+    """The requests with the highest TTFT (per-model index walks when only --model filters)."""
+    cols = ("id, started_at, model, route, api, status, usage_prompt_tokens, prompt_tokens_est, ttfb_ms, ttft_ms, "
+            "gap_ms, total_ms, conn_reused, connect_ms, findings")
+    where, params = filters.where()
+    if fast_ok(filters, "model"):
+        sqls = [(f"SELECT {cols} FROM requests WHERE model IS ? AND ttft_ms IS NOT NULL ORDER BY ttft_ms DESC LIMIT ?",
+                 [m, limit]) for m in models]
+    else:
+        sqls = [(f"SELECT {cols} FROM requests{_and(where, 'ttft_ms IS NOT NULL')} ORDER BY ttft_ms DESC LIMIT ?",
+                 [*params, limit])]
+    rows = []
+    for sql, p in sqls:
+        cur = db.execute(sql, p)
+        names = [d[0] for d in cur.description]
+        rows += [decode_row(dict(zip(names, r))) for r in cur.fetchall()]
+    return sorted(rows, key=lambda r: -(r["ttft_ms"] or 0))[:limit]
+
+
+def time_span(db: sqlite_utils.Database, filters: Filters) -> tuple[str | None, str | None]:
+    """(first, last) started_at of the matching requests."""
+    where, params = filters.where()
+    first, last = db.execute(f"SELECT min(started_at), max(started_at) FROM requests{where}", params).fetchone()
+    return first, last

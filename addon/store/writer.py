@@ -14,6 +14,8 @@ import queue
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 from firsttoken.addon.store.db import open_db
@@ -42,6 +44,13 @@ class Writer:
 
     def put(self, row: dict[str, Any]) -> None:
         self.q.put(row)
+
+    def read(self, query: Callable[[Any], Any], timeout: float = 30.0) -> Any:
+        """Run ``query(db)`` on the writer thread, between batches, and return its result: the
+        one way other threads of the proxy read the database (it raises what the query raised)."""
+        fut: Future = Future()
+        self.q.put((query, fut))
+        return fut.result(timeout)
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every row put so far is committed."""
@@ -75,6 +84,11 @@ class Writer:
                     stop = True
                 elif isinstance(it, threading.Event):
                     events.append(it)
+                elif isinstance(it, tuple):  # a read(): after the rows queued before it
+                    if rows:
+                        self._write(db, rows)
+                        rows = []
+                    self._read(db, *it)
                 else:
                     rows.append(it)
             if rows:
@@ -82,6 +96,13 @@ class Writer:
             for e in events:
                 e.set()
         db.conn.close()
+
+    @staticmethod
+    def _read(db, query: Callable[[Any], Any], fut: Future) -> None:
+        try:
+            fut.set_result(query(db))
+        except Exception as e:
+            fut.set_exception(e)
 
     def _write(self, db, rows: list[dict[str, Any]]) -> None:
         for attempt in range(LOCKED_RETRIES + 1):

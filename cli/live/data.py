@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firsttoken.addon.record import percentile
+from firsttoken.addon.store import queries
 
 #: finished requests per model that the rolling percentiles and the sparkline cover
 DEFAULT_WINDOW = 50
@@ -45,15 +46,8 @@ def slim(r: Any) -> dict[str, Any]:
     return out
 
 
-def is_error(r: Any) -> bool:
-    status = get_field(r, "status")
-    return bool(
-        get_field(r, "error")
-        or get_field(r, "client_aborted")
-        or status is None
-        or status >= 400
-        or get_field(r, "top_severity") == "error"
-    )
+#: the store's one rule of what an error is (the same as `stats` and `logs --status error`)
+is_error = queries.is_error
 
 
 # -- the snapshot -----------------------------------------------------------------------

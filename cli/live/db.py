@@ -9,10 +9,11 @@ from __future__ import annotations
 import datetime as _dt
 import sqlite3
 import time
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from firsttoken.addon.store import queries
+from firsttoken.addon.store.db import StoreError, missing_message, not_ours_message
 from firsttoken.cli.live.data import (
     DEFAULT_WINDOW,
     RECENT_KEEP,
@@ -46,16 +47,19 @@ def iso(ts: float) -> str:
 
 
 def connect_ro(path: str | Path) -> sqlite3.Connection:
-    """A read-only connection: never creates, migrates or writes the file."""
+    """A read-only connection: never creates, migrates or writes the file. A database the proxy
+    has created but not yet given its tables is fine (the view waits); a missing file or one
+    that is not SQLite is an error."""
     p = Path(path).expanduser().resolve()
     if not p.exists():
-        raise FileNotFoundError(
-            f"no firsttoken database at {p}: start `firsttoken proxy` (with the same --db) first, "
-            "or point --db / FIRSTTOKEN_DB at the right file"
-        )
+        raise FileNotFoundError(missing_message(p))
     conn = sqlite3.connect(f"{p.as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=5)
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 5000")
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise StoreError(not_ours_message(p, e)) from None
     return conn
 
 
@@ -86,11 +90,6 @@ class DbSource:
     def close(self) -> None:
         self.conn.close()
 
-    def _query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        from firsttoken.addon.store.queries import decode_row
-
-        return [decode_row(dict(r)) for r in self.conn.execute(sql, list(params)).fetchall()]
-
     def poll(self) -> list[dict[str, Any]]:
         try:
             return self._poll()
@@ -102,29 +101,16 @@ class DbSource:
 
     def _poll(self) -> list[dict[str, Any]]:
         now = time.time()
-        cols = ", ".join(ROW_FIELDS)
-        self.in_flight = self._query(
-            f"SELECT {cols}, phase FROM requests WHERE state = 'in_flight' AND started_at >= ? ORDER BY started_at",
-            [iso(now - STALE_IN_FLIGHT_S)],
-        )
+        self.in_flight = queries.in_flight(self.conn, ROW_FIELDS, iso(now - STALE_IN_FLIGHT_S))
         if self._first:
             # What finished before we attached is history: it fills the table and the
             # percentiles but is not reported as new, nor counted in this session's totals.
-            hist = self._query(
-                f"SELECT {cols} FROM requests WHERE state = 'done' ORDER BY started_at DESC LIMIT ?", [self.history]
-            )
-            hist.reverse()
+            hist = queries.latest_finished(self.conn, ROW_FIELDS, self.history)
             self.recent = hist
             self._derived = None
             for r in hist:
                 self._seen[r["id"]] = r["started_at"] or ""
-            self.routes = [
-                (r["route"] or "default", r["upstream"] or "–")
-                for r in self._query(
-                    "SELECT route, upstream, MAX(started_at) AS last FROM requests "
-                    "WHERE upstream IS NOT NULL GROUP BY route, upstream ORDER BY last DESC LIMIT 8"
-                )
-            ]
+            self.routes = queries.routes_seen(self.conn)
             self._cutoff = min([self.attached] + [parse_iso(r["started_at"]) or now for r in self.in_flight])
             self._first = False
             self.note = None
@@ -132,10 +118,7 @@ class DbSource:
         # A request that finishes now started at most a few seconds before the oldest one we
         # saw in flight (or before our previous poll, allowing for the writer's batching).
         since = min([self._cutoff] + [parse_iso(r["started_at"]) or self._cutoff for r in self.in_flight])
-        rows = self._query(
-            f"SELECT {cols} FROM requests WHERE state = 'done' AND started_at >= ? ORDER BY started_at",
-            [iso(since - 5.0)],
-        )
+        rows = queries.finished_since(self.conn, ROW_FIELDS, iso(since - 5.0))
         new = [r for r in rows if r["id"] not in self._seen]
         for r in new:
             self._seen[r["id"]] = r["started_at"] or ""

@@ -26,9 +26,8 @@ from firsttoken.cli.live.layout import (
     wrap_text,
 )
 from firsttoken.cli.live.state import FlightView, ModelStats, is_error
-from firsttoken.cli.output import SEVERITY_STYLE
+from firsttoken.cli.output import SEVERITY_MARK, SEVERITY_STYLE
 
-SEVERITY_MARK = {"error": "✖", "warn": "▲", "info": "•"}
 PHASE_STYLE = {"connecting": "dim", "waiting_headers": "blue", "prefill": "cyan", "waiting_body": "cyan", "streaming": "green"}
 #: below this width the finding goes on its own lines under the row
 INLINE_FINDING_MIN_WIDTH = 140

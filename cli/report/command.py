@@ -8,73 +8,23 @@ their top findings. Charts are inline SVG drawn by report_html; nothing is loade
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any
 
 import click
 
 from firsttoken.addon.store import stats_queries as sq
-from firsttoken.addon.store.queries import Filters, decode_row
+from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
-from firsttoken.cli.options import db_option
+from firsttoken.cli.options import cold_option, db_option, filter_options, make_filters
 from firsttoken.cli.report import html as H
-from firsttoken.cli.stats import filter_options, make_filters
 
 
-def _only_model(filters: Filters) -> bool:
-    return sq.fast_ok(filters, "model")
-
-
-def scatter_points(db, filters: Filters, counts: dict[Any, int], per_model: int = 800,
-                   include_cold: bool = False) -> dict[Any, list[tuple[float, float]]]:
-    """(prompt tokens, TTFT) per model, about per_model points each: every k-th row by rowid."""
-    where, params = filters.where()
-    out: dict[Any, list[tuple[float, float]]] = {}
-    for model, n in counts.items():
-        if not n:
-            continue
-        k = max(1, n // per_model)
-        w = sq._and(where, "model IS ?", "ttft_ms IS NOT NULL", f"{sq.PROMPT} IS NOT NULL",
-                    "" if include_cold else sq.WARM, "rowid % ? = 0")
-        rows = db.execute(f"SELECT {sq.PROMPT}, ttft_ms FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
-        out[model] = [(x, y) for x, y in rows.fetchall()]
-    return out
-
-
-def finding_breakdown(db, filters: Filters, total: int) -> list[dict[str, Any]]:
-    where, params = filters.where()
-    scope = f"WHERE f.request_id IN (SELECT id FROM requests{where}) " if where else ""
-    sql = f"SELECT f.code, f.severity, count(*) FROM findings f {scope}GROUP BY f.code, f.severity ORDER BY 3 DESC, 1"
-    return [{"code": c, "severity": s, "count": n, "share": n / total if total else None}
-            for c, s, n in db.execute(sql, params).fetchall()]
-
-
-def slowest(db, filters: Filters, models: list[Any], limit: int = 20) -> list[dict[str, Any]]:
-    """The requests with the highest TTFT (per-model index walks when only --model filters)."""
-    cols = ("id, started_at, model, route, api, status, usage_prompt_tokens, prompt_tokens_est, ttfb_ms, ttft_ms, "
-            "gap_ms, total_ms, conn_reused, connect_ms, findings")
-    where, params = filters.where()
-    if _only_model(filters):
-        sqls = [(f"SELECT {cols} FROM requests WHERE model IS ? AND ttft_ms IS NOT NULL ORDER BY ttft_ms DESC LIMIT ?",
-                 [m, limit]) for m in models]
-    else:
-        sqls = [(f"SELECT {cols} FROM requests{sq._and(where, 'ttft_ms IS NOT NULL')} ORDER BY ttft_ms DESC LIMIT ?",
-                 [*params, limit])]
-    rows = []
-    for sql, p in sqls:
-        cur = db.execute(sql, p)
-        names = [d[0] for d in cur.description]
-        rows += [decode_row(dict(zip(names, r))) for r in cur.fetchall()]
-    return sorted(rows, key=lambda r: -(r["ttft_ms"] or 0))[:limit]
-
-
-def build(db, filters: Filters, include_cold: bool = False, top: int = 20, source: str = "") -> str:
+def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source: str = "") -> str:
     res = sq.compute(db, filters, by="model", include_cold=include_cold)
     groups = res["groups"]
     total = sum(g["count"] for g in groups)
     colors = {g["group"]: H.PALETTE[i % len(H.PALETTE)] for i, g in enumerate(groups)}
     name = lambda g: g if g is not None else "(no model)"  # noqa: E731
-    where, params = filters.where()
-    span = db.execute(f"SELECT min(started_at), max(started_at) FROM requests{where}", params).fetchone()
+    span = sq.time_span(db, filters)
     meta = (f"{total:,} requests" + (f", {str(span[0])[:10]} {output.local_time(span[0])} → {str(span[1])[:10]} "
                                      f"{output.local_time(span[1])}" if span and span[0] else "")
             + f" · generated {_dt.datetime.now().astimezone().strftime('%Y-%m-%d %H:%M %Z')}"
@@ -94,7 +44,7 @@ def build(db, filters: Filters, include_cold: bool = False, top: int = 20, sourc
     sections.append(("Per model", H.table(["model", "requests", "errors", "cold", "TTFB P50/P95", "TTFT P50/P95",
                                            "gap P50/P95", "TTFT = a + b × prompt tokens"], summary_rows, numeric=(1, 2, 3, 4, 5, 6))))
     counts = {g["group"]: g["ttft_ms"]["n"] for g in groups}
-    pts = scatter_points(db, filters, counts, include_cold=include_cold)
+    pts = sq.scatter_points(db, filters, counts, include_cold=include_cold)
     fits = {g["group"]: (g["ttft_intercept_ms"], g["ttft_slope_ms_per_1k"] / 1000) for g in groups
             if g["ttft_slope_ms_per_1k"] is not None}
     legend = '<p class="legend">' + "".join(f'<span><span class="sw" style="background:{colors[m]}"></span>{H.esc(name(m))}</span>'
@@ -106,7 +56,7 @@ def build(db, filters: Filters, include_cold: bool = False, top: int = 20, sourc
                      for label, m in (("TTFB", "ttfb_ms"), ("TTFT", "ttft_ms"), ("gap = TTFT − TTFB", "gap_ms")))
     sections.append(("Percentiles", f'<div class="charts">{charts}</div><p class="dim">Bars from dark to light: P50, P90, '
                      'P95, P99. TTFB is network + gateway + queue; gap is prefill and the model.</p>'))
-    br = finding_breakdown(db, filters, total)
+    br = sq.finding_breakdown(db, filters, total)
     top_n = max([b["count"] for b in br] + [1])
     sections.append(("Findings", H.table(
         ["code", "severity", "requests", "share", ""],
@@ -114,7 +64,7 @@ def build(db, filters: Filters, include_cold: bool = False, top: int = 20, sourc
           ("html", f'<span class="bar" style="width:{200 * b["count"] / top_n:.0f}px;'
                    f'background:{H.SEV_COLOR.get(b["severity"], "#6b7280")}"></span>')] for b in br],
         numeric=(2, 3)) if br else '<p class="dim">No findings.</p>'))
-    slow = slowest(db, filters, [g["group"] for g in groups], top)
+    slow = sq.slowest(db, filters, [g["group"] for g in groups], top)
     slow_rows = []
     for r in slow:
         found = r.get("findings") or []
@@ -130,7 +80,8 @@ def build(db, filters: Filters, include_cold: bool = False, top: int = 20, sourc
         ["time", "id", "model", "status", "prompt", "TTFB", "TTFT", "gap", "total", "top findings"], slow_rows,
         numeric=(3, 4, 5, 6, 7, 8)) if slow_rows else '<p class="dim">No requests with a TTFT.</p>'))
     sections.append(("", f'<p class="dim">Percentiles: {H.esc(res["percentile"])}. '
-                     + ("Cold connections included." if include_cold else
+                     + ("Every request included; requests that opened a new connection (cold) also paid its "
+                        "connect time, shown separately." if include_cold else
                         "Requests that opened a new connection (cold) are left out of latency figures.")
                      + " Details of one request: <code>firsttoken show ID</code>.</p>"))
     return H.page("firsttoken report", meta, sections)
@@ -140,7 +91,7 @@ def build(db, filters: Filters, include_cold: bool = False, top: int = 20, sourc
 @db_option
 @filter_options
 @click.option("--html", "html_path", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
-@click.option("--include-cold", is_flag=True, help="Keep requests that opened a new connection in latency figures.")
+@cold_option
 @click.option("--top", type=int, default=20, show_default=True, help="How many slowest requests to list.")
 def report(db_path, html_path, include_cold, top, **kw):
     """Write a self-contained HTML report (opens offline): charts, error breakdown, slowest requests."""
