@@ -172,6 +172,7 @@ def check_facts(row: dict[str, Any], fx: dict[str, Any], replay: Replay) -> None
     context = described(row)
     assert row["state"] == "done", context
     assert row["status"] == fx["status"], context
+    assert row["method"] == "POST" and (row["path"] or "").split("?")[0] == fx["path"], context
     assert row["response_bytes"] == len(replay.body), context
     assert row["api"] == exp["api"], context
     assert row["model"] == exp["model"], context
@@ -248,10 +249,11 @@ def check_timing(row: dict[str, Any], fx: dict[str, Any], replay: Replay, client
 
 
 @pytest.mark.parametrize("path", PARAMS)
-def test_real_stream_paced_through_the_proxy(bench: Bench, path: Path | None) -> None:
+def test_real_stream_paced_through_the_proxy(request: pytest.FixtureRequest, path: Path | None) -> None:
     """As the provider sent it: SSE events as chunks with known gaps, JSON with a Content-Length."""
     if path is None:
         _missing()
+    bench = request.getfixturevalue("bench")  # not started when there is nothing to replay
     fx = json.loads(path.read_text(encoding="utf-8"))
     replay = replay_of(fx)
     row, client_sent = exchange(bench, fx, replay)
@@ -260,11 +262,12 @@ def test_real_stream_paced_through_the_proxy(bench: Bench, path: Path | None) ->
 
 
 @pytest.mark.parametrize("path", PARAMS)
-def test_real_stream_cut_anywhere_through_the_proxy(bench: Bench, path: Path | None) -> None:
+def test_real_stream_cut_anywhere_through_the_proxy(request: pytest.FixtureRequest, path: Path | None) -> None:
     """The same bytes cut at arbitrary places (mid-line, mid-character) and ended by closing the
     connection (JSON bodies: chunked): the record must not depend on where the network cuts."""
     if path is None:
         _missing()
+    bench = request.getfixturevalue("bench")  # not started when there is nothing to replay
     fx = json.loads(path.read_text(encoding="utf-8"))
     paced = replay_of(fx)
     raw = b"".join(paced.parts)
