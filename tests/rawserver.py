@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
@@ -58,3 +59,111 @@ class RawUpstream:
     def __exit__(self, *exc):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class Replay:
+    """One recorded exchange to serve: ``parts`` are written in order, ``gaps[i]`` seconds after
+    the previous one; ``framing`` is ``chunked`` (one HTTP chunk per part), ``length``
+    (Content-Length) or ``close`` (the body ends when the connection closes).
+
+    After it has been served: ``request`` (method, target, headers, body), ``received_at`` (the
+    request had been read), ``sent_at[i]`` (part i was about to be written) and ``ended_at``,
+    all ``time.perf_counter()``; ``body`` is every body byte written."""
+
+    def __init__(self, status: int, headers: list[tuple[str, str]], parts: list[bytes],
+                 gaps: list[float] | None = None, framing: str = "chunked"):
+        if framing not in ("chunked", "length", "close"):
+            raise ValueError(f"unknown framing {framing!r}")
+        self.status = status
+        self.headers = headers
+        self.parts = parts
+        self.gaps = gaps or [0.0] * len(parts)
+        self.framing = framing
+        self.request: tuple[str, str, list[tuple[str, str]], bytes] | None = None
+        self.received_at: float | None = None
+        self.sent_at: list[float] = []
+        self.ended_at: float | None = None
+        self.body = bytearray()
+        self.done = threading.Event()
+
+
+class ReplayUpstream:
+    """A loopback HTTP/1.1 upstream that answers each request with the armed ``Replay``.
+
+    One server serves many recorded exchanges in turn (``arm`` before each request), so a
+    test can send the client's real request, untouched, through a proxy in front of it."""
+
+    def __init__(self) -> None:
+        self.current: Replay | None = None
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(n) if n else b""
+                r = outer.current
+                if r is None or r.done.is_set():
+                    self.send_error(409, "no replay armed")
+                    return
+                r.received_at = time.perf_counter()
+                r.request = (self.command, self.path, list(self.headers.items()), body)
+                try:
+                    self._serve(r)
+                finally:
+                    r.ended_at = time.perf_counter()
+                    r.done.set()
+
+            def _serve(self, r: Replay) -> None:
+                w = self.wfile
+                head = [f"HTTP/1.1 {r.status} {_reason(r.status)}"]
+                head += [f"{k}: {v}" for k, v in r.headers]
+                if r.framing == "chunked":
+                    head.append("Transfer-Encoding: chunked")
+                elif r.framing == "length":
+                    head.append(f"Content-Length: {sum(len(p) for p in r.parts)}")
+                else:
+                    head.append("Connection: close")
+                    self.close_connection = True
+                w.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+                w.flush()
+                for part, gap in zip(r.parts, r.gaps):
+                    if gap:
+                        time.sleep(gap)
+                    r.sent_at.append(time.perf_counter())
+                    r.body += part
+                    w.write(b"%x\r\n%s\r\n" % (len(part), part) if r.framing == "chunked" else part)
+                    w.flush()
+                if r.framing == "chunked":
+                    w.write(b"0\r\n\r\n")
+                    w.flush()
+
+            do_GET = do_POST
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def arm(self, replay: Replay) -> Replay:
+        self.current = replay
+        return replay
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
