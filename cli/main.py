@@ -81,6 +81,7 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
 @click.option("--until")
 @click.option("--slow-ttft", type=float, help="Only requests with TTFT ≥ this many ms.")
 @click.option("--experiment")
+@click.option("--run", "run_id", metavar="ID", help="Only the requests of one `firsttoken run` (its summary names the ID).")
 @click.option("--limit", type=int, default=30, show_default=True, help="0 for all.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line (all columns).")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with all columns.")
@@ -152,6 +153,7 @@ LAZY_COMMANDS = {
     "export": "export:export",
     "live": "live_runner:live",
     "report": "report:report",
+    "run": "run.command:run",
     "simulate": "simulate.command:simulate",
     "stats": "stats:stats",
     "sweep": "sweep:sweep",

@@ -61,10 +61,11 @@ class Filters:
     slow_ttft: float | None = None
     experiment: str | None = None
     state: str | None = None
+    run_id: str | None = None  # `firsttoken run`: the requests of one run
 
     def where(self) -> tuple[str, list[Any]]:
         clauses, params = [], []
-        for col in ("model", "route", "api", "experiment", "state"):
+        for col in ("model", "route", "api", "experiment", "state", "run_id"):
             v = getattr(self, col)
             if v:
                 clauses.append(f"{col} = ?")
