@@ -223,6 +223,44 @@ def test_tty_passes_through(tmp_path):
         term.close()
 
 
+CTRL_C_CHILD = """
+import signal, sys, time
+n = []
+signal.signal(signal.SIGINT, lambda *_: n.append(1))
+print("ready", flush=True)
+deadline = time.time() + 20
+while not n and time.time() < deadline:
+    time.sleep(0.05)
+time.sleep(0.5)  # a second (duplicated) SIGINT would arrive now
+print("SIGINTs:", len(n), flush=True)
+sys.exit(len(n))
+"""
+
+
+def test_ctrl_c_on_the_terminal_reaches_the_child_once_and_firsttoken_survives(tmp_path):
+    """The terminal sends Ctrl-C to the foreground group (firsttoken and the child): firsttoken must
+    neither die nor forward a second one (twice Ctrl-C quits Claude Code)."""
+    import fcntl
+    import termios
+
+    (tmp_path / "child.py").write_text(CTRL_C_CHILD)
+    term = PseudoTerminal(100, 30)
+    try:
+        slave = term.slave
+        term.proc = subprocess.Popen(
+            [FT, "run", "--db", str(tmp_path / "ft.db"), "--", sys.executable, str(tmp_path / "child.py")],
+            stdin=slave, stdout=slave, stderr=slave, env=base_env(tmp_path), start_new_session=True,
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))  # the pty is its controlling terminal
+        term.wait_for("ready", 30)
+        os.write(term.master, b"\x03")
+        assert term.wait_exit(30) == 1
+        text = term.text()
+        assert "SIGINTs: 1" in text
+        assert "firsttoken run" in text
+    finally:
+        term.close()
+
+
 SIGNAL_CHILD = """
 import signal, sys, time
 def on(sig, _):
