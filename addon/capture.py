@@ -11,6 +11,7 @@ import asyncio
 import datetime as _dt
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +34,9 @@ log = logging.getLogger("firsttoken")
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid", "openai-request-id", "cf-ray")
 EXPERIMENT_HEADER = "x-firsttoken-experiment"
+#: ``/_run/<id>/rest``: a `firsttoken run` that joined this proxy marks its child's requests so
+#: (the proxy strips the mark before routing and stamps ``run_id``)
+RUN_MARK = re.compile(r"^/_run/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?=/|\?|$)")
 
 
 class Capture:
@@ -51,6 +55,7 @@ class Capture:
         self._running = False
         self._conn_claimed: set[str] = set()
         self._strategy_set = False  # connection_strategy was set to lazy by this addon
+        self.run_id: str | None = None  # stamped on every record (`firsttoken run` owns this proxy)
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -62,6 +67,7 @@ class Capture:
         loader.add_option("firsttoken_stall_ms", int, 1000, "Flag inter-token gaps longer than this (ms).")
         loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).",
                           choices=["", *LANGS])
+        loader.add_option("firsttoken_run_id", str, "", "Stamp this run id on every record (set by `firsttoken run`).")
 
     def configure(self, updated: set[str]) -> None:
         o = ctx.options
@@ -78,6 +84,7 @@ class Capture:
             raise exceptions.OptionsError(
                 f"firsttoken_lang={o.firsttoken_lang!r}: use one of {', '.join(LANGS)} (or leave it empty for the locale)")
         self.settings.lang = o.firsttoken_lang
+        self.run_id = o.firsttoken_run_id or None
         if "connection_strategy" in updated and o.connection_strategy != "lazy":
             # Eager connects fail before a flow exists; lazy ones become records.
             if self._strategy_set:
@@ -183,11 +190,18 @@ class Capture:
             return  # forward mode, not an LLM host: proxied untouched, not recorded
         t0 = time.perf_counter()
         req = flow.request
+        run_id = self.run_id
+        mark = RUN_MARK.match(req.path) if self.routes else None
+        if mark:
+            run_id, req.path = mark.group(1), (req.path[mark.end():] or "/")
+            if req.path.startswith("?"):
+                req.path = "/" + req.path
         rec = Record(
             id=flow.id,
             started_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
             method=req.method,
             path=redact_path(req.path),
+            run_id=run_id,
         )
         flight = Flight(record=rec, clock=Clock(t0=t0), flow=flow)
         headers = list(req.headers.items(multi=True))
@@ -450,5 +464,5 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 
 _START_FIELDS = (
     "id", "started_at", "state", "phase", "route", "upstream", "method", "path", "upstream_url",
-    "api", "experiment", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
+    "api", "experiment", "run_id", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )

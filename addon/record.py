@@ -33,6 +33,7 @@ class Record:
     stream: bool | None = None  # as requested in the body
     max_tokens: int | None = None
     experiment: str | None = None
+    run_id: str | None = None  # the `firsttoken run` this request belonged to
     # response
     status: int | None = None
     content_type: str | None = None

@@ -95,6 +95,7 @@ LAZY_COMMANDS = {
     "logs": "logs:logs",
     "live": "live.runner:live",
     "report": "report.command:report",
+    "run": "run.command:run",
     "show": "show:show",
     "simulate": "simulate.command:simulate",
     "stats": "stats:stats",

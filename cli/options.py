@@ -26,7 +26,7 @@ def db_option(fn):
 
 
 #: the request filters, by option name -> Filters field (one set for logs, stats, export, report, baseline)
-FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment", "slow_ttft")
+FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment", "slow_ttft", "run_id")
 
 
 def filter_options(fn):
@@ -42,6 +42,7 @@ def filter_options(fn):
         click.option("--until", help="e.g. 10m (ago) or an ISO time."),
         click.option("--experiment", help="Only requests tagged with this x-firsttoken-experiment."),
         click.option("--slow-ttft", type=float, help="Only requests with TTFT ≥ this many ms."),
+        click.option("--run", "run_id", metavar="ID", help="Only the requests of one `firsttoken run` (its summary names the ID)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

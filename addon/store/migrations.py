@@ -206,6 +206,13 @@ def m007_retry_after(db: sqlite_utils.Database) -> None:
     db["requests"].add_column("retry_after", float)
 
 
+@migration
+def m010_run_id(db: sqlite_utils.Database) -> None:
+    """The `firsttoken run` a request belonged to (`logs --run ID`, the run's summary)."""
+    db["requests"].add_column("run_id", str)
+    db.execute("CREATE INDEX IF NOT EXISTS idx_requests_run_id ON requests (run_id, started_at) WHERE run_id IS NOT NULL")
+
+
 def _current_error() -> str:
     from firsttoken.addon.store.queries import error_sql
 

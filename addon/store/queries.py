@@ -113,6 +113,7 @@ class Filters:
     slow_ttft: float | None = None
     experiment: str | None = None
     state: str | None = None
+    run_id: str | None = None  # `firsttoken run`: the requests of one run
     #: internal: ``model`` is one model's exact name (baselines), not a user's pattern
     exact_model: bool = False
 
@@ -133,7 +134,7 @@ class Filters:
             c, p = model_clause(self.model, self.exact_model)
             clauses.append(c)
             params += p
-        for col in ("route", "api", "experiment", "state"):
+        for col in ("route", "api", "experiment", "state", "run_id"):
             v = getattr(self, col)
             if v:
                 clauses.append(f"{col} = ?")

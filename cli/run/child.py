@@ -1,0 +1,95 @@
+"""`firsttoken run`: the child owns the terminal.
+
+It inherits stdin, stdout, stderr (no pipes: a TTY stays a TTY, an interactive program works
+exactly as without firsttoken) and stays in firsttoken's process group, so Ctrl-C, Ctrl-\\
+and window-size changes from the terminal reach it directly. firsttoken itself must survive
+them (the records are written after the child exits), so while the child runs:
+
+* SIGINT / SIGQUIT / SIGWINCH are not forwarded when the terminal already delivered them to
+  the child (we share its foreground process group); they are forwarded when firsttoken was
+  signalled some other way (``kill -INT``, no terminal);
+* SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 are always forwarded.
+
+The exit code is the child's, or 128+N when a signal N ended it (like a shell).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+
+FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)
+ALWAYS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+class ChildError(RuntimeError):
+    pass
+
+
+def _terminal_delivers() -> bool:
+    """Whether the terminal's signals reach our process group (and so the child) by themselves."""
+    for stream in (sys.stdin, sys.stdout, sys.stderr):
+        try:
+            fd = stream.fileno()
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+def exit_code(returncode: int) -> int:
+    """A child's exit status as a shell reports it: 128+N for death by signal N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_child(argv: list[str], env: Mapping[str, str]) -> int:
+    """Run ``argv`` on our terminal with ``env``; return its exit code (128+N for a signal)."""
+    proc: subprocess.Popen | None = None
+    pending: list[int] = []
+    terminal = _terminal_delivers()
+
+    def forward(signum, _frame) -> None:
+        if signum in FROM_TERMINAL and terminal:
+            return  # the terminal sent it to the whole foreground group: the child has it already
+        if proc is None:
+            pending.append(signum)
+            return
+        try:
+            proc.send_signal(signum)
+        except (ProcessLookupError, OSError):
+            pass
+
+    # Python-level handlers are reset to the default in the child at exec (ignored signals
+    # would be inherited: that is why SIGINT is caught here, not ignored).
+    old = {}
+    for sig in FROM_TERMINAL + ALWAYS:
+        try:
+            old[sig] = signal.signal(sig, forward)
+        except (ValueError, OSError):  # not the main thread, or not a signal on this platform
+            pass
+    try:
+        try:
+            proc = subprocess.Popen(argv, env=dict(env))
+        except FileNotFoundError:
+            raise ChildError(f"{argv[0]}: command not found (check the name, or give its full path)") from None
+        except PermissionError:
+            raise ChildError(f"{argv[0]}: permission denied (is it executable?)") from None
+        except OSError as e:
+            raise ChildError(f"{argv[0]}: could not start: {e}") from None
+        for signum in pending:
+            forward(signum, None)
+        while True:
+            try:
+                return exit_code(proc.wait())
+            except KeyboardInterrupt:  # a SIGINT that arrived before our handler
+                continue
+    finally:
+        for sig, handler in old.items():
+            try:
+                signal.signal(sig, handler)
+            except (ValueError, OSError, TypeError):
+                pass

@@ -1,0 +1,203 @@
+"""`firsttoken run -- CMD`: run a client through firsttoken with zero configuration, then summarise.
+
+1. Work out where CMD would have sent its requests (cli/run/upstreams.py).
+2. Join a `firsttoken proxy` already running for those upstreams (its requests are marked
+   ``/_run/<id>`` in the path), or start one in this process on a free loopback port that
+   stamps the run id on every record. Nothing is printed while the child runs.
+3. Run CMD on our terminal with its base URLs pointed at the proxy (cli/run/child.py).
+4. When it exits: the summary of its records on stderr, and its exit code as ours.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import socket
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import click
+
+from firsttoken.addon import forward as fwd
+from firsttoken.addon import routing
+from firsttoken.addon.routing import Route
+from firsttoken.cli.options import db_option, fail, resolve_db
+from firsttoken.cli.run.child import ChildError, run_child
+from firsttoken.cli.run.summary import render, summarize
+from firsttoken.cli.run.upstreams import (
+    Plan,
+    PlanError,
+    Redirect,
+    export_lines,
+    forward_env,
+    home_dir,
+    make_plan,
+    redirect,
+)
+
+DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
+FAMILIES_USED = {"claude-code": ("anthropic",), "codex": ("openai",)}  # other clients: both
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--print-env", is_flag=True, help="Print what would be set (shell export lines) and exit.")
+@db_option
+@click.option("--forward", "force_forward", is_flag=True,
+              help="Record through HTTPS_PROXY + mitmproxy's CA instead of pointing the base URLs at the proxy.")
+@click.option("--join/--no-join", default=True, show_default=True,
+              help="Use a `firsttoken proxy` already running for the same upstreams (and database) when there is one.")
+@click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- CMD [ARGS]...")
+def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
+    """Run CMD with every LLM request it makes going through firsttoken; summarise when it exits.
+
+    \b
+      firsttoken run -- claude                     interactive Claude Code
+      firsttoken run -- claude -p "fix the tests"  one-shot
+      firsttoken run -- codex exec "…"
+      firsttoken run -- python my_app.py           anything using the openai / anthropic SDKs
+
+    The upstreams are the ones CMD would have used (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
+    Claude Code's settings.json, Codex's config.toml; the public APIs when unset). firsttoken
+    prints nothing while CMD runs and exits with CMD's exit code.
+    """
+    env = dict(os.environ)
+    try:
+        plan = make_plan(list(cmd), env, home_dir(env), Path.cwd())
+    except PlanError as e:
+        fail(str(e), 2)
+    db = resolve_db(db_path)
+    forward_reason = "--forward" if force_forward else plan.forward_reason
+    if print_env:
+        for line in _print_env(plan, db, forward_reason, env, join):
+            click.echo(line)
+        return
+    run_id = secrets.token_hex(4)
+    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang)
+    child_env = {**env, **r.env, "FIRSTTOKEN_RUN_ID": run_id}
+    try:
+        code = run_child(r.argv, child_env)
+    except ChildError as e:
+        _stop(server)
+        fail(str(e), 127)
+    _stop(server)
+    rows = _rows(db, run_id, settle=5.0 if joined else 0.0)
+    more = f"firsttoken logs --run {run_id}" + (f" --db {shlex.quote(db)}" if db_path else "")
+    via = r.how + (f" — {forward_reason}" if forward_reason and forward_reason != "--forward" else "")
+    via += f"; proxy {joined}" if joined else ""
+    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes):
+        click.echo(line, err=True)
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
+           lang: str | None):
+    """(our ProxyServer or None, the joined proxy's URL or None, how the child is redirected)."""
+    from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+
+    if not forward_reason and join:
+        found = find_running(plan, db)
+        if found is not None:
+            url, routes = found
+            r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
+            return None, url, r
+    opts = {"firsttoken_run_id": run_id}
+    try:
+        if forward_reason:
+            server = ProxyServer([], db, port=0, forward_mode=True, save_bodies=save_bodies, lang=lang or "",
+                                 extra_options=opts)
+        else:
+            server = ProxyServer(plan.route_specs(), db, port=0, save_bodies=save_bodies, lang=lang or "",
+                                 extra_options=opts)
+        server.start()
+    except (routing.RouteError, ProxyStartError) as e:
+        fail(str(e))
+    if forward_reason:
+        confdir = server.options.get("confdir")
+        ca = fwd.ca_cert_path(confdir)
+        bundle = ca.parent / "firsttoken-ca-bundle.pem"
+        try:
+            fwd.combined_ca_bundle(bundle, confdir)
+        except OSError as e:
+            server.stop()
+            fail(f"could not write the CA bundle {bundle} for forward mode: {e}")
+        how = f"forward mode: HTTPS_PROXY={server.url} and mitmproxy's CA ({ca})"
+        return server, None, Redirect(list(plan.argv), forward_env(server.url, ca, bundle, env), how)
+    return server, None, redirect(plan, server.url, plan.routes(), env)
+
+
+def _stop(server) -> None:
+    if server is not None:
+        server.flush()
+        server.stop()
+
+
+def find_running(plan: Plan, db: str) -> tuple[str, dict[str, Route]] | None:
+    """A running reverse proxy (state file) writing ``db`` with a route to every upstream the client uses."""
+    from firsttoken.cli.proxy.state import read_states, state_routes
+
+    want = {fam: r for fam, r in plan.routes().items() if fam in FAMILIES_USED.get(plan.client, ("anthropic", "openai"))}
+    for st in reversed(read_states(db)):
+        if st.get("forward") or os.path.realpath(str(st.get("db") or "")) != os.path.realpath(db):
+            continue
+        routes = state_routes(st) or []
+        got = {fam: next((x for x in routes if x.url == r.url), None) for fam, r in want.items()}
+        if routes and all(got.values()) and _listening(str(st.get("url") or "")):
+            return str(st["url"]).rstrip("/"), got
+    return None
+
+
+def _listening(url: str) -> bool:
+    u = urlsplit(url)
+    try:
+        socket.create_connection((u.hostname or "127.0.0.1", u.port or 80), timeout=0.5).close()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _rows(db: str, run_id: str, settle: float) -> list[dict]:
+    """The run's records, oldest first. A joined proxy writes them on its own: wait (up to
+    ``settle`` s) until none is in flight and their number holds still."""
+    from firsttoken.addon.store import queries
+    from firsttoken.addon.store.db import open_db
+
+    deadline, last = time.monotonic() + settle, None
+    while True:
+        try:
+            rows = queries.recent(open_db(db, write=False), queries.Filters(run_id=run_id), limit=None)
+        except FileNotFoundError:
+            rows = []
+        state = (len(rows), sum(1 for r in rows if r.get("state") == "in_flight"))
+        if time.monotonic() >= deadline or (state == last and state[1] == 0):
+            return list(reversed(rows))
+        last = state
+        time.sleep(0.25)
+
+
+def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool) -> list[str]:
+    if forward_reason:
+        from firsttoken.cli.proxy.state import read_states
+
+        fw = [s for s in read_states(db) if s.get("forward")]
+        url = str(fw[-1]["url"]) if fw else "http://127.0.0.1:8080"
+        ca = fwd.ca_cert_path(fw[-1].get("confdir") if fw else None)
+        note = [f"forward mode ({forward_reason})"]
+        if not fw:
+            note.append("no forward proxy runs: start one with `firsttoken proxy --forward` (it creates the CA)")
+        r = Redirect(list(plan.argv), forward_env(url, ca, ca.parent / "firsttoken-ca-bundle.pem", env), "")
+        return export_lines(plan, r, note)
+    found = find_running(plan, db) if join else None
+    if found is not None:
+        url, routes = found
+        note = [f"the firsttoken proxy at {url} serves these upstreams"]
+    else:
+        url, routes = DEFAULT_PROXY_URL, plan.routes()
+        note = ["no firsttoken proxy runs for these upstreams: start one first with",
+                "  firsttoken proxy " + " ".join(f"--upstream {shlex.quote(s)}" for s in plan.route_specs())]
+    return export_lines(plan, redirect(plan, url, routes, env), note)
