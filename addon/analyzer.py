@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -17,9 +18,12 @@ from typing import Any
 
 from firsttoken.addon import tokens
 from firsttoken.addon.diagnose import diagnose
+from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
-from firsttoken.addon.secrets import redact_text
-from firsttoken.addon.store.db import open_db
+from firsttoken.addon.record import FIELDS, Record
+from firsttoken.addon.secrets import body_secrets, redact_text
+from firsttoken.addon.store.db import open_db, stale_in_flight
+from firsttoken.addon.store.queries import decode_row
 from firsttoken.addon.store.writer import Writer
 
 log = logging.getLogger("firsttoken")
@@ -92,6 +96,7 @@ class Analyzer:
     # -- thread ----------------------------------------------------------------------
     def _run(self) -> None:
         self._seed()
+        self._recover()
         while True:
             job = self.q.get()
             if job is _STOP:
@@ -119,6 +124,8 @@ class Analyzer:
             facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
         if facts is None:
             facts = request_facts(body, flight.body_encoding, rec.api)
+        # credentials in the body (``"api_key": "…"``): redacted wherever they reappear
+        flight.secrets += facts.pop("secrets", None) or []
         for k, v in facts.items():
             setattr(rec, k, v)
         if rec.prefix_hash:
@@ -205,6 +212,34 @@ class Analyzer:
         except Exception as e:  # history is a bonus; never block the proxy on it
             log.warning("firsttoken: could not read history for calibration: %s", e)
 
+    def _recover(self) -> None:
+        """Close the rows a dead proxy left in flight on this database (kill -9, a crash):
+        done, with the finding ``proxy.interrupted``; otherwise they would stay in flight forever."""
+        try:
+            db = open_db(self.writer.path, write=False)
+            try:
+                stale = stale_in_flight(db, os.getpid())
+            finally:
+                db.conn.close()
+        except Exception as e:
+            log.warning("firsttoken: could not look for requests a stopped proxy left in flight: %s", e)
+            return
+        for row in stale:
+            try:
+                values = decode_row(row)
+                rec = Record(**{k: values[k] for k in FIELDS if k in values and values[k] is not None})
+                rec.error = rec.error or f"{INTERRUPTED_ERROR} (pid {rec.proxy_pid or 'unknown'})"
+                rec.findings = diagnose(rec, self)
+                rec.top_code = rec.findings[0]["code"] if rec.findings else None
+                rec.top_severity = rec.findings[0]["severity"] if rec.findings else None
+                self.writer.put({"id": rec.id, "state": "done", "phase": "done", "error": rec.error,
+                                 "findings": rec.findings, "top_code": rec.top_code, "top_severity": rec.top_severity})
+            except Exception:
+                log.exception("firsttoken: could not close the interrupted request %s", row.get("id"))
+        if stale:
+            log.warning("firsttoken: %d request(s) left in flight by a proxy that is no longer running were "
+                        "marked interrupted (proxy.interrupted)", len(stale))
+
     def _write(self, flight: Flight) -> None:
         rec = flight.record
         rec.state, rec.phase = "done", "done"
@@ -264,6 +299,9 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
         if api != "other":
             out["request_error"] = f"request body is JSON but not an object (got {type(body).__name__})"
         return out
+    found = body_secrets(body)
+    if found:
+        out["secrets"] = found  # for redaction; never stored
     model = body.get("model")
     if isinstance(model, str):
         out["model"] = model

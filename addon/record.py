@@ -73,6 +73,7 @@ class Record:
     # transport
     error: str | None = None  # mitmproxy's error text
     client_aborted: bool = False
+    proxy_pid: int | None = None  # the proxy process that recorded it (closes rows a dead proxy left in flight)
     request_bytes: int = 0
     response_bytes: int = 0
     # key fingerprint (never the key)

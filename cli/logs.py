@@ -12,6 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from firsttoken.addon.safe_text import printable_data
 from firsttoken.cli import output
 from firsttoken.cli.output import SEVERITY_STYLE
 
@@ -50,7 +51,7 @@ WIDE = 120  # below this, findings move under the table instead of a squeezed co
 def table(rows: Iterable[dict[str, Any]], title: str | None = None, hints: bool = True, width: int = 160):
     """Requests as a table; on narrow terminals columns are dropped (never wrapped) and the
     findings are listed below the table, one per line, keyed by id."""
-    rows = list(rows)
+    rows = [printable_data(r) for r in rows]  # upstream-controlled text never reaches the terminal raw
     cols = [c for c in COLUMNS if width >= c[1]]
     wide = width >= WIDE
     t = Table(title=title, expand=False, header_style="bold underline", box=None, pad_edge=False, padding=(0, 1))
@@ -79,6 +80,7 @@ def table(rows: Iterable[dict[str, Any]], title: str | None = None, hints: bool 
 
 
 def finding_text(r: dict[str, Any], hint: bool = True) -> Text:
+    r = printable_data(r)
     findings = r.get("findings") or []
     if not findings:
         return Text("ok" if r.get("state") == "done" else "", style="green")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any
 
+from firsttoken.addon.safe_text import printable_data
+
 #: how a finding's severity is coloured everywhere (logs, show, live, diagnoses)
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 
@@ -63,6 +65,7 @@ def output_tokens(row: dict) -> str:
 # ---- One plain line per finished request (non-TTY output, `--no-live`, CI logs).
 
 def line(r: dict[str, Any]) -> str:
+    r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     parts = [
         local_time(r.get("started_at")),
         r["id"][:8],

@@ -196,3 +196,10 @@ def _split_top(text: str) -> list[str]:
 @migration
 def m007_retry_after(db: sqlite_utils.Database) -> None:
     db["requests"].add_column("retry_after", float)
+
+
+@migration
+def m008_proxy_pid(db: sqlite_utils.Database) -> None:
+    # which proxy process owns an in-flight row: a restarted proxy closes the rows of a dead one
+    db["requests"].add_column("proxy_pid", int)
+    db.execute("CREATE INDEX IF NOT EXISTS idx_requests_state ON requests(state) WHERE state = 'in_flight'")
