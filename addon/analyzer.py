@@ -148,6 +148,7 @@ class Analyzer:
             rec.no_choices = _redact(f.no_choices, flight.secrets)
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
+            rec.oversize_events = tap.oversize_events
             rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars

@@ -70,6 +70,7 @@ class Record:
     no_choices: str | None = None  # snippet of a 200 body/chunk lacking choices/content
     malformed_events: int = 0
     malformed_sample: str | None = None
+    oversize_events: int = 0  # SSE events larger than firsttoken's analysis cap: forwarded, not analysed
     # transport
     error: str | None = None  # mitmproxy's error text
     client_aborted: bool = False

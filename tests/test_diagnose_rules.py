@@ -145,6 +145,7 @@ CASES = [
     ("unreachable", with_(NOCONN, error="[Errno 111] Connect call failed ('127.0.0.1', 9)"), "upstream.unreachable", "error"),
     ("closed", with_(NOCONN, error="server closed connection"), "upstream.closed", "error"),
     ("aborted", with_(NOCONN, client_aborted=True, error="Client disconnected.", total_ms=1000.0), "client.aborted", "warn"),
+    ("event-too-large", dict(oversize_events=1), "response.event_too_large", "warn"),
     ("shutdown", dict(error="the proxy shut down before this request finished", stream_done=False, finish_reason=None),
      "proxy.shutdown", "warn"),
     ("interrupted", with_(NOCONN, state="in_flight", phase="prefill", proxy_pid=4242,
@@ -565,3 +566,21 @@ def test_command_outputs():
     r = runner.invoke(diagnoses, ["--lang", "en"], terminal_width=200)
     assert r.exit_code == 0 and "upstream.unreachable" in r.output and "Rate limited" in r.output
     assert "[no_scheme]" in r.output and "[bearer_case]" in r.output  # variant labels are not eaten as markup
+
+
+def test_no_unknown_value_placeholder_leaks_into_a_message():
+    """A missing value never shows as "?" ("after token event ? at ? ms", "answered ?.")."""
+    import re
+
+    extra = [
+        ("stall-unlocated", dict(itl_max_ms=5000.0, event_offsets=[]), "stream.stall"),
+        ("malformed-no-answer", with_(NOCONN, request_error="request body is not valid JSON (x)",
+                                      error="Client disconnected.", client_aborted=True), "request.malformed"),
+    ]
+    for name, overrides, _code in [(c[0], c[1], c[2]) for c in CASES] + extra:
+        for lang_ in ("en", "zh"):
+            for f in _run(overrides, lang_=lang_):
+                for part in (f["message"], f["hint"]):
+                    assert not re.search(r"(^|[\s(（])\?([\s.,;)。，）]|$)", part), (name, f["code"], part)
+    codes = {f["code"] for f in _run(extra[0][1])}
+    assert "stream.stall" in codes

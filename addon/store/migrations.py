@@ -199,7 +199,9 @@ def m007_retry_after(db: sqlite_utils.Database) -> None:
 
 
 @migration
-def m008_proxy_pid(db: sqlite_utils.Database) -> None:
+def m008_fault_columns(db: sqlite_utils.Database) -> None:
     # which proxy process owns an in-flight row: a restarted proxy closes the rows of a dead one
     db["requests"].add_column("proxy_pid", int)
+    # SSE events too large for the proxy to analyse (a limit of ours, not malformed upstream data)
+    db["requests"].add_column("oversize_events", int, not_null_default=0)
     db.execute("CREATE INDEX IF NOT EXISTS idx_requests_state ON requests(state) WHERE state = 'in_flight'")
