@@ -19,8 +19,10 @@ from firsttoken.addon.sse import SSEDecoder
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024
-#: a single network chunk may not decompress to more than this (the copy, not what is forwarded)
-MAX_DECODED_CHUNK = 64 * 2**20
+#: a single network chunk may not decompress to more than this (the copy, not what is forwarded):
+#: real compressed text inflates ~10x; beyond this it is a bomb, and inflating it would hold the
+#: event loop (every other stream) for as long as it takes
+MAX_DECODED_CHUNK = 4 * 2**20
 #: total decoded (decompressed) bytes analysed per response: a gzip/brotli/zstd bomb costs at
 #: most this much CPU (checked per chunk; gzip also per chunk via MAX_DECODED_CHUNK)
 MAX_DECODED_TOTAL = 64 * 2**20

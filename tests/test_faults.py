@@ -396,3 +396,95 @@ def test_a_body_key_is_redacted_everywhere_even_when_the_upstream_quotes_it(tmp_
         assert s not in stored and s not in printed
     assert '"api_key":"[REDACTED]"' in r["request_body"]
     print("\nbody keys: redacted in request_body, response_body, upstream_error, findings and the plain line")
+
+
+# -- 7. a gzip bomb must not stall other streams -------------------------------------------------------
+def test_gzip_bomb_is_capped_and_does_not_stall_a_concurrent_stream(tmp_path):
+    import zlib
+
+    inflated = 256 * 2**20
+    comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = b"\0" * 2**20
+    bomb = b"".join(comp.compress(block) for _ in range(inflated // len(block))) + comp.flush()
+    sse_events = [b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'] * 60
+
+    def answer(body):
+        if b"bomb" in body:
+            head = (f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
+                    f"content-length: {len(bomb)}\r\nconnection: close\r\n\r\n").encode()
+            return [head] + [bomb[i:i + 16384] for i in range(0, len(bomb), 16384)]
+
+        def paced():
+            yield b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+            for ev in sse_events:
+                time.sleep(0.02)
+                yield b"%x\r\n%s\r\n" % (len(ev), ev)
+            yield b"0\r\n\r\n"
+        return paced()
+
+    up = Upstream(answer)
+    db = tmp_path / "bomb.db"
+    p = ProxyServer([up.url], str(db), port=0)
+    p.start()
+    gaps: list[float] = []
+    got_bomb: list[int] = []
+    try:
+        def normal():
+            with httpx.stream("POST", p.url + "/v1/chat/completions", json=CHAT, timeout=30) as r:
+                last = time.perf_counter()
+                for _ in r.iter_raw():
+                    now = time.perf_counter()
+                    gaps.append(now - last)
+                    last = now
+
+        def bomber():
+            with httpx.stream("POST", p.url + "/v1/chat/completions", json={"model": "bomb"}, timeout=60) as r:
+                got_bomb.append(sum(len(c) for c in r.iter_raw()))
+
+        t1 = threading.Thread(target=normal)
+        t2 = threading.Thread(target=bomber)
+        t1.start()
+        time.sleep(0.1)
+        t2.start()
+        t1.join(60)
+        t2.join(60)
+        p.flush()
+    finally:
+        p.stop()
+        up.close()
+    worst = max(gaps[1:]) * 1000
+    print(f"\ngzip bomb: {len(bomb) // 1024} KiB -> {inflated // 2**20} MiB; forwarded {got_bomb[0]} bytes; "
+          f"concurrent stream's longest inter-chunk gap {worst:.0f} ms (paced at 20 ms)")
+    assert got_bomb == [len(bomb)]  # forwarded untouched
+    assert worst < 250, gaps  # inflating 256 MiB on the event loop takes well over a second here
+    bomb_row = next(r for r in rows(db) if r["model"] == "bomb")
+    assert bomb_row["response_bytes"] == len(bomb)
+
+
+# -- 8. an event larger than the proxy's analysis cap ------------------------------------------------------
+def test_a_20_mb_sse_event_is_too_large_to_analyse_not_malformed(tmp_path):
+    big = b'data: {"choices":[{"delta":{"content":"' + b"a" * (20 * 2**20) + b'"}}]}\n\n'
+    tail = b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+
+    def answer(body):
+        head = (f"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {len(big) + len(tail)}\r\n"
+                f"connection: close\r\n\r\n").encode()
+        return [head] + [big[i:i + 65536] for i in range(0, len(big), 65536)] + [tail]
+
+    up = Upstream(answer)
+    db = tmp_path / "big.db"
+    p = ProxyServer([up.url], str(db), port=0)
+    p.start()
+    try:
+        r = httpx.post(p.url + "/v1/chat/completions", json=CHAT, timeout=60)
+        assert len(r.content) == len(big) + len(tail)
+        p.flush()
+    finally:
+        p.stop()
+        up.close()
+    row = rows(db)[0]
+    codes = {f["code"]: f for f in json.loads(row["findings"])}
+    print(f"\n20 MB SSE event: findings {sorted(codes)}; oversize_events {row['oversize_events']}")
+    assert "response.malformed" not in codes
+    assert row["oversize_events"] == 1 and codes["response.event_too_large"]["severity"] == "warn"
+    assert row["stream_done"] == 1 and row["events"] >= 1
