@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import queue
 import re
 import threading
@@ -18,9 +19,13 @@ from typing import Any
 
 from firsttoken.addon import tokens
 from firsttoken.addon.diagnose import diagnose
+from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
-from firsttoken.addon.secrets import redact_text
+from firsttoken.addon.record import FIELDS, Record
+from firsttoken.addon.secrets import body_secrets, redact_text
 from firsttoken.addon.store import queries
+from firsttoken.addon.store.db import stale_in_flight
+from firsttoken.addon.store.queries import decode_row
 from firsttoken.addon.store.writer import Writer
 
 log = logging.getLogger("firsttoken")
@@ -93,6 +98,7 @@ class Analyzer:
     # -- thread ----------------------------------------------------------------------
     def _run(self) -> None:
         self._seed()
+        self._recover()
         while True:
             job = self.q.get()
             if job is _STOP:
@@ -120,6 +126,8 @@ class Analyzer:
             facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
         if facts is None:
             facts = request_facts(body, flight.body_encoding, rec.api)
+        # credentials in the body (``"api_key": "…"``): redacted wherever they reappear
+        flight.secrets += facts.pop("secrets", None) or []
         for k, v in facts.items():
             setattr(rec, k, v)
         if rec.prefix_hash:
@@ -142,6 +150,7 @@ class Analyzer:
             rec.no_choices = _redact(f.no_choices, flight.secrets)
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
+            rec.oversize_events = tap.oversize_events
             rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars
@@ -196,6 +205,30 @@ class Analyzer:
                     pairs.appendleft((est, server))
         except Exception as e:  # history is a bonus; never block the proxy on it
             log.warning("firsttoken: could not read history for calibration: %s", e)
+
+    def _recover(self) -> None:
+        """Close the rows a dead proxy left in flight on this database (kill -9, a crash):
+        done, with the finding ``proxy.interrupted``; otherwise they would stay in flight forever."""
+        try:
+            stale = self.writer.read(lambda db: stale_in_flight(db, os.getpid()))
+        except Exception as e:
+            log.warning("firsttoken: could not look for requests a stopped proxy left in flight: %s", e)
+            return
+        for row in stale:
+            try:
+                values = decode_row(row)
+                rec = Record(**{k: values[k] for k in FIELDS if k in values and values[k] is not None})
+                rec.error = rec.error or f"{INTERRUPTED_ERROR} (pid {rec.proxy_pid or 'unknown'})"
+                rec.findings = diagnose(rec, self)
+                rec.top_code = rec.findings[0]["code"] if rec.findings else None
+                rec.top_severity = rec.findings[0]["severity"] if rec.findings else None
+                self.writer.put({"id": rec.id, "state": "done", "phase": "done", "error": rec.error,
+                                 "findings": rec.findings, "top_code": rec.top_code, "top_severity": rec.top_severity})
+            except Exception:
+                log.exception("firsttoken: could not close the interrupted request %s", row.get("id"))
+        if stale:
+            log.warning("firsttoken: %d request(s) left in flight by a proxy that is no longer running were "
+                        "marked interrupted (proxy.interrupted)", len(stale))
 
     def _write(self, flight: Flight) -> None:
         rec = flight.record
@@ -286,6 +319,9 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
         if api != "other":
             out["request_error"] = f"request body is JSON but not an object (got {type(body).__name__})"
         return out
+    found = body_secrets(body)
+    if found:
+        out["secrets"] = found  # for redaction; never stored
     model = body.get("model")
     if isinstance(model, str):
         out["model"] = model

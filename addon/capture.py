@@ -11,6 +11,7 @@ import asyncio
 import datetime as _dt
 import json
 import logging
+import os
 import re
 import sys
 import time
@@ -22,6 +23,7 @@ from mitmproxy import ctx, exceptions, http
 from firsttoken.addon import forward, routing
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
 from firsttoken.addon.apis import detect_api
+from firsttoken.addon.diagnose.connectivity import SHUTDOWN_ERROR
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.record import Clock, Record
@@ -47,6 +49,8 @@ class Capture:
         self.analyzer: Analyzer | None = None
         self.settings = Settings()
         self.listeners: list[Callable[[Record], None]] = []  # called (worker thread) per finished record
+        #: called (writer thread) with ``Writer.health()`` when database writes start failing or recover
+        self.store_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._conn_start: dict[str, float] = {}
         self._conn_end: dict[str, float] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -115,6 +119,7 @@ class Capture:
                 "--db (or --set firsttoken_db=PATH)."
             ) from None
         self.db_path = path
+        self.writer.on_health.append(self._store_health)
         self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done)
 
     def running(self) -> None:
@@ -156,7 +161,7 @@ class Capture:
     def done(self) -> None:
         now = time.perf_counter()
         for flight in list(self.flights.values()):
-            flight.record.error = flight.record.error or "the proxy shut down before this request finished"
+            flight.record.error = flight.record.error or SHUTDOWN_ERROR
             flight.clock.end = now
             self._finish(flight)
         if self.analyzer:
@@ -202,6 +207,7 @@ class Capture:
             method=req.method,
             path=redact_path(req.path),
             run_id=run_id,
+            proxy_pid=os.getpid(),
         )
         flight = Flight(record=rec, clock=Clock(t0=t0), flow=flow)
         headers = list(req.headers.items(multi=True))
@@ -397,6 +403,17 @@ class Capture:
             except RuntimeError:
                 pass  # loop closed during shutdown
 
+    def _store_health(self, health: dict[str, Any]) -> None:
+        for fn in list(self.store_listeners):
+            try:
+                fn(health)
+            except Exception:
+                log.exception("firsttoken: store listener failed")
+
+    def store_health(self) -> dict[str, Any] | None:
+        """The writer's health (``Writer.health()``), None before the store is open."""
+        return self.writer.health() if self.writer is not None else None
+
     # -- for the live view ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         flights = list(self.flights.values())
@@ -408,6 +425,7 @@ class Capture:
             "routes": self.routes,
             "db_path": self.db_path,
             "started": self.started,
+            "store": self.store_health(),
         }
 
 
@@ -463,6 +481,6 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 
 
 _START_FIELDS = (
-    "id", "started_at", "state", "phase", "route", "upstream", "method", "path", "upstream_url",
+    "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
     "api", "experiment", "run_id", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )

@@ -71,9 +71,11 @@ class Record:
     no_choices: str | None = None  # snippet of a 200 body/chunk lacking choices/content
     malformed_events: int = 0
     malformed_sample: str | None = None
+    oversize_events: int = 0  # SSE events larger than firsttoken's analysis cap: forwarded, not analysed
     # transport
     error: str | None = None  # mitmproxy's error text
     client_aborted: bool = False
+    proxy_pid: int | None = None  # the proxy process that recorded it (closes rows a dead proxy left in flight)
     request_bytes: int = 0
     response_bytes: int = 0
     # key fingerprint (never the key)

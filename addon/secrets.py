@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 KEY_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
 #: headers whose values never leave memory (bodies are redacted separately)
@@ -117,12 +118,73 @@ def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
     return fp
 
 
+#: field names (lower case, without ``_`` and ``-``) whose values are credentials, whatever they look like
+SECRET_FIELDS = frozenset({
+    "key", "apikey", "token", "secret", "password", "passwd", "pwd", "authorization", "auth", "credential",
+    "credentials", "accesstoken", "refreshtoken", "idtoken", "sessiontoken", "authtoken", "bearer",
+    "clientsecret", "privatekey", "secretkey", "accesskey", "accesskeyid", "secretaccesskey", "xapikey",
+    "apitoken", "subscriptionkey", "ocpapimsubscriptionkey",
+})
+#: ... and names ending like these (``openai_api_key``, ``azureApiKey``, ``github_token``)
+_SECRET_SUFFIXES = ("apikey", "secret", "password", "accesstoken", "authtoken", "apitoken", "privatekey",
+                    "secretkey", "accesskey", "sessiontoken", "refreshtoken")
+#: ``"name": "value"`` / ``'name': 'value'`` (JSON, a Python repr quoted in an error), also
+#: inside an escaped JSON string (``\\"name\\": \\"value\\"``)
+_FIELD = re.compile(r"""(?P<q>\\{0,3}["'])(?P<name>[A-Za-z_][\w\-]{0,63})(?P=q)\s*:\s*(?P<vq>\\{0,3}["'])(?P<value>(?:(?!(?P=vq))(?:\\.|.)){1,4096}?)(?P=vq)""")
+#: ``name=value`` in a form body or a query string quoted back
+_PAIR = re.compile(r"(?P<pre>(?:^|[?&\s,;]))(?P<name>[A-Za-z_][\w\-]{0,63})=(?P<value>[^&\s\"',;]{1,4096})")
+
+
+def is_secret_field(name: str) -> bool:
+    """Whether a field called ``name`` holds a credential (``api_key``, ``apiKey``, ``token``...)."""
+    n = name.lower().replace("_", "").replace("-", "")
+    return n in SECRET_FIELDS or n.endswith(_SECRET_SUFFIXES)
+
+
+def body_secrets(body: Any, _depth: int = 0) -> list[str]:
+    """The string values of credential-named fields anywhere in a parsed JSON body."""
+    out: list[str] = []
+    if _depth > 64:
+        return out
+    if isinstance(body, dict):
+        for k, v in body.items():
+            if isinstance(v, str) and isinstance(k, str) and is_secret_field(k):
+                if v.strip():
+                    out.append(v)
+            elif isinstance(v, (dict, list)):
+                out += body_secrets(v, _depth + 1)
+    elif isinstance(body, list):
+        for v in body[:10_000]:
+            if isinstance(v, (dict, list)):
+                out += body_secrets(v, _depth + 1)
+    return out
+
+
+def _field(m: re.Match[str]) -> str:
+    head = m.group(0)[: m.start("value") - m.start(0)]
+    if is_secret_field(m.group("name")):
+        return head + "[REDACTED]" + m.group("vq")
+    # a value may itself quote JSON (an error message echoing the body): look inside it
+    return head + _FIELD.sub(_field, m.group("value")) + m.group("vq")
+
+
+def _pair(m: re.Match[str]) -> str:
+    if not is_secret_field(m.group("name")):
+        return m.group(0)
+    return f"{m.group('pre')}{m.group('name')}=[REDACTED]"
+
+
 def redact_text(text: str, secrets: list[str] | None = None) -> str:
-    """Remove key-like strings (and any known secrets) from a body before it is stored."""
-    for s in secrets or ():
-        s = s.strip()
+    """Remove credentials from text before it is stored or printed: the known secret values
+    of this request wherever they appear, the values of credential-named fields
+    (``"api_key": "…"``, ``token=…``), and key-shaped strings (``sk-…``, ``Bearer …``, JWTs)."""
+    for s in sorted({s.strip() for s in secrets or ()}, key=len, reverse=True):
         if len(s) >= 8:
             text = text.replace(s, "[REDACTED]")
+    if "=" in text:
+        text = _PAIR.sub(_pair, text)
+    if ":" in text:
+        text = _FIELD.sub(_field, text)
     return _KEYLIKE.sub("[REDACTED]", text)
 
 

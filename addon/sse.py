@@ -46,6 +46,7 @@ class SSEEvent:
     event: str  # the event: field, "message" when absent; "error" for a bare `error: ...` line
     data: str  # data lines joined with "\n"
     id: str | None = None
+    truncated: bool = False  # a line or the data was cut at MAX_LINE / MAX_EVENT_DATA: not the whole event
 
 
 class SSEDecoder:
@@ -63,6 +64,8 @@ class SSEDecoder:
         "_data_len",
         "_last_id",
         "_closed",
+        "_cut",
+        "_line_cut",
     )
 
     def __init__(self) -> None:
@@ -77,6 +80,8 @@ class SSEDecoder:
         self._data_len = 0
         self._last_id: str | None = None
         self._closed = False
+        self._cut = False  # the pending event lost data to the caps
+        self._line_cut = False  # the buffered line lost bytes to MAX_LINE
 
     # -- public ------------------------------------------------------------------
     def feed(self, data: bytes) -> list[SSEEvent]:
@@ -147,13 +152,18 @@ class SSEDecoder:
     def _add(self, b: bytes) -> None:
         room = MAX_LINE - len(self._buf)
         if len(b) > room:
-            self.truncated += 1
+            if not self._line_cut:
+                self.truncated += 1
+            self._line_cut = True
             if room <= 0:
                 return
             b = b[:room]
         self._buf += b
 
     def _line(self, line: str, out: list[SSEEvent]) -> None:
+        if self._line_cut:
+            self._line_cut = False
+            self._cut = True
         if not line:
             self._dispatch(out)
             return
@@ -167,6 +177,7 @@ class SSEDecoder:
             n = len(value) + 1
             if self._data_len + n > MAX_EVENT_DATA:
                 self.truncated += 1
+                self._cut = True
                 room = MAX_EVENT_DATA - self._data_len - 1
                 if room <= 0:
                     return
@@ -188,7 +199,8 @@ class SSEDecoder:
     def _dispatch(self, out: list[SSEEvent]) -> None:
         data = self._data
         if data:
-            out.append(SSEEvent(self._event or "message", "\n".join(data), self._last_id))
+            out.append(SSEEvent(self._event or "message", "\n".join(data), self._last_id, self._cut))
             self._data = []
             self._data_len = 0
         self._event = ""
+        self._cut = False

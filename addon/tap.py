@@ -19,8 +19,13 @@ from firsttoken.addon.sse import SSEDecoder
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024
-#: a single network chunk may not decompress to more than this (the copy, not what is forwarded)
-MAX_DECODED_CHUNK = 64 * 2**20
+#: a single network chunk may not decompress to more than this (the copy, not what is forwarded):
+#: real compressed text inflates ~10x; beyond this it is a bomb, and inflating it would hold the
+#: event loop (every other stream) for as long as it takes
+MAX_DECODED_CHUNK = 4 * 2**20
+#: total decoded (decompressed) bytes analysed per response: a gzip/brotli/zstd bomb costs at
+#: most this much CPU (checked per chunk; gzip also per chunk via MAX_DECODED_CHUNK)
+MAX_DECODED_TOTAL = 64 * 2**20
 #: token-bearing event times kept per response (a count goes on beyond it)
 MAX_TOKEN_EVENTS = 200_000
 #: generated text kept for the output token estimate
@@ -82,6 +87,8 @@ class StreamTap:
         self.keep_body = keep_body  # bytes of decoded body to keep for --save-bodies
         self.saved = bytearray()
         self.bytes = 0
+        self.oversize_events = 0  # SSE events too large to analyse (forwarded whole, skipped)
+        self.decoded = 0  # decompressed bytes analysed so far (capped by MAX_DECODED_TOTAL)
         self.output_chars = 0
         self.reasoning_chars = 0
         self.text: list[str] = []
@@ -113,8 +120,8 @@ class StreamTap:
         c.last_byte = now
         self.bytes += len(chunk)
         data = chunk
-        if self.interp is None and not self.keep_body:
-            return  # nothing reads the decoded bytes
+        if not self._wants_data():
+            return  # nothing reads the decoded bytes: no decompression, no copy
         if self._decompress is not None:
             try:
                 data = self._decompress(chunk)
@@ -123,16 +130,32 @@ class StreamTap:
                 self._decompress = None
                 self.interp = self.decoder = None
                 return
+            self.decoded += len(data)
+            if self.decoded > MAX_DECODED_TOTAL:
+                # a decompression bomb (or a huge compressed body): stop analysing, keep forwarding
+                self.decode_error = (f"the body decompresses to more than {MAX_DECODED_TOTAL // 2**20} MiB; "
+                                     "firsttoken stopped analysing it (a limit of firsttoken, not an upstream error)")
+                self._decompress = None
+                self.interp = self.decoder = None
+                return
         if self.keep_body and len(self.saved) < self.keep_body:
             self.saved += data[: self.keep_body - len(self.saved)]
         if self.decoder is not None and self.interp is not None:
             for ev in self.decoder.feed(data):
-                self._deltas(self.interp.on_event(ev), now)
+                self._event(ev, now)
         elif self.interp is not None:
             if len(self.body) + len(data) <= MAX_BODY_COPY:
                 self.body += data
             else:
                 self.body_truncated = True
+
+    def _wants_data(self) -> bool:
+        """Whether anything still reads the decoded body (analysis, or the --save-bodies copy)."""
+        if self.keep_body and len(self.saved) < self.keep_body:
+            return True
+        if self.interp is None:
+            return False
+        return self.decoder is not None or not self.body_truncated
 
     def finish(self) -> None:
         """End of the stream (the response or error hook). Idempotent; cheap: a pending SSE
@@ -144,7 +167,7 @@ class StreamTap:
         try:
             if self.decoder is not None and self.interp is not None:
                 for ev in self.decoder.close():
-                    self._deltas(self.interp.on_event(ev), now)
+                    self._event(ev, now)
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
 
@@ -156,6 +179,13 @@ class StreamTap:
                 self.body = bytearray()
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
+
+    def _event(self, ev, now: float) -> None:
+        if ev.truncated:
+            # larger than the decoder's caps: a limit of ours, not malformed upstream JSON
+            self.oversize_events += 1
+            return
+        self._deltas(self.interp.on_event(ev), now)
 
     def _deltas(self, deltas: list[Delta], now: float | None) -> None:
         if not deltas:

@@ -14,6 +14,7 @@ import click
 from rich.console import Group
 from rich.text import Text
 
+from firsttoken.addon.safe_text import printable_data
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option, filter_options, json_option, lang_option
 from firsttoken.cli.output import Col
@@ -63,7 +64,7 @@ def _bad(r: dict[str, Any]) -> bool:
 
 def table(rows: Iterable[dict[str, Any]], width: int = 160, hints: bool = True) -> Group:
     """Requests, in the order given, as lines of Text fitted to ``width``."""
-    rows = list(rows)
+    rows = [printable_data(r) for r in rows]  # upstream-controlled text never reaches the terminal raw
     data = [cells(r) for r in rows]
     chosen = output.fit_columns(COLUMNS, data, width)
     lines: list[Text] = output.table_lines(chosen, {c.key: c.header for c, _ in chosen}, bold=True)

@@ -16,6 +16,8 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
+from firsttoken.addon.safe_text import printable_data
+
 #: how a finding's severity is coloured everywhere (logs, show, live, diagnoses)
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
 #: the one glyph per severity (logs, live view, one-line output)
@@ -33,6 +35,7 @@ def localize(findings: list[dict[str, Any]] | None, lang: str) -> list[dict[str,
 def top_finding(r: dict[str, Any], hint: bool = True) -> tuple[Text | None, Text | None]:
     """(``✖ code: message (+n more)``, ``→ hint``) of a row's top finding, styled; a failed request
     without findings shows its error. Findings are shown as stored: ``localize`` them first."""
+    r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     findings = r.get("findings") or []
     if findings:
         f = findings[0]
@@ -210,6 +213,7 @@ def output_tokens(row: dict) -> str:
 # ---- One plain line per finished request (non-TTY output, `--no-live`, CI logs).
 
 def line(r: dict[str, Any]) -> str:
+    r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     parts = [
         local_time(r.get("started_at")),
         r["id"][:8],

@@ -12,6 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from firsttoken.addon.safe_text import printable_data
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option, json_option, lang_option
 from firsttoken.cli.output import SEVERITY_STYLE
@@ -87,6 +88,7 @@ def _kv(pairs: list[tuple[str, Any]]) -> Text:
 def render(r: dict[str, Any], width: int = 100) -> Group:
     global BAR
     BAR = max(12, min(64, width - 40))
+    r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     parts: list[Any] = []
     head = Text()
     head.append(f"{r['id']}\n", style="bold")

@@ -733,3 +733,58 @@ def test_repeated_prefix_without_cache_hits(proxy, db_path):
     f = has(second, "prompt.repeated_prefix", "info", variant="openai")
     assert f["params"]["prefix_tokens"] >= 1024 and f["params"]["seen_before"] == 1
     assert cached["usage_cached_tokens"] and "prompt.repeated_prefix" not in [x["code"] for x in findings(cached)]
+
+
+# ---- the proxy's own faults (tests/test_faults.py has the heavier cases) ---------------------------------
+
+def test_event_too_large_to_analyse(make_proxy, db_path):
+    big = b'data: {"choices":[{"delta":{"content":"' + b"a" * (9 * 2**20) + b'"}}]}\n\n'
+    with RawUpstream([big, b"data: [DONE]\n\n"]) as up:
+        p = make_proxy([up.url])
+        raw_post(p.url + CHAT, chat_body(stream=True))
+        row = one(p, db_path)
+    has(row, "response.event_too_large", "warn")
+    assert "response.malformed" not in [f["code"] for f in findings(row)]
+
+
+def test_proxy_shutdown_cuts_a_running_stream(sim, db_path):
+    p = ProxyServer([sim.url], str(db_path), port=0)
+    p.start()
+    t = threading.Thread(target=lambda: _quiet_post(p.url + CHAT, chat_body(stream=True), "stall"), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 5
+    while not rows(db_path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    p.stop()
+    has(rows(db_path)[0], "proxy.shutdown", "warn")
+
+
+def test_proxy_interrupted_rows_closed_by_the_next_proxy(sim, db_path):
+    from firsttoken.addon.store.db import open_db
+
+    db = open_db(db_path)
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    db["requests"].insert({"id": "left-behind", "started_at": "2025-01-01T00:00:00.000+00:00", "state": "in_flight",
+                           "phase": "streaming", "proxy_pid": dead.pid, "api": "openai.chat",
+                           "upstream": sim.url, "upstream_url": sim.url + CHAT, "path": CHAT})
+    db.conn.close()
+    p = ProxyServer([sim.url], str(db_path), port=0)
+    p.start()
+    try:
+        deadline = time.monotonic() + 10
+        while rows(db_path)[0]["state"] != "done" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        p.stop()
+    row = rows(db_path)[0]
+    f = has(row, "proxy.interrupted", "warn")
+    assert str(dead.pid) in f["message"] and "streaming" in f["message"]
+
+
+def _quiet_post(url, body, fault):
+    try:
+        raw_post(url, body, fault=fault)
+    except httpx.HTTPError:
+        pass

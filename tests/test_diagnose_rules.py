@@ -145,6 +145,12 @@ CASES = [
     ("unreachable", with_(NOCONN, error="[Errno 111] Connect call failed ('127.0.0.1', 9)"), "upstream.unreachable", "error"),
     ("closed", with_(NOCONN, error="server closed connection"), "upstream.closed", "error"),
     ("aborted", with_(NOCONN, client_aborted=True, error="Client disconnected.", total_ms=1000.0), "client.aborted", "warn"),
+    ("event-too-large", dict(oversize_events=1), "response.event_too_large", "warn"),
+    ("shutdown", dict(error="the proxy shut down before this request finished", stream_done=False, finish_reason=None),
+     "proxy.shutdown", "warn"),
+    ("interrupted", with_(NOCONN, state="in_flight", phase="prefill", proxy_pid=4242,
+                          error="the proxy process ended before this request finished (pid 4242)"),
+     "proxy.interrupted", "warn"),
     ("error-event", dict(upstream_error="upstream timeout", stream_done=False, finish_reason=None), "stream.error_event", "error"),
     ("truncated", dict(stream_done=False, finish_reason=None), "stream.truncated", "error"),
     ("not-sse", dict(content_type="application/json", event_offsets=[], events=0, ttft_ms=None, first_token_ms=None,
@@ -585,3 +591,21 @@ def test_prompt_large_fixed_limit_wins_when_set():
     rec = healthy(model="claude-sonnet-4-5", prompt_tokens_est=21_000, system_tokens=20_000, last_user_tokens=500)
     (f,) = [f for f in diagnose(rec, ctx(warn_prompt_tokens=8000)) if f["code"] == "prompt.large"]
     assert f["params"]["limit"] == 8000 and "(limit 8,000)" in f["message"]
+
+
+def test_no_unknown_value_placeholder_leaks_into_a_message():
+    """A missing value never shows as "?" ("after token event ? at ? ms", "answered ?.")."""
+    import re
+
+    extra = [
+        ("stall-unlocated", dict(itl_max_ms=5000.0, event_offsets=[]), "stream.stall"),
+        ("malformed-no-answer", with_(NOCONN, request_error="request body is not valid JSON (x)",
+                                      error="Client disconnected.", client_aborted=True), "request.malformed"),
+    ]
+    for name, overrides, _code in [(c[0], c[1], c[2]) for c in CASES] + extra:
+        for lang_ in ("en", "zh"):
+            for f in _run(overrides, lang_=lang_):
+                for part in (f["message"], f["hint"]):
+                    assert not re.search(r"(^|[\s(（])\?([\s.,;)。，）]|$)", part), (name, f["code"], part)
+    codes = {f["code"] for f in _run(extra[0][1])}
+    assert "stream.stall" in codes

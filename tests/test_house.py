@@ -164,3 +164,12 @@ def test_every_intermediate_schema_upgrades(tmp_path, n):
         db.execute("INSERT INTO _migrations VALUES (?, ?)", [fn.__name__, "2026-01-01"])
     assert migrate(db) == [fn.__name__ for fn in MIGRATIONS[n:]]
     assert set(FIELDS) <= set(db["requests"].columns_dict)
+
+
+def test_the_error_rule_frozen_in_the_last_migration_is_the_current_one():
+    """The triggers and the index hold the error rule as migration m011 wrote it; changing the
+    rule in queries.error_sql without a new migration would make stats count differently."""
+    from firsttoken.addon.store import migrations
+
+    assert queries.error_sql("{r}") == migrations.M011_ERROR
+    assert queries.ERROR == migrations.M011_ERROR_BARE

@@ -36,8 +36,12 @@ UNREACHABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
 CLOSED = ("server closed connection", "peer closed connection", "server disconnected", "connection reset",
           "connection closed by peer", "errno 104]", "errno 54]", "broken pipe", "eof occurred",
           "incomplete message body", "remote end closed", "connection aborted")
+#: the error text of a request the proxy cut when it was stopped (after draining)
+SHUTDOWN_ERROR = "the proxy shut down before this request finished"
+#: ... and of an in-flight row a later proxy found left behind by a dead one
+INTERRUPTED_ERROR = "the proxy process ended before this request finished"
 #: errors that are the proxy's own business, not the upstream's
-OWN_ERRORS = ("firsttoken", "the proxy shut down")
+OWN_ERRORS = ("firsttoken", SHUTDOWN_ERROR, INTERRUPTED_ERROR)
 
 
 def _cause(error: str) -> str | None:
@@ -51,6 +55,15 @@ def _cause(error: str) -> str | None:
 def _own(error: str) -> bool:
     low = error.lower()
     return any(low.startswith(w) or w in low[:40] for w in OWN_ERRORS)
+
+
+def rule_proxy_stopped(rec: Any, c: Ctx) -> None:
+    err = rec.error or ""
+    if err.startswith(SHUTDOWN_ERROR):
+        c.add("proxy.shutdown", "warn", **c.common(), total_ms=rec.total_ms, events=rec.events)
+    elif err.startswith(INTERRUPTED_ERROR):
+        c.add("proxy.interrupted", "warn", **c.common(), pid=rec.proxy_pid, phase=rec.phase or "connecting",
+              started_at=rec.started_at)
 
 
 def rule_client_aborted(rec: Any, c: Ctx) -> None:
@@ -84,7 +97,7 @@ def rule_unreachable(rec: Any, c: Ctx) -> None:
         c.add("upstream.closed", "error", variant="mid_response", **base, events=rec.events, total_ms=rec.total_ms)
 
 
-RULES = (rule_client_aborted, rule_unreachable)
+RULES = (rule_proxy_stopped, rule_client_aborted, rule_unreachable)
 
 
 # ---- The ``connectivity`` family of the finding catalog, in English and Chinese.
@@ -162,5 +175,25 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                {"before_headers": "客户端超时比上游的响应时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
                 "before_tokens": "客户端超时比上游的首 token 时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
                 "streaming": "若是主动取消则无妨；否则是客户端的读取超时关闭了连接（token 之间最长间隔 {itl_max_ms:,.0f} 毫秒）：调大读取超时。"}),
+    }),
+    ("proxy.shutdown", "connectivity", _W, (), {
+        "en": ("Cut when the proxy stopped",
+               "The proxy was stopped (Ctrl-C, SIGTERM) while this request was still running, and it did not finish within the drain time.",
+               "firsttoken was stopped while this request was running: after {total_ms:,.0f} ms and {events} token events it was cut, not finished by {host}.",
+               "Not the upstream's fault. Stop the proxy when no request is running, or give streams longer to finish: --drain-seconds N (a second Ctrl-C cuts at once)."),
+        "zh": ("代理停止时被切断",
+               "代理在该请求仍在进行时被停止（Ctrl-C、SIGTERM），且请求没有在排空时间内结束。",
+               "该请求进行中 firsttoken 被停止：在 {total_ms:,.0f} 毫秒、{events} 个 token 事件后被切断，而不是由 {host} 正常结束。",
+               "不是上游的问题。请在没有请求进行时停止代理，或给流更多时间结束：--drain-seconds N（再按一次 Ctrl-C 立即切断）。"),
+    }),
+    ("proxy.interrupted", "connectivity", _W, (), {
+        "en": ("Proxy process ended mid-request",
+               "A row was still in flight when its proxy process ended without shutting down (kill -9, a crash, power loss); the next proxy on the same database closed it.",
+               "The proxy process (pid {pid}) ended while this request was in phase {phase}: its outcome and timings were never recorded.",
+               "Not the upstream's fault. Stop the proxy with Ctrl-C or SIGTERM (it drains and writes every record); if it was killed by the system, check for out-of-memory kills (dmesg) or a crashing host."),
+        "zh": ("代理进程在请求中途结束",
+               "代理进程未经正常关闭就结束了（kill -9、崩溃、断电），该行仍处于进行中；之后在同一数据库上启动的代理将其关闭。",
+               "代理进程（pid {pid}）在该请求处于 {phase} 阶段时结束：它的结果和计时从未被记录。",
+               "不是上游的问题。请用 Ctrl-C 或 SIGTERM 停止代理（它会排空并写入每条记录）；如果是被系统杀掉，检查是否因内存不足被杀（dmesg）或主机崩溃。"),
     }),
 ]

@@ -99,7 +99,8 @@ def rule_context_length(rec: Any, c: Ctx) -> None:
         excess = excess if excess > 0 else None
     label, tokens = largest_part(rec)
     c.add("request.context_length", "error", **c.common(), server=server_text(rec), model=rec.model or "?",
-          limit=limit, server_tokens=used, prompt_tokens=rec.prompt_tokens_est, max_tokens=rec.max_tokens,
+          limit=limit, server_tokens=used, prompt_tokens=rec.prompt_tokens_est,
+          max_tokens=rec.max_tokens if rec.max_tokens is not None else "-",
           excess=excess, largest=label, largest_tokens=tokens)
 
 
@@ -134,8 +135,8 @@ def rule_request_body(rec: Any, c: Ctx) -> None:
     if not err or err.startswith(("analysis failed", "request body larger than")) or rec.status in AUTH_STATUSES:
         return
     failed = rec.status is None or rec.status >= 400
-    c.add("request.malformed", "error" if failed and not c.errors() else "warn", variant="body", **c.common(),
-          detail=quote(err))
+    c.add("request.malformed", "error" if failed and not c.errors() else "warn",
+          variant="body" if rec.status is not None else "body_no_answer", **c.common(), detail=quote(err))
 
 
 def rule_bad_request(rec: Any, c: Ctx) -> None:
@@ -187,14 +188,18 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "en": ("Invalid request",
                "The request body is not valid JSON (firsttoken could not parse it), or a 400/422 the upstream explains as an invalid request.",
                {"body": "The request body could not be read: {detail}; {host} answered {status}.",
+                "body_no_answer": "The request body could not be read: {detail}; no answer came back.",
                 "server": "{host} rejected the request as invalid ({status}): \u201c{server}\u201d."},
                {"body": "Send one JSON object with Content-Type: application/json: with curl use --data-binary @body.json (or -d '...' in single quotes so the shell keeps the double quotes); look for trailing commas and unescaped line breaks.",
+                "body_no_answer": "Send one JSON object with Content-Type: application/json: with curl use --data-binary @body.json (or -d '...' in single quotes so the shell keeps the double quotes); look for trailing commas and unescaped line breaks.",
                 "server": "Fix what the message names: roles must be user/assistant (Anthropic takes the system prompt in the top-level \"system\" field), required fields (model, messages; max_tokens for Anthropic) and value types."}),
         "zh": ("请求无效",
                "请求体不是合法 JSON（firsttoken 无法解析），或上游以 400/422 说明请求无效。",
                {"body": "无法读取请求体：{detail}；{host} 返回 {status}。",
+                "body_no_answer": "无法读取请求体：{detail}；没有收到任何响应。",
                 "server": "{host} 认为请求无效（{status}）：\u201c{server}\u201d。"},
                {"body": "发送一个 JSON 对象并带上 Content-Type: application/json：curl 用 --data-binary @body.json（或用单引号包住 -d '...'，让 shell 保留双引号）；检查多余的逗号和未转义的换行。",
+                "body_no_answer": "发送一个 JSON 对象并带上 Content-Type: application/json：curl 用 --data-binary @body.json（或用单引号包住 -d '...'，让 shell 保留双引号）；检查多余的逗号和未转义的换行。",
                 "server": "按错误信息修正：role 只能是 user/assistant（Anthropic 的系统提示词放在顶层 \"system\" 字段），必填字段（model、messages；Anthropic 还需 max_tokens）以及取值类型。"}),
     }),
     ("rate.limited", "limits", _E, (), {

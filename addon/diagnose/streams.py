@@ -14,6 +14,7 @@ from firsttoken.addon.diagnose.thresholds import (
     BUFFERED_WINDOW_MS,
     BUFFERED_WINDOW_SHARE,
 )
+from firsttoken.addon.sse import MAX_EVENT_DATA
 
 
 def _ok(rec: Any) -> bool:
@@ -61,6 +62,12 @@ def rule_malformed(rec: Any, c: Ctx) -> None:
           count=rec.malformed_events, sample=quote(rec.malformed_sample, 200))
 
 
+def rule_event_too_large(rec: Any, c: Ctx) -> None:
+    if getattr(rec, "oversize_events", 0):
+        c.add("response.event_too_large", "warn", **c.common(), count=rec.oversize_events,
+              limit_mib=MAX_EVENT_DATA // 2**20)
+
+
 def buffered_burst(rec: Any) -> dict[str, Any] | None:
     """The facts of a buffered stream, or None: most token events at once, at the end, after a long wait."""
     offs = list(rec.event_offsets or [])
@@ -96,8 +103,8 @@ def rule_stall(rec: Any, c: Ctx) -> None:
         if abs((offs[i] - offs[i - 1]) - rec.itl_max_ms) < 1.0:
             at_event, at_ms = i, offs[i - 1]
             break
-    c.add("stream.stall", "warn", **c.common(), itl_max_ms=rec.itl_max_ms, stall_ms=c.stall_ms,
-          at_event=at_event, at_ms=at_ms)
+    c.add("stream.stall", "warn", variant="at" if at_event is not None else "somewhere", **c.common(),
+          itl_max_ms=rec.itl_max_ms, stall_ms=c.stall_ms, at_event=at_event, at_ms=at_ms)
 
 
 def rule_usage(rec: Any, c: Ctx) -> None:
@@ -113,7 +120,8 @@ def rule_not_requested(rec: Any, c: Ctx) -> None:
         c.add("stream.not_requested", "info", **c.common(), total_ms=rec.total_ms)
 
 
-RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_buffered,
+RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
+         rule_buffered,
          rule_stall, rule_usage, rule_not_requested)
 
 
@@ -170,12 +178,14 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("stream.stall", "streams", _W, (), {
         "en": ("Stall inside the stream",
                "The longest gap between two token events exceeds --stall-ms.",
-               "The stream paused {itl_max_ms:,.0f} ms between two tokens (limit {stall_ms:,.0f} ms), after token event {at_event} at {at_ms:,.0f} ms.",
-               "Pauses inside an answer come from the upstream (load, a long tool call) or a proxy flushing late: make sure client read timeouts exceed {itl_max_ms:,.0f} ms; raise --stall-ms if such pauses are expected."),
+               {"at": "The stream paused {itl_max_ms:,.0f} ms between two token events as seen by the proxy (limit {stall_ms:,.0f} ms), after token event {at_event} at {at_ms:,.0f} ms.",
+                "somewhere": "The stream paused {itl_max_ms:,.0f} ms between two token events as seen by the proxy (limit {stall_ms:,.0f} ms)."},
+               "Either the upstream sent nothing for that long (load, a long tool call, a proxy in between flushing late), or the client stopped reading and the proxy waited for it (a slow or paused consumer): make sure client read timeouts exceed {itl_max_ms:,.0f} ms; raise --stall-ms if such pauses are expected."),
         "zh": ("流中出现停顿",
                "两个 token 事件之间的最长间隔超过 --stall-ms。",
-               "流在两个 token 之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒），发生在第 {at_event} 个 token 事件之后、{at_ms:,.0f} 毫秒处。",
-               "回答中的停顿来自上游（负载、生成较长的工具调用）或中间代理延迟刷新：确保客户端读取超时大于 {itl_max_ms:,.0f} 毫秒；如果这种停顿属于正常，调大 --stall-ms。"),
+               {"at": "代理观察到流在两个 token 事件之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒），发生在第 {at_event} 个 token 事件之后、{at_ms:,.0f} 毫秒处。",
+                "somewhere": "代理观察到流在两个 token 事件之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒）。"},
+               "要么上游在这段时间内没有发送任何内容（负载、生成较长的工具调用、中间代理延迟刷新），要么客户端停止了读取、代理在等它（消费端过慢或暂停）：确保客户端读取超时大于 {itl_max_ms:,.0f} 毫秒；如果这种停顿属于正常，调大 --stall-ms。"),
     }),
     ("response.no_choices", "streams", _E, (), {
         "en": ("200 without choices or content",
@@ -196,6 +206,16 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "数据负载不是合法 JSON（完全读不到 token 时为错误）。",
                "响应中有 {count} 个事件不是合法 JSON，例如\u201c{sample}\u201d。",
                "上游或中间代理损坏或拆分了事件（网关改写了流、Content-Encoding 错误、服务器缺陷）；客户端可能丢掉这些 token 或直接报错。"),
+    }),
+    ("response.event_too_large", "streams", _W, (), {
+        "en": ("Event too large to analyse",
+               "An SSE event was larger than firsttoken's analysis limit; it was forwarded whole but not analysed.",
+               "{count} event(s) of the stream were larger than firsttoken's {limit_mib} MiB analysis limit: the client received them unchanged, but firsttoken did not read them (token counts and usage may be missing).",
+               "Not an upstream error: a limit of firsttoken. Nothing to fix unless such events are unexpected (a huge tool call or image in one event)."),
+        "zh": ("事件过大，无法分析",
+               "某个 SSE 事件超过了 firsttoken 的分析上限；它被完整转发，但没有被分析。",
+               "流中有 {count} 个事件超过了 firsttoken 的 {limit_mib} MiB 分析上限：客户端原样收到了它们，但 firsttoken 没有解析（token 数和用量可能缺失）。",
+               "不是上游错误，而是 firsttoken 的限制。除非这种事件出乎意料（一个事件里有巨大的工具调用或图片），否则无需处理。"),
     }),
     ("usage.missing", "streams", _I, (), {
         "en": ("No usage in the stream",

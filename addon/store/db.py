@@ -34,12 +34,55 @@ def missing_message(p: Path) -> str:
             "(or point --db / FIRSTTOKEN_DB at the file the proxy writes)")
 
 
+#: the database and its -wal/-shm hold every prompt and answer with --save-bodies: owner only
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def private_dir(d: Path) -> None:
+    """Create ``d`` (and parents) as 0700. An existing directory is tightened only when it is
+    firsttoken's own default data directory (never a shared one like /tmp given by --db)."""
+    if not d.exists():
+        old = os.umask(0o077)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        finally:
+            os.umask(old)
+        os.chmod(d, DIR_MODE)
+    elif d == default_db_path().parent and os.name != "nt":
+        try:
+            if d.stat().st_mode & 0o077:
+                os.chmod(d, DIR_MODE)
+        except OSError:
+            pass
+
+
+def private_files(p: Path) -> None:
+    """The database file (created empty if missing) and its side files: mode 0600, whatever the umask.
+    SQLite creates -wal and -shm with the database file's mode, so they follow it."""
+    if os.name == "nt":
+        return
+    if not p.exists():
+        os.close(os.open(p, os.O_CREAT | os.O_WRONLY, FILE_MODE))
+    for suffix in SIDE_FILES:
+        f = Path(str(p) + suffix)
+        try:
+            st = f.stat()
+            if st.st_mode & 0o077 and st.st_uid == os.getuid():
+                os.chmod(f, FILE_MODE)
+        except OSError:
+            pass
+
+
 def open_db(path: str | os.PathLike, *, write: bool = True) -> sqlite_utils.Database:
     """Open the database: writers create + migrate it, readers get ``open_reader``."""
     if not write:
         return open_reader(path)
     p = Path(path).expanduser()
-    p.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(p.parent)
+    if str(p) != ":memory:":
+        private_files(p)
     conn = sqlite3.connect(str(p), check_same_thread=False, timeout=10)
     db = sqlite_utils.Database(conn)
     try:
@@ -95,3 +138,34 @@ def schema_current(db: sqlite_utils.Database | sqlite3.Connection) -> bool:
     except sqlite3.DatabaseError:
         return False
     return all(fn.__name__ in done for fn in MIGRATIONS)
+
+
+def stale_in_flight(db: sqlite_utils.Database, own_pid: int, limit: int = 10_000) -> list[dict]:
+    """Rows still ``in_flight`` whose proxy process is gone (killed, crashed, power loss).
+
+    Rows of a live proxy (another process on the same database) and of this process are
+    left alone; rows without ``proxy_pid`` predate it and belong to no running proxy."""
+    cur = db.execute("SELECT * FROM requests WHERE state = 'in_flight' LIMIT ?", [limit])
+    cols = [d[0] for d in cur.description]
+    out = []
+    for values in cur.fetchall():
+        row = dict(zip(cols, values))
+        pid = row.get("proxy_pid")
+        if pid == own_pid or (isinstance(pid, int) and pid_alive(pid)):
+            continue
+        out.append(row)
+    return out
+
+
+def pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if os.name == "nt":
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

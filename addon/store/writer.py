@@ -4,6 +4,16 @@ Everything else enqueues rows (``put``); the writer drains the queue in batches,
 transaction per batch, so a burst of streams costs a few commits, not hundreds. Rows are
 upserts keyed by ``id``: a partial dict updates only the columns it names, which is how an
 in-flight row is created first and completed later.
+
+A row is committed at most ``GATHER_S`` (+ the write itself) after it was queued, so a
+``kill -9`` loses at most the last ~100 ms of queued rows (docs/faults.md).
+
+When the database cannot be written (disk full, file-size limit, read-only file, I/O error)
+the rows are not dropped: they wait in memory (``PENDING_MAX_ROWS`` requests /
+``PENDING_MAX_BYTES``, merged per request; beyond that the oldest are dropped and counted)
+and are retried every ``RETRY_S``. ``health()`` says whether writes succeed, since when they
+fail and how many rows wait; ``on_health`` is called (writer thread) on every change between
+failing and healthy.
 """
 
 from __future__ import annotations
@@ -27,6 +37,13 @@ _STOP = object()
 GATHER_S = 0.02
 #: a batch meeting "database is locked" is retried once a second for this long before giving up
 LOCKED_RETRIES = 300
+#: while writes fail: how often to retry, and how much to keep in memory meanwhile
+RETRY_S = 1.0
+PENDING_MAX_ROWS = 20_000
+PENDING_MAX_BYTES = 128 * 2**20
+#: errors of the storage (not of one row): keep the rows and retry later
+_STORAGE_WORDS = ("disk", "full", "i/o", "readonly", "read-only", "unable to open", "no such table",
+                  "file is not a database", "malformed", "locked", "busy", "too big", "out of memory")
 
 
 class Writer:
@@ -38,6 +55,11 @@ class Writer:
         self.written = 0
         self.failed = 0
         self.last_error: str | None = None
+        self.failing_since: float | None = None  # wall time of the first failed write of the current outage
+        self.dropped = 0  # rows dropped because the pending buffer was full
+        self.pending: dict[str, dict[str, Any]] = {}  # id -> merged unwritten row (oldest first)
+        self._pending_bytes = 0
+        self.on_health: list[Any] = []  # callables(health dict), called when writes start failing / recover
         self.db = open_db(self.path)  # fail early (bad path, read-only dir) in the caller's thread
         self._thread = threading.Thread(target=self._run, name="firsttoken-writer", daemon=True)
         self._thread.start()
@@ -51,6 +73,13 @@ class Writer:
         fut: Future = Future()
         self.q.put((query, fut))
         return fut.result(timeout)
+
+    def health(self) -> dict[str, Any]:
+        """``ok``; when failing: ``error``, ``since`` (epoch s), ``pending`` rows waiting in memory,
+        ``dropped`` rows lost because that buffer was full; ``written`` rows so far."""
+        return {"ok": self.failing_since is None, "error": self.last_error if self.failing_since else None,
+                "since": self.failing_since, "pending": len(self.pending), "dropped": self.dropped,
+                "written": self.written, "path": self.path}
 
     def flush(self, timeout: float = 10.0) -> None:
         """Wait until every row put so far is committed."""
@@ -68,7 +97,11 @@ class Writer:
         db = self.db
         stop = False
         while not stop:
-            items = [self.q.get()]
+            try:
+                items = [self.q.get(timeout=RETRY_S if self.pending else None)]
+            except queue.Empty:
+                self._write(db, [])  # nothing new: retry the rows waiting in memory
+                continue
             # Gather for a moment before writing: one transaction for a burst, and the write
             # lands after the request that caused it has been forwarded, not in its way.
             deadline = time.monotonic() + GATHER_S
@@ -91,10 +124,13 @@ class Writer:
                     self._read(db, *it)
                 else:
                     rows.append(it)
-            if rows:
+            if rows or self.pending:
                 self._write(db, rows)
             for e in events:
                 e.set()
+        if self.pending:
+            log.error("firsttoken: %d request(s) could not be written to %s and are lost at exit: %s",
+                      len(self.pending), self.path, self.last_error)
         db.conn.close()
 
     @staticmethod
@@ -105,32 +141,90 @@ class Writer:
             fut.set_exception(e)
 
     def _write(self, db, rows: list[dict[str, Any]]) -> None:
+        if self.pending:  # rows waiting since an earlier failure go first, in order
+            rows = self._take_pending() + rows
+        if not rows:
+            return
+        err: Exception | None = None
         for attempt in range(LOCKED_RETRIES + 1):
             try:
                 with db.conn:
                     self._apply(db, rows)
                 self.written += len(rows)
+                self._healthy()
                 return
             except sqlite3.OperationalError as e:
+                err = e
                 if "locked" not in str(e) or attempt == LOCKED_RETRIES:
                     break
                 # another process holds a long write lock (a reader's VACUUM, a bulk import):
                 # wait for it rather than drop rows
                 log.warning("firsttoken: database is locked; retrying in 1 s (%d rows waiting)", len(rows))
                 time.sleep(1.0)
-            except Exception:
+            except Exception as e:
+                err = e
                 break
+        if _storage_error(err):
+            self._keep(rows, err)  # the disk, not the rows: keep them all, retry later
+            return
         # one bad row must not lose the batch: retry one by one
-        log.warning("firsttoken: batch write failed; retrying rows one at a time")
-        for r in rows:
+        log.warning("firsttoken: batch write failed (%s); retrying rows one at a time", err)
+        for i, r in enumerate(rows):
             try:
                 with db.conn:
                     self._apply(db, [r])
                 self.written += 1
             except Exception as e2:
+                if _storage_error(e2):
+                    self._keep(rows[i:], e2)
+                    return
                 self.failed += 1
                 self.last_error = f"{type(e2).__name__}: {e2}"
                 log.error("firsttoken: could not store request %s: %s", r.get("id"), e2)
+        self._healthy()
+
+    # -- unwritten rows ----------------------------------------------------------------
+    def _keep(self, rows: list[dict[str, Any]], err: Exception | None) -> None:
+        first = self.failing_since is None
+        self.last_error = f"{type(err).__name__}: {err}" if err else "unknown error"
+        for r in rows:
+            rid = r.get("id")
+            old = self.pending.pop(rid, None)
+            merged = {**old, **r} if old else dict(r)
+            if old:
+                self._pending_bytes -= _size(old)
+            self.pending[rid] = merged  # (re)inserted last: the newest update
+            self._pending_bytes += _size(merged)
+        while self.pending and (len(self.pending) > PENDING_MAX_ROWS or self._pending_bytes > PENDING_MAX_BYTES):
+            gone = self.pending.pop(next(iter(self.pending)))
+            self._pending_bytes -= _size(gone)
+            self.dropped += 1
+        if first:
+            self.failing_since = time.time()
+            log.error("firsttoken: cannot write to the database %s (%s): keeping %d request(s) in memory and "
+                      "retrying every %.0f s", self.path, self.last_error, len(self.pending), RETRY_S)
+            self._tell()
+
+    def _take_pending(self) -> list[dict[str, Any]]:
+        rows = list(self.pending.values())
+        self.pending = {}
+        self._pending_bytes = 0
+        return rows
+
+    def _healthy(self) -> None:
+        if self.failing_since is not None and not self.pending:
+            log.warning("firsttoken: the database %s is writable again; every waiting request was written%s",
+                        self.path, f" ({self.dropped} dropped while it was not)" if self.dropped else "")
+            self.failing_since = None
+            self._tell()
+
+    def _tell(self) -> None:
+        h = self.health()
+        for fn in list(self.on_health):
+            try:
+                fn(h)
+            except Exception:
+                log.exception("firsttoken: writer health listener failed")
 
     def _apply(self, db, rows: list[dict[str, Any]]) -> None:
         conn = db.conn
@@ -166,9 +260,43 @@ class Writer:
 _UPSERT: dict[tuple[str, ...], str] = {}
 
 
+def _storage_error(e: BaseException | None) -> bool:
+    """An error of the database file or its disk (every row would fail), not of one row."""
+    if isinstance(e, sqlite3.OperationalError | sqlite3.DatabaseError) and not isinstance(e, sqlite3.IntegrityError):
+        low = str(e).lower()
+        return any(w in low for w in _STORAGE_WORDS) or isinstance(e, sqlite3.OperationalError)
+    return isinstance(e, OSError | MemoryError)
+
+
+def _size(row: dict[str, Any]) -> int:
+    """A rough in-memory size of a row (bodies and offsets dominate)."""
+    n = 512
+    for v in row.values():
+        if isinstance(v, str):
+            n += len(v)
+        elif isinstance(v, list):
+            n += 16 * len(v)
+    return n
+
+
 def _value(v: Any) -> Any:
     if isinstance(v, (list, dict)):
         return json.dumps(v, ensure_ascii=False, default=str)
     if isinstance(v, bool):
         return int(v)
     return v
+
+
+def describe_health(h: dict[str, Any] | None) -> str | None:
+    """One line for the user when writes fail (None when healthy): what happened, what to do."""
+    if not h or h.get("ok", True):
+        return None
+    lost = f"; {h['dropped']} dropped (memory buffer full)" if h.get("dropped") else ""
+    return (f"NOT RECORDING: cannot write {h.get('path')} ({h.get('error')}); {h.get('pending', 0)} request(s) kept "
+            f"in memory and retried every {RETRY_S:.0f} s{lost}. Free disk space or fix the file's permissions; "
+            "traffic is still forwarded.")
+
+
+def describe_recovery(h: dict[str, Any]) -> str:
+    lost = f", {h['dropped']} were dropped while it was not" if h.get("dropped") else ""
+    return f"recording again: {h.get('path')} is writable; every waiting request was written{lost}."

@@ -50,7 +50,14 @@ from firsttoken.cli.doctor.files import (
     codex_config_path,
     read_claude_settings,
 )
-from firsttoken.cli.doctor.install import MIN_MITMPROXY, check_db, check_mitmproxy, check_tokenizers, resolve_db_path
+from firsttoken.cli.doctor.install import (
+    MIN_MITMPROXY,
+    check_db,
+    check_db_safety,
+    check_mitmproxy,
+    check_tokenizers,
+    resolve_db_path,
+)
 from firsttoken.cli.doctor.net import Net, describe_oserror
 from firsttoken.cli.doctor.upstreams import (
     check_forward_ca,
@@ -65,7 +72,7 @@ __all__ = [
     "BASE_URL_VARS", "CLAUDE_SETTINGS", "CODEX_BUILTIN_PROVIDERS", "DEFAULT_PROXY", "FACT_TEXT", "FAIL",
     "HTTP_PROXY_VARS", "KEY_VARS", "MIN_MITMPROXY", "PASS", "PROXY_VARS", "SECTIONS", "WARN", "Check", "Context",
     "Net", "describe_oserror", "redact_url", "same_endpoint", "check_base_url", "check_claude_code", "check_codex",
-    "check_db", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
+    "check_db", "check_db_safety", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
     "check_proxy", "check_proxy_vars", "check_tokenizers", "check_upstreams", "codex_config_path", "fingerprint",
     "key_facts", "no_proxy_covers", "probe_upstream", "read_claude_settings", "resolve_db_path", "run_checks",
     "summary", "upstream_targets", "urls_to_proxy",
@@ -95,6 +102,7 @@ def run_checks(ctx: Context) -> list[Check]:
         checks += check_upstreams(ctx, blocks)
     checks += check_tokenizers()
     checks.append(check_db(ctx))
+    checks += check_db_safety(ctx)
     checks.append(check_mitmproxy())
     return checks
 

@@ -76,6 +76,61 @@ def check_db(ctx: Context) -> Check:
                  "pass a writable path with --db (or FIRSTTOKEN_DB)")
 
 
+#: below this much free space on the database's disk, writes are about to fail
+DISK_FAIL_BYTES = 2 * 2**20
+DISK_WARN_BYTES = 100 * 2**20
+
+
+def check_db_safety(ctx: Context) -> list[Check]:
+    """Who can read the database (it holds prompts with --save-bodies), whether its disk has
+    room, and whether the running proxy reports failed writes (its state file)."""
+    import shutil
+    import stat
+
+    from firsttoken.addon.store.db import SIDE_FILES
+    from firsttoken.addon.store.writer import describe_health
+    from firsttoken.cli.proxy.state import read_states
+
+    path = resolve_db_path(ctx)
+    out: list[Check] = []
+    for st in read_states(str(path)):
+        msg = describe_health(st.get("store"))
+        if msg and str(st.get("db")) == str(path):
+            out.append(Check("db.writes", "install", FAIL, f"the running proxy (pid {st.get('pid')}) cannot write its database",
+                             msg, "free disk space (df -h), or fix the permissions of the database and its directory"))
+    if not path.exists():
+        return out
+    loose = []
+    if os.name != "nt":
+        d = path.parent
+        if stat.S_IMODE(d.stat().st_mode) & 0o077 and d.stat().st_uid == os.getuid():
+            loose.append(f"{d} is {stat.S_IMODE(d.stat().st_mode):o} (chmod 700 {d})")
+        for suffix in SIDE_FILES:
+            f = Path(str(path) + suffix)
+            if f.exists() and stat.S_IMODE(f.stat().st_mode) & 0o077:
+                loose.append(f"{f.name} is {stat.S_IMODE(f.stat().st_mode):o} (chmod 600 {f})")
+        state = path.parent / "proxy.json"
+        if state.exists() and stat.S_IMODE(state.stat().st_mode) & 0o077:
+            loose.append(f"{state.name} is {stat.S_IMODE(state.stat().st_mode):o} (chmod 600 {state})")
+    if loose:
+        out.append(Check("db.modes", "install", WARN, "other users can read the firsttoken database",
+                         "; ".join(loose), "restrict it to yourself (the commands in brackets); with --save-bodies it holds every prompt and answer"))
+    else:
+        out.append(Check("db.modes", "install", PASS, "the database is readable by you only"))
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return out
+    if free < DISK_FAIL_BYTES:
+        out.append(Check("db.disk", "install", FAIL, f"the disk holding {path} is full ({free // 1024} KiB free)",
+                         "the proxy keeps unwritten requests in memory (bounded) until it can write them",
+                         "free disk space, or move the database with --db"))
+    elif free < DISK_WARN_BYTES:
+        out.append(Check("db.disk", "install", WARN, f"the disk holding {path} is nearly full ({free // 2**20} MiB free)",
+                         "", "free disk space, or move the database with --db"))
+    return out
+
+
 def check_mitmproxy() -> Check:
     from importlib import metadata
 

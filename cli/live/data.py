@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firsttoken.addon.record import percentile
+from firsttoken.addon.safe_text import printable, printable_data
 from firsttoken.addon.store import queries
 
 #: finished requests per model that the rolling percentiles and the sparkline cover
@@ -43,7 +44,7 @@ def slim(r: Any) -> dict[str, Any]:
     out = {k: get_field(r, k) for k in ROW_FIELDS}
     f = out.get("findings")
     out["findings"] = [dict(x) for x in f] if isinstance(f, list) else []
-    return out
+    return printable_data(out)  # upstream-controlled text never reaches the terminal raw
 
 
 #: the store's one rule of what an error is (the same as `stats` and `logs --status error`)
@@ -68,6 +69,9 @@ class FlightView:
     tokens: int | None = None  # token-bearing events so far (None: unknown, e.g. from the DB)
     tok_per_s: float | None = None
 
+    def __post_init__(self) -> None:
+        self.route, self.model, self.path = printable(self.route), printable(self.model), printable(self.path)
+
 
 @dataclass
 class ModelStats:
@@ -81,6 +85,9 @@ class ModelStats:
     gap_p50: float | None = None
     gap_p95: float | None = None
     ttft_series: list[float] = field(default_factory=list)  # oldest first, for the sparkline
+
+    def __post_init__(self) -> None:
+        self.model = printable(self.model)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from firsttoken.addon.routing import client_bases
+from firsttoken.addon.store.writer import describe_health
 from firsttoken.cli.live.data import (
     DEFAULT_WINDOW,
     RECENT_KEEP,
@@ -105,6 +106,7 @@ def from_capture(
         recent=list(recent),
         models=list(models),
         window=window,
+        note=describe_health(snap.get("store")),
     )
 
 

@@ -15,6 +15,7 @@ from rich.markup import escape
 from firsttoken.addon import forward as fwd
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 from firsttoken.addon.routing import RouteError, client_bases
+from firsttoken.addon.store.writer import describe_health, describe_recovery
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
 from firsttoken.cli.options import fail, resolve_db
@@ -83,7 +84,14 @@ def _serve(server, out, lang, no_live) -> None:
     def on_record(rec) -> None:
         out.print(output.line(rec.row()), soft_wrap=True, markup=False)
 
+    def on_store(health) -> None:  # the database stopped (or resumed) taking writes: say so at once
+        msg = describe_health(health)
+        out.print(f"firsttoken: {msg or describe_recovery(health)}", markup=False, soft_wrap=True,
+                  style="bold red" if msg else "green")
+        write_state(server)  # `firsttoken doctor` reads the writer's health from the state file
+
     server.capture.listeners.append(on_record)
+    server.capture.store_listeners.append(on_store)
     try:
         asyncio.run(server.serve(on_ready=lambda s: banner(s, out), handle_signals=True))
     except ProxyStartError as e:

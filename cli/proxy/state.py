@@ -15,6 +15,7 @@ from typing import Any
 
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
+from firsttoken.addon.store.db import FILE_MODE, private_dir
 from firsttoken.cli.options import resolve_db
 
 STATE_FILE = "proxy.json"
@@ -42,6 +43,7 @@ def write_state(server: Any, db_path: str | os.PathLike | None = None) -> Path |
             "metrics_url": getattr(server, "metrics_url", None),
             "routes": [_route_spec(r) for r in server.routes],
             "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "store": _store_health(server),  # database writes failing? (`doctor` says so)
         }
         proxies = [p for p in _load(path) if p.get("port") != entry["port"] and _alive(p)]
         _save(path, proxies + [entry])
@@ -78,6 +80,12 @@ def state_routes(state: dict[str, Any]) -> list[Route] | None:
         return None
 
 
+def _store_health(server: Any) -> dict[str, Any] | None:
+    capture = getattr(server, "capture", None)
+    fn = getattr(capture, "store_health", None)
+    return fn() if callable(fn) else None
+
+
 def _route_spec(r: Route) -> str:
     return f"{r.name}={r.url}" if r.name else r.url
 
@@ -90,9 +98,13 @@ def _load(path: Path) -> list[dict[str, Any]]:
 
 
 def _save(path: Path, proxies: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"version": 1, "proxies": proxies}, indent=2), encoding="utf-8")
+    # owner only, whatever the umask: it names the proxy's routes and its database
+    fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, FILE_MODE)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(json.dumps({"version": 1, "proxies": proxies}, indent=2))
+    os.chmod(tmp, FILE_MODE)
     os.replace(tmp, path)
 
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from firsttoken.addon.safe_text import printable
 from firsttoken.cli import output
 
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
@@ -30,7 +31,8 @@ svg{display:block;margin:8px 0}svg text{font:11px system-ui,sans-serif;fill:#374
 
 
 def esc(v: Any) -> str:
-    return html.escape("" if v is None else str(v), quote=True)
+    """HTML-escaped, with control characters shown as escapes (never raw in the file)."""
+    return html.escape(printable("" if v is None else str(v), keep_newlines=True), quote=True)
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -106,7 +108,7 @@ def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 
                    f'<text x="{sx(t):.1f}" y="{h - 6}" text-anchor="middle">{esc(output.ms(t))}</text>')
     for i, (g, m) in enumerate(rows):
         y = mt + i * row_h
-        out.append(f'<text x="{ml - 6}" y="{y + 15}" text-anchor="end">{esc(g)[:24]}</text>')
+        out.append(f'<text x="{ml - 6}" y="{y + 15}" text-anchor="end">{esc(str(g)[:24])}</text>')
         for q in ("p99", "p95", "p90", "p50"):
             v = m.get(q)
             if v is not None:

@@ -1,0 +1,46 @@
+"""Text from requests and responses, made safe for a terminal.
+
+An upstream (or anything between it and the client) controls error messages, model names,
+finish reasons and bodies. Printed raw, an ``ESC ] 0 ; … BEL`` retitles the user's
+terminal, ``ESC [ 2 J`` clears it, and a bare ``CR`` rewrites the line. :func:`printable`
+is the one function every terminal-bound piece of such text goes through: each C0/C1
+control character (and DEL, and the Unicode bidi overrides that reorder what is shown)
+becomes a visible escape such as ``\\x1b``, so the text is shown, never obeyed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+#: C0 (except \n, handled by the caller's choice), DEL, C1, and the bidi/line controls
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_NEWLINE = re.compile("\n")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group(0)
+    o = ord(c)
+    return f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}"
+
+
+def printable(text: Any, keep_newlines: bool = False) -> Any:
+    """``text`` with every control character shown as an escape (``\\x1b``); ``\\n`` kept
+    only when ``keep_newlines``. Non-strings are returned unchanged."""
+    if not isinstance(text, str):
+        return text
+    out = _CONTROL.sub(_escape, text)
+    if not keep_newlines and "\n" in out:
+        out = _NEWLINE.sub("\\\\n", out)
+    return out
+
+
+def printable_data(value: Any) -> Any:
+    """A copy of a row (dicts, lists) with :func:`printable` applied to every string in it."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {k: printable_data(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [printable_data(v) for v in value]
+    return value
