@@ -21,7 +21,7 @@ from firsttoken.addon import tokens
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
-from firsttoken.addon.record import FIELDS, Record
+from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.secrets import body_secrets, redact_text
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import stale_in_flight
@@ -137,6 +137,7 @@ class Analyzer:
 
     def _finish(self, flight: Flight) -> None:
         rec, tap = flight.record, flight.tap
+        visible_est = None
         if tap is not None:
             tap.parse_body()
             f = tap.facts
@@ -160,11 +161,12 @@ class Analyzer:
                 rec.error = rec.error or f"firsttoken could not parse this response ({tap.error}); it was forwarded unchanged"
             if tap.decode_error and not rec.error:
                 rec.error = f"{tap.decode_error}; the response was forwarded unchanged but not analysed"
-            if tap.text:
-                n, _, _ = tokens.count_text("".join(tap.text), rec.model)
-                rec.output_tokens_est = n
+            if tap.text or tap.reasoning_text:
+                visible_est = tokens.count_text("".join(tap.text), rec.model)[0] if tap.text else 0
+                reasoning_est = tokens.count_text("".join(tap.reasoning_text), rec.model)[0] if tap.reasoning_text else 0
+                rec.output_tokens_est = visible_est + reasoning_est
         self._calibrate(rec)
-        out_tokens = rec.usage_completion_tokens or rec.output_tokens_est
+        out_tokens = visible_output_tokens(rec.usage_completion_tokens, rec.usage_reasoning_tokens, visible_est)
         flight.clock.apply(rec, out_tokens)
         if self.settings.save_bodies:
             self._save_bodies(flight)

@@ -117,6 +117,20 @@ class Record:
 FIELDS = [f.name for f in dataclasses.fields(Record)]
 
 
+def visible_output_tokens(completion: int | None, reasoning: int | None, estimate: int | None) -> int | None:
+    """The output tokens generated after the first visible token: what TPOT divides by.
+
+    Reasoning tokens come before TTFT, so they are taken out of the server's completion count
+    (OpenAI, DeepSeek, Groq and Azure count them inside it). A reasoning count larger than the
+    completion count means the server counts them apart (xAI): then completion is already the
+    visible part. Without server usage, ``estimate`` is our count of the visible text."""
+    if completion:
+        if reasoning and reasoning < completion:
+            return completion - reasoning
+        return completion
+    return estimate
+
+
 def _ms(a: float | None, t0: float) -> float | None:
     return None if a is None else round((a - t0) * 1000.0, 3)
 

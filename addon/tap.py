@@ -91,7 +91,8 @@ class StreamTap:
         self.decoded = 0  # decompressed bytes analysed so far (capped by MAX_DECODED_TOTAL)
         self.output_chars = 0
         self.reasoning_chars = 0
-        self.text: list[str] = []
+        self.text: list[str] = []  # visible output, for counting (capped with reasoning_text)
+        self.reasoning_text: list[str] = []
         self._text_len = 0
         self.closed = False
         self.error: str | None = None  # an exception inside the tap (reported, never raised)
@@ -200,7 +201,7 @@ class StreamTap:
             else:
                 self.reasoning_chars += n
             if self._text_len < MAX_TEXT_KEEP and d.text:
-                self.text.append(d.text)
+                (self.text if d.kind in VISIBLE else self.reasoning_text).append(d.text)
                 self._text_len += n
         if now is None:  # a non-streamed body: output, but no token timing
             return
