@@ -609,3 +609,14 @@ def test_no_unknown_value_placeholder_leaks_into_a_message():
                     assert not re.search(r"(^|[\s(（])\?([\s.,;)。，）]|$)", part), (name, f["code"], part)
     codes = {f["code"] for f in _run(extra[0][1])}
     assert "stream.stall" in codes
+
+
+@pytest.mark.parametrize("status", [500, 501, 503])
+def test_a_5xx_without_a_message_does_not_quote_a_dash(status):
+    """A HEAD probe answered 501 with an empty body read "failed with 501 (-): “-”"."""
+    rec = healthy(status=status, upstream_error=None, upstream_error_type=None, ttft_ms=None, first_token_ms=None,
+                  event_offsets=[], events=0)
+    for lang_ in ("en", "zh"):
+        (f,) = [f for f in diagnose(rec, ctx(lang_=lang_)) if f["code"].startswith("upstream.")]
+        assert "“-”" not in f["message"] and "(-)" not in f["message"] and "（-）" not in f["message"], f["message"]
+        assert str(status) in f["message"]

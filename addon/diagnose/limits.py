@@ -124,8 +124,12 @@ def rule_overloaded(rec: Any, c: Ctx) -> None:
         return
     overloaded = s in OVERLOADED_STATUSES or rec.upstream_error_type == "overloaded_error" or "overloaded" in _msg(rec)
     code = "upstream.overloaded" if overloaded else "upstream.server_error"
-    c.add(code, "error", variant="with_id" if rec.upstream_request_id else "no_id", **c.common(),
-          server=server_text(rec) or "-", error_type=rec.upstream_error_type or "-",
+    server = server_text(rec)
+    if code == "upstream.overloaded":
+        variant = "said" if server else "silent"
+    else:  # the fix names the request id when the upstream gave one
+        variant = ("with_id" if rec.upstream_request_id else "no_id") + ("" if server else "_silent")
+    c.add(code, "error", variant=variant, **c.common(), server=server, error_type=rec.upstream_error_type or "-",
           request_id=rec.upstream_request_id)
 
 
@@ -157,6 +161,13 @@ FALLBACKS = (rule_bad_request,)
 # ---- The ``limits`` family of the finding catalog, in English and Chinese.
 
 _E, _W, _I = "error", "warn", "info"
+
+_SERVER_FAULT_ID_EN = ("A server-side fault, not your request: retry with backoff; if it persists, report it with "
+                       "request id {request_id}.")
+_SERVER_FAULT_EN = ("A server-side fault, not your request: retry with backoff; if it persists, report it to the provider "
+                    "with the time of the request.")
+_SERVER_FAULT_ID_ZH = "这是服务端故障，不是你的请求有问题：退避重试；若持续出现，带上请求 ID {request_id} 报告给服务商。"
+_SERVER_FAULT_ZH = "这是服务端故障，不是你的请求有问题：退避重试；若持续出现，带上请求时间报告给服务商。"
 
 # (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)})
 ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
@@ -229,24 +240,32 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("upstream.overloaded", "limits", _E, (), {
         "en": ("Upstream overloaded",
                "529, 503, or an overloaded_error body.",
-               "{host} is overloaded ({status} {error_type}): \u201c{server}\u201d.",
+               {"said": "{host} is overloaded ({status} {error_type}): \u201c{server}\u201d.",
+                "silent": "{host} is overloaded: it answered {status} with no error message."},
                "Retry with exponential backoff (honour retry-after / x-should-retry), spread the load over time, or fall back to another model or region."),
         "zh": ("上游过载",
                "529、503 或 overloaded_error 错误体。",
-               "{host} 过载（{status} {error_type}）：\u201c{server}\u201d。",
+               {"said": "{host} 过载（{status} {error_type}）：\u201c{server}\u201d。",
+                "silent": "{host} 过载：返回 {status}，没有错误信息。"},
                "按指数退避重试（遵循 retry-after / x-should-retry），错峰发送，或切换到其他模型或地区。"),
     }),
     ("upstream.server_error", "limits", _E, (), {
         "en": ("Upstream server error",
                "Any other 5xx from the upstream.",
-               "{host} failed with {status} ({error_type}): \u201c{server}\u201d.",
-               {"with_id": "A server-side fault, not your request: retry with backoff; if it persists, report it with request id {request_id}.",
-                "no_id": "A server-side fault, not your request: retry with backoff; if it persists, report it to the provider with the time of the request."}),
+               {"with_id": "{host} failed with {status} ({error_type}): \u201c{server}\u201d.",
+                "no_id": "{host} failed with {status} ({error_type}): \u201c{server}\u201d.",
+                "with_id_silent": "{host} failed with {status} and sent no error message.",
+                "no_id_silent": "{host} failed with {status} and sent no error message."},
+               {"with_id": _SERVER_FAULT_ID_EN, "no_id": _SERVER_FAULT_EN,
+                "with_id_silent": _SERVER_FAULT_ID_EN, "no_id_silent": _SERVER_FAULT_EN}),
         "zh": ("上游服务器错误",
                "上游返回的其他 5xx。",
-               "{host} 出错，返回 {status}（{error_type}）：\u201c{server}\u201d。",
-               {"with_id": "这是服务端故障，不是你的请求有问题：退避重试；若持续出现，带上请求 ID {request_id} 报告给服务商。",
-                "no_id": "这是服务端故障，不是你的请求有问题：退避重试；若持续出现，带上请求时间报告给服务商。"}),
+               {"with_id": "{host} 出错，返回 {status}（{error_type}）：\u201c{server}\u201d。",
+                "no_id": "{host} 出错，返回 {status}（{error_type}）：\u201c{server}\u201d。",
+                "with_id_silent": "{host} 出错，返回 {status}，没有错误信息。",
+                "no_id_silent": "{host} 出错，返回 {status}，没有错误信息。"},
+               {"with_id": _SERVER_FAULT_ID_ZH, "no_id": _SERVER_FAULT_ZH,
+                "with_id_silent": _SERVER_FAULT_ID_ZH, "no_id_silent": _SERVER_FAULT_ZH}),
     }),
     ("upstream.http_error", "limits", _E, (), {
         "en": ("Other HTTP error",
