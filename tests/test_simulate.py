@@ -716,3 +716,10 @@ def test_gzip_helper_roundtrip():
     from firsttoken.cli.simulate.wire import gzip_bytes
 
     assert gzip_mod.decompress(gzip_bytes(b"hello")) == b"hello"
+
+
+def test_head_probe_is_answered(sim):
+    import httpx
+
+    r = httpx.head(sim.url + "/", timeout=5)
+    assert r.status_code == 200 and r.content == b""

@@ -161,6 +161,14 @@ class SimHandler(BaseHTTPRequestHandler):
 
     do_PUT = do_DELETE = do_PATCH = do_POST
 
+    def do_HEAD(self) -> None:
+        """A reachability probe (Claude Code sends ``HEAD`` to its base URL before the first
+        call): answered 200 with no body, as the real APIs' front ends do."""
+        self.status = 200
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def _read_body(self) -> bytes:
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             parts = []
