@@ -86,6 +86,7 @@ LAZY_COMMANDS = {
     "bench": "bench.overhead:bench",
     "bench-db": "bench.db:bench_db",
     "bench-live": "bench.live:bench_live",
+    "compare": "compare:compare",
     "demo": "demo:demo",
     "diagnoses": "diagnoses:diagnoses",
     "docs": "docs:docs",
