@@ -148,11 +148,10 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any]) -> dict[str,
         noise = 2 * math.hypot(se_a, se_b) if se_a is not None and se_b is not None else math.inf
         out["slope_delta_ms_per_1k"], out["slope_tolerance_ms_per_1k"] = round(d, 2), round(tol, 2)
         out["slope_noise_ms_per_1k"] = None if math.isinf(noise) else round(noise, 2)
-        pct = f", {abs(d) / mean * 100:.0f}%" if mean else ""
         if abs(d) <= tol:
             out["prefill"] = "same"
-            prefill_text = (f"prefill is the same (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens, "
-                            f"within {abs(d):.1f} ms{pct})")
+            within = f"within {abs(d) / mean * 100:.0f}%" if mean else f"within {abs(d):.1f} ms"
+            prefill_text = f"prefill is the same (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens, {within})"
         elif abs(d) <= noise:
             out["prefill"] = "inconclusive"
             prefill_text = (f"prefill may differ (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens) but the fits are "
