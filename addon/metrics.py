@@ -148,14 +148,8 @@ class Metrics:
 
     def labels(self, rec: Record) -> tuple[str, ...]:
         """The semconv attributes of a record, in GENAI_LABELS order."""
-        host, port = _host_port(rec.upstream_url or rec.upstream)
-        return (
-            OPERATION.get(rec.api, rec.api or "other"),
-            provider_for_host(host) or API_PROVIDER.get(rec.api, "openai"),
-            self._model(rec.model),
-            host or "",
-            str(port) if port else "",
-        )
+        operation, provider, host, port = genai_identity(rec)
+        return (operation, provider, self._model(rec.model), host or "", str(port) if port else "")
 
     def _model(self, model: str | None) -> str:
         if not model:
@@ -228,6 +222,14 @@ def error_type(rec: Record) -> str:
     if is_streaming(rec) and rec.stream_done is False and rec.status is not None:
         return "incomplete_stream"
     return ""
+
+
+def genai_identity(rec: Record) -> tuple[str, str, str | None, int | None]:
+    """(gen_ai.operation.name, gen_ai.provider.name, server.address, server.port) of a record: the
+    one extraction the Prometheus labels, the OTLP metrics and the OTLP spans share."""
+    host, port = _host_port(rec.upstream_url or rec.upstream)
+    return (OPERATION.get(rec.api, rec.api or "other"), provider_for_host(host) or API_PROVIDER.get(rec.api, "openai"),
+            host, port)
 
 
 def _host_port(url: str | None) -> tuple[str | None, int | None]:

@@ -1,10 +1,21 @@
-"""OpenTelemetry metrics of the proxied LLM calls, pushed over OTLP/HTTP (optional).
+"""OpenTelemetry metrics and trace spans of the proxied LLM calls, pushed over OTLP/HTTP (optional).
 
-The same GenAI client instruments as the Prometheus endpoint (metrics.py), for a team that
-already runs an OpenTelemetry collector::
+For a team that already runs an OpenTelemetry collector (docs/otel.md)::
 
     pip install 'firsttoken[otel]'
-    firsttoken proxy --upstream https://api.openai.com --otlp-endpoint http://127.0.0.1:4318/v1/metrics
+    firsttoken proxy --upstream https://api.openai.com --otlp-endpoint http://127.0.0.1:4318
+
+The endpoint is a base URL: metrics go to ``/v1/metrics``, spans to ``/v1/traces`` (the rule
+of ``OTEL_EXPORTER_OTLP_ENDPOINT``). A URL already ending in ``/v1/metrics`` or ``/v1/traces``
+(the form firsttoken documented first) names that signal's URL; the other one sits beside it.
+
+Spans (:class:`OtelTraces`): one per finished LLM call, after the GenAI semantic conventions:
+name ``"{gen_ai.operation.name} {gen_ai.request.model}"``, kind CLIENT, from the request's
+wall-clock start to its last byte; the ``gen_ai.*``, ``server.*`` and ``error.type``
+attributes, firsttoken's timings and findings as ``firsttoken.*`` attributes, and the events
+``response.headers`` (at TTFB) and ``first_token`` (at TTFT). Status ERROR when it failed.
+
+Metrics (:class:`OtelMetrics`): the same GenAI client instruments as the Prometheus endpoint (metrics.py):
 
 * ``gen_ai.client.operation.duration`` (s): each LLM call; ``error.type`` on failures
 * ``gen_ai.client.operation.time_to_first_chunk`` (s): first response chunk, streaming calls only
@@ -17,10 +28,11 @@ Attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.reques
 agree; an empty value is left out rather than sent as "". Histograms use the semconv's
 explicit bucket boundaries through Views.
 
-Threads: :meth:`OtelMetrics.observe` is a Capture listener, so it runs on the analysis thread
-with each finished Record (never on the event loop); the SDK's PeriodicExportingMetricReader
-exports from its own daemon thread every ``OTEL_METRIC_EXPORT_INTERVAL`` ms (default 60 s);
-:meth:`OtelMetrics.close` collects and exports what is left, then stops.
+Threads: :meth:`OtelMetrics.observe` and :meth:`OtelTraces.observe` are Capture listeners, so
+they run on the analysis thread with each finished Record (never on the event loop); the SDK's
+PeriodicExportingMetricReader exports from its own daemon thread every
+``OTEL_METRIC_EXPORT_INTERVAL`` ms (default 60 s), its BatchSpanProcessor every
+``OTEL_BSP_SCHEDULE_DELAY`` ms (default 5 s); ``close`` exports what is left, then stops.
 
 opentelemetry is imported only when an export is set up: without the extra, firsttoken runs
 as before and asking for OTLP fails with :class:`OtelMissing` (an option error in mitmproxy)
@@ -34,9 +46,18 @@ import os
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
-from firsttoken.addon.metrics import DURATION_BUCKETS, GENAI_LABELS, OPERATION, TOKEN_BUCKETS, Metrics, error_type, is_streaming
+from firsttoken.addon.metrics import (
+    DURATION_BUCKETS,
+    GENAI_LABELS,
+    OPERATION,
+    TOKEN_BUCKETS,
+    Metrics,
+    error_type,
+    genai_identity,
+    is_streaming,
+)
 from firsttoken.addon.record import Record
 
 log = logging.getLogger("firsttoken")
@@ -57,10 +78,14 @@ ATTRIBUTES = {
     "server_port": "server.port",
 }
 
-#: where OTLP/HTTP metrics go when no endpoint is given: the OpenTelemetry SDK's variables
+#: where OTLP/HTTP data goes when no endpoint is given: the OpenTelemetry SDK's variables
 ENV_METRICS_ENDPOINT = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"  # full URL, used as is
-ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"  # base URL: /v1/metrics is appended
+ENV_TRACES_ENDPOINT = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"  # full URL, used as is
+ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"  # base URL: /v1/metrics and /v1/traces are appended
 METRICS_PATH = "/v1/metrics"
+TRACES_PATH = "/v1/traces"
+SIGNALS = {"metrics": (METRICS_PATH, ENV_METRICS_ENDPOINT, "OTEL_METRICS_EXPORTER"),
+           "traces": (TRACES_PATH, ENV_TRACES_ENDPOINT, "OTEL_TRACES_EXPORTER")}
 SHUTDOWN_TIMEOUT_S = 5.0  # a collector that is down must not hold the proxy's exit for long
 
 
@@ -68,20 +93,25 @@ class OtelMissing(RuntimeError):
     """OTLP export was asked for, but the OpenTelemetry SDK / OTLP exporter is not installed."""
 
 
-def _require_sdk() -> None:
+def _require_sdk(signal: str = "metrics") -> None:
     try:
-        import opentelemetry.exporter.otlp.proto.http.metric_exporter  # noqa: F401
-        import opentelemetry.sdk.metrics  # noqa: F401
+        if signal == "traces":
+            import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+            import opentelemetry.sdk.trace  # noqa: F401
+        else:
+            import opentelemetry.exporter.otlp.proto.http.metric_exporter  # noqa: F401
+            import opentelemetry.sdk.metrics  # noqa: F401
     except ImportError as e:
         raise OtelMissing(
-            f"firsttoken: OTLP metrics need the OpenTelemetry SDK and OTLP/HTTP exporter, which are not "
+            f"firsttoken: OTLP {signal} need the OpenTelemetry SDK and OTLP/HTTP exporter, which are not "
             f"installed ({e}). Install them with: {INSTALL_HINT}"
         ) from None
 
 
 def otel_available() -> bool:
     try:
-        _require_sdk()
+        _require_sdk("metrics")
+        _require_sdk("traces")
     except OtelMissing:
         return False
     return True
@@ -96,25 +126,53 @@ def check_url(url: str) -> str:
     except ValueError as e:
         raise ValueError(f"bad OTLP endpoint {url!r}: {e}") from None
     if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError(f"bad OTLP endpoint {url!r}: expected http(s)://HOST:4318/v1/metrics")
+        raise ValueError(f"bad OTLP endpoint {url!r}: expected http(s)://HOST:4318 (the collector's OTLP/HTTP port)")
     return url
+
+
+def signal_url(endpoint: str, signal: str) -> str:
+    """The ``--otlp-endpoint`` as the URL of one signal ("metrics" or "traces").
+
+    A base URL (``http://host:4318``, ``https://gw/otlp``) gets ``/v1/<signal>`` appended, as
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` does; one ending in ``/v1/metrics`` or ``/v1/traces`` names a
+    signal's full URL, and the other signal's is the same URL with its own last segment."""
+    url = check_url(endpoint)
+    u = urlsplit(url)
+    path = u.path.rstrip("/")
+    for p, _, _ in SIGNALS.values():
+        if path.endswith(p):
+            path = path[: -len(p)]
+            break
+    return urlunsplit(u._replace(path=path + SIGNALS[signal][0]))
 
 
 def metrics_url(endpoint: str) -> str:
     """The ``--otlp-endpoint`` as a metrics URL: a bare ``http://host:4318`` gets ``/v1/metrics``."""
-    url = check_url(endpoint)
-    return url.rstrip("/") + METRICS_PATH if urlsplit(url).path in ("", "/") else url
+    return signal_url(endpoint, "metrics")
 
 
-def env_endpoint(environ: dict[str, str] | None = None) -> str | None:
-    """The metrics URL the OpenTelemetry SDK's environment variables name, else None."""
+def traces_url(endpoint: str) -> str:
+    """The ``--otlp-endpoint`` as a traces URL: a bare ``http://host:4318`` gets ``/v1/traces``."""
+    return signal_url(endpoint, "traces")
+
+
+def signal_disabled(signal: str, environ: dict[str, str] | None = None) -> bool:
+    """``OTEL_METRICS_EXPORTER=none`` / ``OTEL_TRACES_EXPORTER=none`` turn one signal off."""
     env = os.environ if environ is None else environ
-    if (env.get("OTEL_SDK_DISABLED") or "").strip().lower() == "true":
+    return (env.get(SIGNALS[signal][2]) or "").strip().lower() == "none"
+
+
+def env_endpoint(environ: dict[str, str] | None = None, signal: str = "metrics") -> str | None:
+    """The URL of ``signal`` the OpenTelemetry SDK's environment variables name, else None:
+    ``OTEL_EXPORTER_OTLP_<SIGNAL>_ENDPOINT`` as is, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` + ``/v1/<signal>``."""
+    env = os.environ if environ is None else environ
+    if (env.get("OTEL_SDK_DISABLED") or "").strip().lower() == "true" or signal_disabled(signal, env):
         return None
-    if env.get(ENV_METRICS_ENDPOINT, "").strip():
-        return env[ENV_METRICS_ENDPOINT].strip()
+    path, full, _ = SIGNALS[signal]
+    if env.get(full, "").strip():
+        return env[full].strip()
     if env.get(ENV_ENDPOINT, "").strip():
-        return env[ENV_ENDPOINT].strip().rstrip("/") + METRICS_PATH
+        return env[ENV_ENDPOINT].strip().rstrip("/") + path
     return None
 
 
@@ -141,6 +199,17 @@ def _version() -> str | None:
         return None
 
 
+def _resource() -> Any:
+    """service.name firsttoken (and its version); OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES override them."""
+    from opentelemetry.sdk.resources import OTELResourceDetector, Resource
+
+    defaults = {"service.name": "firsttoken"}
+    version = _version()
+    if version:
+        defaults["service.version"] = version
+    return Resource.create(defaults).merge(OTELResourceDetector().detect())
+
+
 class OtelMetrics:
     """A MeterProvider of its own (never the global one) with the GenAI instruments.
 
@@ -152,15 +221,10 @@ class OtelMetrics:
         _require_sdk()
         from opentelemetry.sdk.metrics import Histogram, MeterProvider
         from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
-        from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
         self.labeller = metrics or Metrics()
         version = _version()
-        defaults = {"service.name": "firsttoken"}
-        if version:
-            defaults["service.version"] = version
-        # OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES override the defaults
-        resource = Resource.create(defaults).merge(OTELResourceDetector().detect())
+        resource = _resource()
         views = [View(instrument_type=Histogram, instrument_name=name,
                       aggregation=ExplicitBucketHistogramAggregation(boundaries=buckets))
                  for name, buckets in ((DURATION, DURATION_BUCKETS), (TTFC, DURATION_BUCKETS),
@@ -253,15 +317,180 @@ class OtelMetrics:
             log.exception("firsttoken: OpenTelemetry shutdown failed")
 
 
+# -- trace spans --------------------------------------------------------------------------
+
+def span_exporter(endpoint: str, timeout_s: float | None = None) -> Any:
+    """A BatchSpanProcessor pushing OTLP/HTTP protobuf to ``endpoint`` (the full traces URL).
+
+    Headers (``OTEL_EXPORTER_OTLP_HEADERS``), compression, TLS files and the batching
+    (``OTEL_BSP_*``) come from the SDK's usual environment variables."""
+    _require_sdk("traces")
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    return BatchSpanProcessor(OTLPSpanExporter(endpoint=check_url(endpoint), timeout=timeout_s))
+
+
+def _epoch_ns(iso: str | None) -> int | None:
+    import datetime as _dt
+
+    try:
+        t = _dt.datetime.fromisoformat(str(iso).replace("Z", "+00:00"))
+    except (TypeError, ValueError):
+        return None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=_dt.UTC)
+    return int(t.timestamp() * 1_000_000) * 1000
+
+
+def _ns(start: int, ms: float | None) -> int | None:
+    return None if ms is None else start + int(round(ms * 1_000_000))
+
+
+def span_attributes(rec: Record) -> dict[str, Any]:
+    """The span attributes of a finished LLM call (GenAI semantic conventions + firsttoken's
+    own); empty values are left out."""
+    operation, provider, host, port = genai_identity(rec)
+    response_model = getattr(rec, "response_model", None) or rec.model
+    inp = rec.usage_prompt_tokens if rec.usage_prompt_tokens is not None else rec.prompt_tokens_est
+    out = rec.usage_completion_tokens if rec.usage_completion_tokens is not None else rec.output_tokens_est
+    codes = [str(f.get("code")) for f in (rec.findings or []) if isinstance(f, dict) and f.get("code")]
+    attrs: dict[str, Any] = {
+        "gen_ai.operation.name": operation,
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": rec.model,
+        "gen_ai.response.model": response_model,
+        "gen_ai.request.max_tokens": rec.max_tokens,
+        "gen_ai.usage.input_tokens": inp,
+        "gen_ai.usage.output_tokens": out,
+        "gen_ai.response.finish_reasons": [str(rec.finish_reason)] if rec.finish_reason else None,
+        "gen_ai.conversation.id": getattr(rec, "conversation_id", None),
+        "server.address": host,
+        "server.port": port,
+        "http.response.status_code": rec.status,
+        "error.type": error_type(rec) or None,
+        "firsttoken.request.id": rec.id,
+        "firsttoken.route": rec.route,
+        "firsttoken.experiment": rec.experiment,
+        "firsttoken.run.id": rec.run_id,
+        "firsttoken.stream": is_streaming(rec),
+        "firsttoken.tokens_estimated": (rec.usage_prompt_tokens is None and inp is not None) or None,
+        "firsttoken.usage.cached_tokens": rec.usage_cached_tokens,
+        "firsttoken.connect_ms": rec.connect_ms,
+        "firsttoken.ttfb_ms": rec.ttfb_ms,
+        "firsttoken.ttft_ms": rec.ttft_ms,
+        "firsttoken.gap_ms": rec.gap_ms,
+        "firsttoken.tpot_ms": rec.tpot_ms,
+        "firsttoken.total_ms": rec.total_ms,
+        "firsttoken.findings": codes or None,
+        "firsttoken.top_finding": rec.top_code,
+        "firsttoken.top_severity": rec.top_severity,
+    }
+    return {k: v for k, v in attrs.items() if v is not None and v != ""}
+
+
+class OtelTraces:
+    """A TracerProvider of its own (never the global one) making one span per finished LLM call.
+
+    ``processors``: SDK SpanProcessors (e.g. ``[span_exporter(url)]``, or a SimpleSpanProcessor
+    on an InMemorySpanExporter in tests)."""
+
+    def __init__(self, processors: Sequence[Any]) -> None:
+        _require_sdk("traces")
+        from opentelemetry.sdk.trace import TracerProvider
+
+        # no atexit hook: close() (bounded) runs at the proxy's shutdown; a collector that is down
+        # must not hold the process's exit for the SDK's 30 s
+        self.provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
+        for p in processors:
+            self.provider.add_span_processor(p)
+        self.tracer = self.provider.get_tracer("firsttoken", _version())
+        self.errors = 0  # observe() failures (logged, never raised into the proxy)
+        self._capture: Any = None
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    @classmethod
+    def otlp(cls, endpoint: str, *, timeout_s: float | None = None) -> OtelTraces:
+        """Push to ``endpoint``, the full traces URL (ValueError if it is not http(s))."""
+        return cls([span_exporter(endpoint, timeout_s)])
+
+    def attach(self, capture: Any) -> OtelTraces:
+        """Make a span of every finished record of a Capture (until :meth:`close`)."""
+        capture.listeners.append(self.observe)
+        self._capture = capture
+        return self
+
+    def observe(self, rec: Record) -> None:
+        if self._closed:
+            return
+        try:
+            self._observe(rec)
+        except Exception:  # an export bug must never break the proxy
+            self.errors += 1
+            log.exception("firsttoken: OpenTelemetry span failed for %s", getattr(rec, "id", "?"))
+
+    def _observe(self, rec: Record) -> None:
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        if rec.api not in OPERATION:
+            return  # not an LLM call (GET /v1/models, count_tokens, a wrong path…)
+        start = _epoch_ns(rec.started_at)
+        if start is None:
+            return
+        attrs = span_attributes(rec)
+        name = f"{attrs['gen_ai.operation.name']} {rec.model}" if rec.model else attrs["gen_ai.operation.name"]
+        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, start_time=start, attributes=attrs)
+        at = _ns(start, rec.ttfb_ms)
+        if at is not None:
+            span.add_event("response.headers", {"http.response.status_code": rec.status} if rec.status else {}, at)
+        at = _ns(start, rec.ttft_ms)
+        if at is not None:
+            span.add_event("first_token", {"firsttoken.gap_ms": rec.gap_ms} if rec.gap_ms is not None else {}, at)
+        err = attrs.get("error.type")
+        if err:
+            span.set_status(Status(StatusCode.ERROR, f"{err}: {rec.top_code}" if rec.top_code else err))
+        ends = [t for t in (rec.total_ms, rec.ttft_ms, rec.ttfb_ms) if t is not None]
+        span.end(end_time=_ns(start, max(ends)) if ends else start)
+
+    def force_flush(self, timeout_s: float = 10.0) -> bool:
+        return bool(self.provider.force_flush(timeout_millis=int(timeout_s * 1000)))
+
+    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        """Stop observing, export the spans still batched, stop the export thread. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._capture is not None:
+            try:
+                self._capture.listeners.remove(self.observe)
+            except ValueError:
+                pass
+        def shutdown() -> None:  # the batch processor drains its queue, then stops its thread
+            try:
+                self.provider.shutdown()
+            except Exception:
+                log.exception("firsttoken: OpenTelemetry shutdown failed")
+
+        t = threading.Thread(target=shutdown, name="firsttoken-otel-spans-close", daemon=True)
+        t.start()
+        t.join(timeout_s)
+        if t.is_alive():
+            log.warning("firsttoken: the OTLP collector did not take the last spans within %.0f s; "
+                        "they are dropped", timeout_s)
+
+
 # -- as a mitmproxy addon -----------------------------------------------------------------
 
 class OtelAddon:
-    """Pushes the OpenTelemetry metrics of ``capture`` while an OTLP endpoint is configured.
+    """Pushes the OpenTelemetry metrics and spans of ``capture`` while an OTLP endpoint is configured.
 
-    The endpoint is the option ``firsttoken_otlp_endpoint``, else the SDK's
-    ``OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` (unless
-    ``OTEL_SDK_DISABLED=true``). Add it after ``capture``, so that at shutdown Capture has
-    handed over every record before this one flushes:
+    The endpoint is the option ``firsttoken_otlp_endpoint`` (a base URL: see :func:`signal_url`),
+    else the SDK's ``OTEL_EXPORTER_OTLP_{METRICS,TRACES}_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    (unless ``OTEL_SDK_DISABLED=true``); ``OTEL_METRICS_EXPORTER=none`` or
+    ``OTEL_TRACES_EXPORTER=none`` turns one signal off. Add it after ``capture``, so that at
+    shutdown Capture has handed over every record before this one flushes:
     ``addons = [capture, MetricsAddon(capture), OtelAddon(capture)]``."""
 
     def __init__(self, capture: Any, metrics: Metrics | None = None, *,
@@ -270,15 +499,18 @@ class OtelAddon:
         self.metrics = metrics  # Prometheus Metrics to share labels (model cap) with, if any
         self.export_interval_s = export_interval_s
         self.otel: OtelMetrics | None = None
+        self.traces: OtelTraces | None = None
         self.endpoint: str | None = None  # where metrics are pushed, while on
+        self.traces_endpoint: str | None = None  # where spans are pushed, while on
         self._configured = False
         self._attached = False
 
     def load(self, loader) -> None:
         loader.add_option(
             "firsttoken_otlp_endpoint", str, "",
-            "Push OpenTelemetry GenAI metrics over OTLP/HTTP to this URL (e.g. http://127.0.0.1:4318/v1/metrics). "
-            f"Empty: $OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or $OTEL_EXPORTER_OTLP_ENDPOINT when set, else off. "
+            "Push OpenTelemetry GenAI metrics and trace spans over OTLP/HTTP to this collector (e.g. "
+            "http://127.0.0.1:4318: metrics to /v1/metrics, spans to /v1/traces). Empty: "
+            "$OTEL_EXPORTER_OTLP_ENDPOINT (or the _METRICS_ / _TRACES_ variants) when set, else off. "
             f"Needs {INSTALL_HINT}.")
 
     def configure(self, updated: Iterable[str]) -> None:
@@ -290,8 +522,9 @@ class OtelAddon:
         explicit = ctx.options.firsttoken_otlp_endpoint.strip()
         if explicit:
             try:
-                metrics_url(explicit)
-                _require_sdk()
+                signal_url(explicit, "metrics")
+                _require_sdk("metrics")
+                _require_sdk("traces")
             except (ValueError, OtelMissing) as e:
                 raise exceptions.OptionsError(str(e)) from None
         restart, self._configured = self._configured, True
@@ -302,55 +535,74 @@ class OtelAddon:
         self._stop()
 
     # -- internals --------------------------------------------------------------------
-    def _wanted(self) -> tuple[str | None, bool]:
-        """(endpoint, explicit): the option's URL, else the environment's, else (None, False)."""
+    def _wanted(self) -> tuple[dict[str, str | None], bool]:
+        """({signal: URL or None}, explicit): from the option, else from the environment."""
         from mitmproxy import ctx
 
         explicit = ctx.options.firsttoken_otlp_endpoint.strip()
         if explicit:
-            return metrics_url(explicit), True
-        return env_endpoint(), False
+            return {sig: None if signal_disabled(sig) else signal_url(explicit, sig) for sig in SIGNALS}, True
+        return {sig: env_endpoint(signal=sig) for sig in SIGNALS}, False
 
     def _start(self, background_close: bool = False) -> None:
         from mitmproxy import exceptions
 
         self._stop(background=background_close)
-        endpoint, explicit = self._wanted()
-        if endpoint is None:
+        wanted, explicit = self._wanted()
+        if not any(wanted.values()):
             return
-        protocol = os.environ.get("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
+        protocol = os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL")
         if not explicit and protocol and protocol.strip() != "http/protobuf":
             log.warning("firsttoken: OTEL_EXPORTER_OTLP_PROTOCOL=%s, but firsttoken sends OTLP over http/protobuf "
-                        "only; metrics go to %s", protocol, endpoint)
-        try:
-            otel = OtelMetrics.otlp(endpoint, export_interval_s=self.export_interval_s, metrics=self.metrics)
-        except OtelMissing as e:
-            if explicit:
-                raise exceptions.OptionsError(str(e)) from None
-            # only implied by the environment (set for other programs, perhaps): say so, go on
-            log.warning("%s (OTEL_EXPORTER_OTLP_ENDPOINT is set; metrics are not exported)", e)
+                        "only; it sends to %s", protocol, ", ".join(u for u in wanted.values() if u))
+        makers = {"metrics": lambda url: OtelMetrics.otlp(url, export_interval_s=self.export_interval_s,
+                                                          metrics=self.metrics),
+                  "traces": lambda url: OtelTraces.otlp(url)}
+        made: dict[str, Any] = {}
+        for sig, url in wanted.items():
+            if not url:
+                continue
+            try:
+                made[sig] = makers[sig](url)
+            except OtelMissing as e:
+                if explicit:
+                    self._close_all(made)
+                    raise exceptions.OptionsError(str(e)) from None
+                # only implied by the environment (set for other programs, perhaps): say so, go on
+                log.warning("%s (OTEL_EXPORTER_OTLP_ENDPOINT is set; %s are not exported)", e, sig)
+            except ValueError as e:
+                if explicit:
+                    self._close_all(made)
+                    raise exceptions.OptionsError(str(e)) from None
+                log.warning("firsttoken: %s (from the environment); %s are not exported", e, sig)
+        if not made:
             return
-        except ValueError as e:
-            if explicit:
-                raise exceptions.OptionsError(str(e)) from None
-            log.warning("firsttoken: %s (from the environment); metrics are not exported", e)
-            return
-        self.otel, self.endpoint = otel, endpoint
+        self.otel, self.traces = made.get("metrics"), made.get("traces")
+        self.endpoint = wanted["metrics"] if self.otel else None
+        self.traces_endpoint = wanted["traces"] if self.traces else None
         if not self._attached:
             self.capture.listeners.append(self._observe)
             self._attached = True
-        log.info("firsttoken OpenTelemetry metrics -> %s", endpoint)
+        for sig in made:
+            log.info("firsttoken OpenTelemetry %s -> %s", sig, wanted[sig])
+
+    @staticmethod
+    def _close_all(made: dict[str, Any]) -> None:
+        for exporter in made.values():
+            exporter.close()
 
     def _observe(self, rec: Record) -> None:
-        otel = self.otel
-        if otel is not None:
-            otel.observe(rec)
+        for exporter in (self.otel, self.traces):
+            if exporter is not None:
+                exporter.observe(rec)
 
     def _stop(self, background: bool = False) -> None:
-        otel, self.otel, self.endpoint = self.otel, None, None
-        if otel is None:
+        made = {"metrics": self.otel, "traces": self.traces}
+        self.otel = self.traces = self.endpoint = self.traces_endpoint = None
+        made = {k: v for k, v in made.items() if v is not None}
+        if not made:
             return
         if background:  # a change while running: do not hold the event loop for the final export
-            threading.Thread(target=otel.close, name="firsttoken-otel-close", daemon=True).start()
+            threading.Thread(target=self._close_all, args=(made,), name="firsttoken-otel-close", daemon=True).start()
         else:
-            otel.close()
+            self._close_all(made)

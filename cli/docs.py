@@ -15,7 +15,8 @@ import click
 TOPICS: dict[str, tuple[str, str]] = {
     "clients": ("clients.md", "pointing Claude Code, Codex, Cline, the SDKs and curl at the proxy"),
     "record": ("record.md", "every column of the record, and what it means"),
-    "stats": ("stats.md", "stats, sweep, baseline, export, report: what they compute"),
+    "stats": ("stats.md", "stats, sweep, compare, baseline, export, report: what they compute"),
+    "otel": ("otel.md", "trace spans and metrics into an OpenTelemetry collector (Jaeger, Tempo, Langfuse…)"),
     "diagnoses": ("diagnoses.md", "every finding code, its fix, and the thresholds"),
     "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),
 }

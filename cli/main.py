@@ -55,8 +55,9 @@ def cli() -> None:
               help="With --forward: also record this host (host, *.domain, host:port, or a regex on host:port).")
 @click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
 @click.option("--otlp-endpoint", default=None, metavar="URL",
-              help="Push OpenTelemetry metrics over OTLP/HTTP, e.g. http://127.0.0.1:4318/v1/metrics "
-                   "(default: $OTEL_EXPORTER_OTLP_ENDPOINT if set). Needs: pip install 'firsttoken[otel]'.")
+              help="Push OpenTelemetry GenAI spans and metrics over OTLP/HTTP to this collector, e.g. "
+                   "http://127.0.0.1:4318 (to /v1/traces and /v1/metrics; default: $OTEL_EXPORTER_OTLP_ENDPOINT "
+                   "if set). Needs: pip install 'firsttoken[otel]'. See: firsttoken docs otel.")
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
           forward_mode, host_match, metrics_port, otlp_endpoint):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
@@ -86,6 +87,7 @@ LAZY_COMMANDS = {
     "bench": "bench.overhead:bench",
     "bench-db": "bench.db:bench_db",
     "bench-live": "bench.live:bench_live",
+    "compare": "compare:compare",
     "demo": "demo:demo",
     "diagnoses": "diagnoses:diagnoses",
     "docs": "docs:docs",

@@ -151,7 +151,7 @@ class Client:
             self.conn = None
 
 
-def _error_text(status: int, head: bytes, key: str | None) -> str:
+def error_text(status: int, head: bytes, key: str | None) -> str:
     text = head.decode("utf-8", "replace")
     try:
         err = json.loads(text).get("error")
@@ -195,7 +195,7 @@ def run(client: Client, api: str, model: str, points: list[tuple[int, int]], run
         status, head = client.send(body, f"{experiment}/warmup" if is_warmup else experiment)
         if status >= 400:
             errors += 1
-            first_error = first_error or _error_text(status, head, client.key)
+            first_error = first_error or error_text(status, head, client.key)
             if i == 0:
                 raise SweepError(f"the first request failed with {first_error}")
         if not is_warmup:
@@ -242,7 +242,7 @@ def summarize(db, experiment: str, mode: str) -> dict[str, Any]:
     return out
 
 
-def _ints(text: str | None, name: str) -> list[int]:
+def parse_ints(text: str | None, name: str) -> list[int]:
     try:
         vals = [int(x) for x in (text or "").replace(" ", "").split(",") if x]
     except ValueError:
@@ -318,8 +318,8 @@ def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_toke
     if inputs and outputs:
         raise click.UsageError("give --inputs or --outputs, not both")
     mode = "outputs" if outputs else "inputs"
-    points = [(n, max_tokens) for n in _ints(inputs or "200,500,1000,2000,4000", "--inputs")] if mode == "inputs" \
-        else [(input_tokens, m) for m in _ints(outputs, "--outputs")]
+    points = [(n, max_tokens) for n in parse_ints(inputs or "200,500,1000,2000,4000", "--inputs")] if mode == "inputs" \
+        else [(input_tokens, m) for m in parse_ints(outputs, "--outputs")]
     if runs < 1 or warmup < 0:
         raise click.UsageError("--runs must be at least 1 and --warmup at least 0")
     api = api or guess_api(base_url, model)

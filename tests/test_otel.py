@@ -59,7 +59,8 @@ def only(pts, **attrs):
 
 
 class Receiver:
-    """A minimal OTLP/HTTP collector on loopback: keeps each POST's path, headers and decoded body."""
+    """A minimal OTLP/HTTP collector on loopback: keeps each POST's path, headers and decoded body;
+    answers /v1/metrics and /v1/traces as a collector does, anything else 404."""
 
     def __init__(self) -> None:
         self.posts: list[tuple[str, dict, bytes]] = []
@@ -73,9 +74,11 @@ class Receiver:
                 body = gzip.decompress(body) if enc == "gzip" else zlib.decompress(body) if enc == "deflate" else body
                 outer.posts.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+                from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
-                reply = ExportMetricsServiceResponse().SerializeToString()
-                self.send_response(200 if self.path == "/v1/metrics" else 404)
+                reply = (ExportTraceServiceResponse() if self.path == "/v1/traces" else
+                         ExportMetricsServiceResponse()).SerializeToString()
+                self.send_response(200 if self.path in ("/v1/metrics", "/v1/traces") else 404)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", str(len(reply)))
                 self.end_headers()
@@ -104,6 +107,8 @@ class Receiver:
 
         out: dict[str, list] = {}
         for path, headers, body in self.posts:
+            if path == "/v1/traces":
+                continue
             assert path == "/v1/metrics" and headers["content-type"] == "application/x-protobuf"
             req = ExportMetricsServiceRequest.FromString(body)
             for rm in req.resource_metrics:
@@ -115,7 +120,7 @@ class Receiver:
     def resource(self) -> dict[str, str]:
         from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
 
-        req = ExportMetricsServiceRequest.FromString(self.posts[-1][2])
+        req = ExportMetricsServiceRequest.FromString([b for p, _, b in self.posts if p == "/v1/metrics"][-1])
         return {kv.key: kv.value.string_value for kv in req.resource_metrics[0].resource.attributes}
 
 
@@ -348,7 +353,8 @@ def test_mitmdump_script_flushes_on_sigint(sim, tmp_path, db_path):
 # -- without the extra -------------------------------------------------------------------
 
 def _hide_otel(monkeypatch) -> None:
-    for name in ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.http.metric_exporter"):
+    for name in ("opentelemetry.sdk.metrics", "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+                 "opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http.trace_exporter"):
         monkeypatch.setitem(sys.modules, name, None)  # "import" now raises ImportError
 
 

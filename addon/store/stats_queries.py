@@ -448,3 +448,42 @@ def time_span(db: sqlite_utils.Database, filters: Filters) -> tuple[str | None, 
     where, params = filters.where()
     first, last = db.execute(f"SELECT min(started_at), max(started_at) FROM requests{where}", params).fetchone()
     return first, last
+
+
+# ------------------------------------------------------------------ compare (route A/B)
+
+#: what `firsttoken compare` puts side by side, per route
+COMPARE_METRICS: tuple[tuple[str, str], ...] = (("ttfb", "ttfb_ms"), ("gap", "gap_ms"), ("ttft", "ttft_ms"), ("tpot", "tpot_ms"))
+
+
+def slope_se(fit: dict[str, Any]) -> float | None:
+    """Standard error of a fit's slope (ms per 1k tokens), from its slope, R² and n:
+    SE = |b| · sqrt((1 − R²) / (R² · (n − 2))). None when it cannot be told (n < 3, no slope)."""
+    b, r2, n = fit.get("ttft_slope_ms_per_1k"), fit.get("ttft_fit_r2"), fit.get("ttft_fit_n") or 0
+    if b is None or r2 is None or n < 3:
+        return None
+    if r2 <= 0:
+        return math.inf
+    return round(abs(b) * math.sqrt(max(0.0, 1.0 - r2) / (r2 * (n - 2))), 3)
+
+
+def compare_routes(db: sqlite_utils.Database, experiment: str, routes: list[str],
+                   qs: tuple[int, ...] = (50, 95)) -> dict[str, dict[str, Any]]:
+    """Per route (the ``route`` column) of one experiment's rows: count, errors, percentiles of
+    TTFB, gap, TTFT and TPOT, and the TTFT-vs-input fit with its slope's standard error.
+
+    Warm-up rows carry their own tag (``EXPERIMENT/warmup``) and are not counted. A route
+    without rows comes back with ``count`` 0 and empty figures."""
+    res = compute(db, Filters(experiment=experiment), by="route", metrics=COMPARE_METRICS, qs=qs, fit=True)
+    by_route = {g["group"]: g for g in res["groups"]}
+    out: dict[str, dict[str, Any]] = {}
+    for name in routes:
+        g = by_route.get(name)
+        if g is None:  # no rows: the shape of an empty group
+            g = {"group": name, "count": 0, "in_flight": 0, "errors": 0, "error_rate": None, "error_codes": [],
+                 **{f"{m}_ms": {"n": 0, **{f"p{q:g}": None for q in qs}} for m, _ in COMPARE_METRICS},
+                 **fit_from_sums(0, 0, 0, 0, 0, 0)}
+        g = dict(g)
+        g["ttft_slope_se_ms_per_1k"] = slope_se(g)
+        out[name] = g
+    return out

@@ -26,8 +26,9 @@ def banner(server: ProxyServer, out: Console) -> None:
     out.print(f"[bold]firsttoken[/] listening on [bold]{server.url}[/]  (db: {server.db})")
     if server.metrics_url:
         out.print(f"  Prometheus metrics: {server.metrics_url}", markup=False)
-    if server.otlp_endpoint:
-        out.print(f"  OpenTelemetry metrics (OTLP/HTTP) -> {server.otlp_endpoint}", markup=False)
+    for what, url in (("metrics", server.otlp_endpoint), ("spans", server.otlp_traces_endpoint)):
+        if url:
+            out.print(f"  OpenTelemetry {what} (OTLP/HTTP) -> {url}", markup=False)
     if server.forward_mode:
         for line in fwd.client_hints(server.url, server.options.get("confdir")):
             out.print(line, markup=False)

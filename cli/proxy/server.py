@@ -232,7 +232,13 @@ class ProxyServer:
 
     @property
     def otlp_endpoint(self) -> str | None:
+        """Where OTLP metrics go (None: off)."""
         return self.otel.endpoint if self.otel is not None else None
+
+    @property
+    def otlp_traces_endpoint(self) -> str | None:
+        """Where OTLP trace spans go (None: off)."""
+        return self.otel.traces_endpoint if self.otel is not None else None
 
     @property
     def messages(self) -> list[str]:

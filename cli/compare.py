@@ -1,0 +1,345 @@
+"""`firsttoken compare --route a --route b`: how much does one route (a gateway) add over another?
+
+Both routes are upstreams of one running proxy (``firsttoken proxy --upstream direct=URL
+--upstream gateway=URL``). The same request shapes as `sweep` (prompts of exactly N tokens,
+streaming, a unique tag each so no prompt cache answers) go through both, interleaved — the
+order alternates every round, so a drift in the provider's load hits both alike — ``--warmup``
+rounds first (tagged ``EXPERIMENT/warmup``, dropped), then ``--runs`` rounds.
+
+The field guides' bisection then reads the two routes side by side:
+
+* TTFB (request -> response headers) covers connection, routing, authentication, queueing:
+  what a gateway or a longer network path adds shows up here, and in TTFT by the same amount;
+* the gap (TTFT - TTFB) and its growth with the input (the slope of TTFT against input
+  tokens) are the model's prefill: the same model behind both routes has the same slope.
+
+So: "route b adds X ms of TTFB (network/gateway); prefill is the same", or "prefill differs"
+(another deployment, hardware, model version or cache behaviour behind the route).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import secrets
+import sys
+from typing import Any
+
+import click
+
+from firsttoken.addon import routing
+from firsttoken.addon.store import stats_queries as sq
+from firsttoken.cli import output
+from firsttoken.cli.options import db_option
+from firsttoken.cli.sweep import APIS, Client, SweepError, build_prompt, error_text, guess_api, parse_ints, wait_for_rows
+
+#: TTFB medians closer than this (ms), or than TTFB_REL of the smaller one, count as the same
+TTFB_ABS_MS = 5.0
+TTFB_REL = 0.10
+#: prefill slopes closer than SLOPE_REL of their mean (or SLOPE_ABS ms per 1k tokens) are the same
+SLOPE_REL = 0.15
+SLOPE_ABS = 2.0
+
+
+class CompareError(RuntimeError):
+    pass
+
+
+# -- sending ---------------------------------------------------------------------------------
+
+def plan(points: list[tuple[int, int]], routes: list[str], runs: int, warmup: int) -> list[tuple[str, tuple[int, int], bool]]:
+    """(route, point, is_warmup) in sending order: warm-up rounds first, then measured rounds;
+    within a round every point goes to every route back to back, the route order alternating."""
+    out = []
+    for rnd in range(warmup + runs):
+        for i, p in enumerate(points):
+            order = routes if (rnd + i) % 2 == 0 else routes[::-1]
+            out += [(r, p, rnd < warmup) for r in order]
+    return out
+
+
+def send_all(clients: dict[str, Client], models: dict[str, str], api: str, points: list[tuple[int, int]], runs: int,
+             warmup: int, experiment: str, db_path: str, wait: float, progress=None) -> dict[str, Any]:
+    """Send the interleaved plan through each route's client; returns counts (per route, too)."""
+    sent = {r: 0 for r in clients}
+    tried = {r: 0 for r in clients}
+    errors = {r: 0 for r in clients}
+    first_error: dict[str, str] = {}
+    checked = False
+    for i, (route, (n_in, n_out), is_warmup) in enumerate(plan(points, list(clients), runs, warmup)):
+        client = clients[route]
+        body = build_prompt(api, models[route], n_in, n_out, tag=f"{experiment} #{i} {secrets.token_hex(4)}")
+        status, head = client.send(body, f"{experiment}/warmup" if is_warmup else experiment)
+        tried[route] += 1
+        if status >= 400:
+            errors[route] += 1
+            first_error.setdefault(route, error_text(status, head, client.key))
+            if tried[route] == 1:  # a route that fails at once (wrong key, model, upstream) would fail throughout
+                raise CompareError(f"route {route!r}: the first request failed with {first_error[route]}")
+        if not is_warmup:
+            sent[route] += 1
+        if not checked:  # the proxy must be recording, or nothing will come back
+            checked = True
+            if wait_for_rows(db_path, experiment, 1, wait, prefix=True) == 0:
+                raise CompareError(
+                    f"nothing was recorded in {db_path} for experiment {experiment!r}: is the proxy at "
+                    f"{client.host}:{client.port} a `firsttoken proxy` writing that database? Pass its --port, "
+                    "and --db when it writes another database")
+        if progress:
+            progress()
+    total = sum(sent.values())
+    got = wait_for_rows(db_path, experiment, total, wait)
+    return {"sent": total, "recorded": got, "errors": sum(errors.values()), "sent_per_route": sent,
+            "errors_per_route": errors, "first_error": first_error}
+
+
+# -- reading the two routes ------------------------------------------------------------------
+
+def _p(g: dict[str, Any], metric: str, q: str = "p50") -> float | None:
+    return (g.get(f"{metric}_ms") or {}).get(q)
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(b - a, 3)
+
+
+def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any]) -> dict[str, Any]:
+    """The bisection on two routes' figures: where route b differs from route a (pure)."""
+    out: dict[str, Any] = {}
+    ta, tb = _p(ga, "ttfb"), _p(gb, "ttfb")
+    if ta is None or tb is None:
+        out["ttfb"] = "unknown"
+        ttfb_text = "TTFB could not be compared (no timed responses on " + (a if ta is None else b) + ")"
+    else:
+        d = tb - ta
+        tol = max(TTFB_ABS_MS, TTFB_REL * min(ta, tb))
+        out["ttfb_delta_ms"], out["ttfb_tolerance_ms"] = round(d, 1), round(tol, 1)
+        if abs(d) <= tol:
+            out["ttfb"] = "same"
+            ttfb_text = f"TTFB is the same on both routes ({ta:.0f} vs {tb:.0f} ms, within {tol:.0f} ms)"
+        else:
+            out["ttfb"] = "adds" if d > 0 else "saves"
+            slow, fast = (b, a) if d > 0 else (a, b)
+            ttfb_text = f"route {slow} adds {abs(d):.0f} ms of TTFB over {fast} (network/gateway)"
+
+    sa, sb = ga.get("ttft_slope_ms_per_1k"), gb.get("ttft_slope_ms_per_1k")
+    if sa is None or sb is None:
+        # no slope (one input size): the gap's medians are what is left of prefill
+        xa, xb = _p(ga, "gap"), _p(gb, "gap")
+        if xa is None or xb is None:
+            out["prefill"] = "unknown"
+            prefill_text = "prefill could not be compared (no first tokens)"
+        else:
+            d = xb - xa
+            tol = max(TTFB_ABS_MS, SLOPE_REL * min(xa, xb))
+            out["gap_delta_ms"] = round(d, 1)
+            out["prefill"] = "same" if abs(d) <= tol else "differs"
+            prefill_text = (f"prefill looks the same (gap {xa:.0f} vs {xb:.0f} ms; give several --inputs sizes "
+                            "to compare slopes)") if out["prefill"] == "same" else \
+                (f"prefill differs: the gap after the headers is {xa:.0f} ms on {a}, {xb:.0f} ms on {b} "
+                 "(give several --inputs sizes to compare slopes)")
+    else:
+        d = sb - sa
+        mean = (abs(sa) + abs(sb)) / 2
+        tol = max(SLOPE_REL * mean, SLOPE_ABS)
+        se_a, se_b = ga.get("ttft_slope_se_ms_per_1k"), gb.get("ttft_slope_se_ms_per_1k")
+        noise = 2 * math.hypot(se_a, se_b) if se_a is not None and se_b is not None else math.inf
+        out["slope_delta_ms_per_1k"], out["slope_tolerance_ms_per_1k"] = round(d, 2), round(tol, 2)
+        out["slope_noise_ms_per_1k"] = None if math.isinf(noise) else round(noise, 2)
+        if abs(d) <= tol:
+            out["prefill"] = "same"
+            within = f"within {abs(d) / mean * 100:.0f}%" if mean else f"within {abs(d):.1f} ms"
+            prefill_text = f"prefill is the same (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens, {within})"
+        elif abs(d) <= noise:
+            out["prefill"] = "inconclusive"
+            prefill_text = (f"prefill may differ (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens) but the fits are "
+                            f"too noisy to tell (±{noise:.0f}): add --runs or wider --inputs")
+        else:
+            out["prefill"] = "differs"
+            slow, fast = (b, a) if d > 0 else (a, b)
+            lo = min(abs(sa), abs(sb))
+            ratio = f", {max(abs(sa), abs(sb)) / lo:.1f}× on {slow}" if lo >= SLOPE_ABS else ""
+            prefill_text = (f"prefill differs: TTFT grows {sa:.0f} ms per 1k input tokens on {a}, {sb:.0f} on {b} "
+                            f"({abs(d):.0f} ms more per 1k on {slow}{ratio}): {slow} runs another model, deployment "
+                            f"or hardware than {fast}, or prefills a longer prompt (a gateway adding a system prompt?)")
+    out["text"] = f"{ttfb_text}; {prefill_text}."
+    return out
+
+
+def summarize(db, experiment: str, routes: list[str]) -> dict[str, Any]:
+    """The side-by-side figures of both routes and the verdict (the document `--json` prints)."""
+    per = sq.compare_routes(db, experiment, routes)
+    a, b = routes
+    ga, gb = per[a], per[b]
+    side = {}
+    for name, g in per.items():
+        side[name] = {
+            "n": g["count"], "errors": g["errors"],
+            **{f"{m}_{q}": _p(g, m, q) for m in ("ttfb", "gap", "ttft", "tpot") for q in ("p50", "p95")},
+            "slope_ms_per_1k": g["ttft_slope_ms_per_1k"], "slope_se_ms_per_1k": g["ttft_slope_se_ms_per_1k"],
+            "intercept_ms": g["ttft_intercept_ms"], "r2": g["ttft_fit_r2"], "fit_n": g["ttft_fit_n"],
+            "fit_warning": g["ttft_fit_warning"],
+        }
+    delta = {k: _delta(side[a][k], side[b][k]) for k in side[a] if k not in ("n", "errors", "fit_n", "fit_warning", "r2")
+             and not k.startswith("slope_se")}
+    return {"experiment": experiment, "routes": routes, "per_route": side, "delta": delta,
+            "verdict": verdict(a, b, ga, gb)}
+
+
+ROWS = (("TTFB P50", "ttfb_p50", "ms"), ("TTFB P95", "ttfb_p95", "ms"), ("gap P50", "gap_p50", "ms"),
+        ("gap P95", "gap_p95", "ms"), ("TTFT P50", "ttft_p50", "ms"), ("TTFT P95", "ttft_p95", "ms"),
+        ("TPOT P50", "tpot_p50", "ms"), ("TPOT P95", "tpot_p95", "ms"),
+        ("TTFT slope (ms/1k in)", "slope_ms_per_1k", "slope"), ("TTFT intercept", "intercept_ms", "ms"),
+        ("fit R²", "r2", "r2"), ("requests", "n", "int"), ("errors", "errors", "int"))
+
+
+def _cell(v, kind: str, signed: bool = False) -> str:
+    if v is None:
+        return "—"
+    if kind == "slope":
+        return f"{round(v, 1) + 0.0:+.1f}" if signed else f"{v:.1f}"
+    if kind == "r2":
+        return f"{v:.3f}"
+    if kind == "int":
+        return str(v)
+    if signed:  # output.ms's precision, with a sign (never "-0")
+        r = round(v, 1) if abs(v) < 10 else round(v)
+        return f"{r + 0:+,}ms" if r else "±0ms"
+    return output.ms(v)
+
+
+def render(con, s: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    a, b = s["routes"]
+    t = Table(title=f"compare {s['experiment']} (warm-up dropped)", header_style="bold", title_justify="left")
+    t.add_column("")
+    for c in (a, b, f"{b} − {a}"):
+        t.add_column(c, justify="right")
+    for label, key, kind in ROWS:
+        pa, pb = s["per_route"][a].get(key), s["per_route"][b].get(key)
+        d = s["delta"].get(key) if kind != "int" else None
+        t.add_row(label, _cell(pa, kind), _cell(pb, kind), _cell(d, kind, signed=True) if d is not None else "")
+    con.print(t)
+    for name in (a, b):
+        w = s["per_route"][name]["fit_warning"]
+        if w:
+            con.print(f"[yellow]⚠ {name}:[/] {w}")
+    v = s["verdict"]
+    style = "green" if v.get("prefill") == "same" else "yellow"
+    con.print(f"[bold {style}]→[/] {v['text']}")
+
+
+# -- the command ---------------------------------------------------------------------------
+
+def _per_route(values: tuple[str, ...], routes: list[str], what: str) -> list[str | None]:
+    if not values:
+        return [None, None]
+    if len(values) == 1:
+        return [values[0], values[0]]
+    if len(values) == 2:
+        return list(values)
+    raise click.UsageError(f"give {what} once (both routes) or twice (one per --route, in order)")
+
+
+@click.command("compare")
+@click.option("--route", "routes", multiple=True, required=True, metavar="NAME",
+              help="A route of the running proxy (its --upstream NAME=URL; 'default' for the unnamed one). Give two.")
+@click.option("--model", "models", multiple=True, required=True,
+              help="Model name; give it twice when the routes name the model differently (in --route order).")
+@click.option("--api", type=click.Choice(APIS), default=None, help="Request shape (default: from the model name).")
+@click.option("--key-env", "key_envs", multiple=True,
+              help="Env var with the API key (default OPENAI_API_KEY / ANTHROPIC_API_KEY); twice for one per route.")
+@click.option("--inputs", default="200,1000,2000,4000", show_default=True,
+              help="Input sizes in tokens: the TTFT-vs-input slope per route needs several.")
+@click.option("--max-tokens", type=int, default=20, show_default=True, help="Output cap of every request.")
+@click.option("--runs", type=int, default=5, show_default=True, help="Measured rounds (each point through each route).")
+@click.option("--warmup", type=int, default=1, show_default=True, help="Rounds sent first and dropped.")
+@click.option("--experiment", help="Tag for the rows (default: compare-A-B-YYYYmmdd-HHMMSS).")
+@click.option("--port", type=int, default=None, help="Port of the running proxy (default: the one its state file names, else 8787).")
+@click.option("--host", default=None, help="Address of the proxy (default 127.0.0.1).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request.")
+@click.option("--wait", type=float, default=15.0, show_default=True, help="Seconds to wait for the proxy to record rows.")
+@db_option
+def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, experiment, port, host, as_json, timeout,
+            wait, db_path):
+    """Send the same requests through two routes of a running proxy, interleaved, and show what one adds."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from firsttoken.addon.store.db import open_db
+    from firsttoken.cli.env.target import resolve_target
+    from firsttoken.cli.options import console, fail, resolve_db
+
+    if len(routes) != 2 or routes[0] == routes[1]:
+        raise click.UsageError("give two different routes: --route A --route B (the proxy's --upstream names)")
+    routes = list(routes)
+    if runs < 1 or warmup < 0:
+        raise click.UsageError("--runs must be at least 1 and --warmup at least 0")
+    points = [(n, max_tokens) for n in parse_ints(inputs, "--inputs")]
+    model_of = dict(zip(routes, _per_route(models, routes, "--model")))
+    api = api or guess_api("", model_of[routes[0]])
+    family = routing.family_of_api(api)
+    default_env = "ANTHROPIC_API_KEY" if api == "anthropic.messages" else "OPENAI_API_KEY"
+    env_of = {r: e or default_env for r, e in zip(routes, _per_route(key_envs, routes, "--key-env"))}
+    err = console(stderr=True)
+    for var in dict.fromkeys(env_of.values()):
+        if not os.environ.get(var):
+            through = " and ".join(r for r in routes if env_of[r] == var)
+            err.print(f"[yellow]note:[/] ${var} is not set: sending requests through {through} without an API key")
+
+    path = resolve_db(db_path)
+    target = resolve_target(port=port, host=host, db_path=db_path)
+    if target.forward:
+        fail(f"the proxy at {target.url} runs in forward mode, which has no routes: start one with "
+             "`firsttoken proxy --upstream A=URL --upstream B=URL`")
+    clients: dict[str, Client] = {}
+    try:
+        for r in routes:
+            route = routing.pick_route(target.routes, family, r)
+            base = routing.client_base_url(target.url, route, family)
+            clients[r] = Client(base, api, os.environ.get(env_of[r]) or None, timeout)
+    except routing.RouteError as e:
+        fail(f"{e}. Start the proxy with one --upstream NAME=URL per route, e.g. "
+             "`firsttoken proxy --upstream direct=https://api.openai.com/v1 --upstream gateway=https://gw.example/v1`")
+    except SweepError as e:
+        fail(str(e))
+    experiment = experiment or f"compare-{routes[0]}-{routes[1]}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    try:
+        for r in routes:
+            for n, m in points[:1] + points[-1:]:
+                build_prompt(api, model_of[r], n, m)  # fail on an impossible size before sending anything
+    except SweepError as e:
+        fail(str(e))
+    try:
+        total = len(points) * len(routes) * (runs + warmup)
+        with Progress(TextColumn(f"[bold]{experiment}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, transient=True) as bar:
+            task = bar.add_task("requests", total=total)
+            info = send_all(clients, model_of, api, points, runs, warmup, experiment, path, wait,
+                            lambda: bar.advance(task))
+    except CompareError as e:
+        fail(str(e))
+    except SweepError as e:  # the proxy is not there, or hung up
+        fail(f"{e}. The proxy was looked for at {target.url} ({target.source}): start it with "
+             "`firsttoken proxy --upstream A=URL --upstream B=URL`, or pass its --port")
+    finally:
+        for c in clients.values():
+            c.close()
+    if info["recorded"] < info["sent"]:
+        err.print(f"[yellow]warning:[/] the proxy recorded {info['recorded']} of {info['sent']} measured requests "
+                  f"within {wait:.0f} s")
+    for r, text in info["first_error"].items():
+        err.print(f"[yellow]warning:[/] {info['errors_per_route'][r]} request(s) through {r} failed; the first: {text}")
+    summary = summarize(open_db(path, write=False), experiment, routes)
+    summary.update(models=model_of, api=api, inputs=[n for n, _ in points], max_tokens=max_tokens, runs=runs,
+                   warmup=warmup, proxy=target.url, **{k: info[k] for k in ("sent", "recorded", "errors")})
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        render(console(), summary)
+        console().print(f"[dim]rows tagged {experiment!r}: firsttoken logs --experiment {experiment} · "
+                        f"firsttoken stats --experiment {experiment} --by route[/]")
+    sys.stdout.flush()
