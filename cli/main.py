@@ -142,9 +142,9 @@ def script_path():
 # should not pay for importing mitmproxy.
 LAZY_COMMANDS = {
     "baseline": "baseline:baseline",
-    "bench": "bench:bench",
-    "bench-db": "bench_db:bench_db",
-    "bench-live": "bench_live:bench_live",
+    "bench": "bench.overhead:bench",
+    "bench-db": "bench.db:bench_db",
+    "bench-live": "bench.live:bench_live",
     "demo": "demo:demo",
     "diagnoses": "diagnoses:diagnoses",
     "doctor": "doctor:doctor",
