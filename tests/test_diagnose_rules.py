@@ -174,6 +174,10 @@ CASES = [
      "prompt.large", "warn"),
     ("repeated-prefix", dict(prefix_tokens=3000, prefix_seen_before=2, prompt_tokens_est=3100, usage_cached_tokens=0),
      "prompt.repeated_prefix", "info"),
+    ("proxy-busy", dict(ttft_ms=420.0, proxy_delay_ms=310.0, proxy_lag_ms=240.0, proxy_cpu=0.98),
+     "proxy.saturated", "warn"),
+    ("proxy-starved", dict(ttft_ms=420.0, proxy_delay_ms=90.0, proxy_lag_ms=60.0, proxy_cpu=0.15),
+     "proxy.saturated", "warn"),
 ]
 
 
@@ -560,3 +564,12 @@ def test_command_outputs():
     r = runner.invoke(diagnoses, ["--lang", "en"], terminal_width=200)
     assert r.exit_code == 0 and "upstream.unreachable" in r.output and "Rate limited" in r.output
     assert "[no_scheme]" in r.output and "[bearer_case]" in r.output  # variant labels are not eaten as markup
+
+
+def test_proxy_saturated_only_when_the_proxy_delayed_the_request():
+    assert "proxy.saturated" not in codes(_run(dict(proxy_delay_ms=12.0, proxy_lag_ms=3.0, proxy_cpu=0.95)))
+    assert "proxy.saturated" not in codes(_run({}))  # no measurement (an old row)
+    busy = [f for f in _run(dict(proxy_delay_ms=310.0, proxy_lag_ms=240.0, proxy_cpu=0.98)) if f["code"] == "proxy.saturated"]
+    starved = [f for f in _run(dict(proxy_delay_ms=90.0, proxy_lag_ms=60.0, proxy_cpu=0.15)) if f["code"] == "proxy.saturated"]
+    assert busy[0]["params"]["variant"] == "busy" and "CPU-bound" in busy[0]["message"]
+    assert starved[0]["params"]["variant"] == "starved" and "other processes" in starved[0]["message"]

@@ -196,3 +196,11 @@ def _split_top(text: str) -> list[str]:
 @migration
 def m007_retry_after(db: sqlite_utils.Database) -> None:
     db["requests"].add_column("retry_after", float)
+
+
+@migration
+def m009_proxy_load(db: sqlite_utils.Database) -> None:
+    """What the proxy's own load did to each request (issue 13): its added delay, its event
+    loop's lag when the request arrived, and its CPU use meanwhile."""
+    for col in ("proxy_delay_ms", "proxy_lag_ms", "proxy_cpu"):
+        db["requests"].add_column(col, float)

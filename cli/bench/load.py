@@ -104,10 +104,10 @@ async def _stream(port: int, body: bytes, tag: str, go: asyncio.Event) -> dict[s
         writer.close()
 
 
-async def _burst(port: int, body: bytes, n: int, tags: list[str]) -> list[dict[str, Any]]:
+async def stream_burst(port: int, body: bytes, n: int, tags: list[str]) -> list[dict[str, Any]]:
     go = asyncio.Event()
     tasks = [asyncio.ensure_future(_stream(port, body, tags[i], go)) for i in range(n)]
-    await asyncio.sleep(0.05 + n * 0.001)  # every connection open before the burst
+    await asyncio.sleep(0.1 + n * 0.005)  # every connection accepted before the burst
     go.set()
     res = await asyncio.gather(*tasks, return_exceptions=True)
     errors = [r for r in res if isinstance(r, BaseException)]
@@ -173,7 +173,7 @@ def run(levels: list[int], output_tokens: int = 30, tpot_ms: float = 20.0, prefi
             loop = asyncio.new_event_loop()
             try:
                 for port in ports.values():  # warm up: imports, tokenizers, connection pools
-                    loop.run_until_complete(_burst(port, body, 3, [f"warm-{uuid.uuid4().hex}" for _ in range(3)]))
+                    loop.run_until_complete(stream_burst(port, body, 3, [f"warm-{uuid.uuid4().hex}" for _ in range(3)]))
                 _recorded(db, set(), timeout=0)
                 for n in levels:
                     bursts = plan(n, target)
@@ -185,7 +185,7 @@ def run(levels: list[int], output_tokens: int = 30, tpot_ms: float = 20.0, prefi
                         for path in order:
                             tags = [f"load-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
                             c0 = cpu_seconds(pids[path]) if path in pids else None
-                            samples[path] += loop.run_until_complete(_burst(ports[path], body, n, tags))
+                            samples[path] += loop.run_until_complete(stream_burst(ports[path], body, n, tags))
                             if path == "firsttoken":  # its analysis and writes count too: wait for them
                                 recorded.update(_recorded(db, set(tags)))
                             if c0 is not None:

@@ -1,0 +1,158 @@
+"""The proxy under its own load: honest timings, its own delay on every record, proxy.saturated.
+
+A busy proxy reads a request late; without correction the record starts its clock late and
+under-reports TTFT by that wait. Here the proxy (real mitmdump with firsttoken's script, in
+its own process) is made CPU-bound by a second addon that burns the event loop in slices, and
+real streaming clients measure TTFT themselves: recorded TTFT plus the wait the proxy measured
+before it could read the request (proxy_lag_ms) must match the clients' within a stated tolerance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from conftest import rows
+
+from firsttoken.addon import script as ft_script
+from firsttoken.addon.loadwatch import LoadWatch, first_bytes
+from firsttoken.cli.bench import load
+from firsttoken.cli.loopback import free_port, wait_port
+
+MITMDUMP = Path(sys.executable).parent / "mitmdump"
+
+#: recorded TTFT + proxy_lag_ms must be within this of the client's TTFT: a fixed part (the
+#: client's own scheduling, the lag monitor's 20 ms sampling) plus a share of the TTFT.
+TOLERANCE_MS = 30.0
+TOLERANCE_SHARE = 0.10
+
+BURNER = """
+import asyncio, time
+
+class Burn:
+    # Keep the proxy's event loop busy: {busy} ms of pure CPU every {period} ms.
+    def running(self):
+        asyncio.get_running_loop().call_soon(self.burn)
+
+    def burn(self):
+        end = time.perf_counter() + {busy} / 1000.0
+        while time.perf_counter() < end:
+            pass
+        asyncio.get_running_loop().call_later({period} / 1000.0 - {busy} / 1000.0, self.burn)
+
+addons = [Burn()]
+"""
+
+BODY = json.dumps({"model": "sim-1", "stream": True, "max_tokens": 8,
+                   "messages": [{"role": "user", "content": "Say hi."}]}).encode()
+
+
+def _mitmdump(tmp: Path, upstream: str, db: Path, port: int, busy_ms: int, period_ms: int) -> subprocess.Popen:
+    burner = tmp / "burner.py"
+    burner.write_text(BURNER.format(busy=busy_ms, period=period_ms))
+    log = open(tmp / "mitmdump.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [str(MITMDUMP), "-q", "-s", ft_script.__file__, "-s", str(burner), "--mode", f"reverse:{upstream}",
+         "--listen-host", "127.0.0.1", "--listen-port", str(port), "--set", f"firsttoken_db={db}"],
+        stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    wait_port(port, proc)
+    return proc
+
+
+def _streams(port: int, n: int, rounds: int) -> list[dict]:
+    loop = asyncio.new_event_loop()
+    out: list[dict] = []
+    try:
+        for _ in range(rounds):
+            tags = [f"load-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+            out += loop.run_until_complete(load.stream_burst(port, BODY, n, tags))
+            time.sleep(random.uniform(0.03, 0.13))  # no phase lock with the burner's cycle
+    finally:
+        loop.close()
+    return out
+
+
+@pytest.mark.skipif(not MITMDUMP.exists(), reason=f"no mitmdump next to {sys.executable}")
+def test_saturated_proxy_records_true_ttft_and_its_own_delay(sim, tmp_path):
+    port, db = free_port(), tmp_path / "ft.db"
+    proc = _mitmdump(tmp_path, sim.url, db, port, busy_ms=90, period_ms=100)
+    try:
+        seen = _streams(port, n=10, rounds=4)
+    finally:
+        proc.send_signal(2)
+        proc.wait(30)
+    recorded = {r["experiment"]: r for r in rows(db)}
+    assert len(recorded) == len(seen)
+    misses, unseen_waits = [], []
+    for s in seen:
+        r = recorded[s["tag"]]
+        assert r["proxy_lag_ms"] is not None and r["proxy_delay_ms"] is not None
+        client = s["ttft"]
+        true = r["ttft_ms"] + r["proxy_lag_ms"]
+        unseen_waits.append(client - r["ttft_ms"])
+        if abs(true - client) > TOLERANCE_MS + TOLERANCE_SHARE * client:
+            misses.append((round(client, 1), r["ttft_ms"], r["proxy_lag_ms"]))
+        codes = [f["code"] for f in json.loads(r["findings"])]
+        assert ("proxy.saturated" in codes) == (r["proxy_delay_ms"] >= 50.0), (r["proxy_delay_ms"], codes)
+    # the proxy really was saturated: requests waited unseen before it could read them ...
+    assert max(unseen_waits) > TOLERANCE_MS + 20
+    # ... and firsttoken's correction accounts for that wait (allow one straggler in 40)
+    assert len(misses) <= 1, misses
+    delays = [r["proxy_delay_ms"] for r in recorded.values()]
+    assert statistics.median(delays) >= 50.0
+    sat = [json.loads(r["findings"]) for r in recorded.values()]
+    sat = [f for fs in sat for f in fs if f["code"] == "proxy.saturated"]
+    assert sat and all(f["params"]["variant"] == "busy" for f in sat)  # it burned CPU: "CPU-bound"
+
+
+def test_idle_proxy_adds_no_delay_and_no_finding(proxy, db_path):
+    seen = []
+    with httpx.Client(base_url=proxy.url, timeout=30) as client:
+        for _ in range(8):
+            t0 = time.perf_counter()
+            with client.stream("POST", "/v1/chat/completions", content=BODY,
+                               headers={"content-type": "application/json", "authorization": "Bearer sk-idle-0000000000"}) as r:
+                ttft = None
+                for chunk in r.iter_raw():
+                    if ttft is None and load.CONTENT.search(chunk):
+                        ttft = (time.perf_counter() - t0) * 1000.0
+            seen.append(ttft)
+            time.sleep(0.1)
+    proxy.flush()
+    rs = rows(db_path)
+    assert len(rs) == len(seen)
+    for r, client in zip(rs, seen):
+        assert "proxy.saturated" not in (r["findings"] or "")
+        assert r["proxy_delay_ms"] < 50.0
+        assert abs(r["ttft_ms"] + r["proxy_lag_ms"] - client) <= TOLERANCE_MS + TOLERANCE_SHARE * client
+
+
+# ---- the lag monitor's arithmetic, on made-up samples
+
+
+def test_wait_before_inverts_the_lag_samples():
+    w = LoadWatch(interval=0.02)
+    w.sample(now=1.000, due=1.000, cpu=0.0)  # idle: on time
+    w.sample(now=1.020, due=1.020, cpu=0.0)
+    w.sample(now=1.520, due=1.040, cpu=0.5)  # a 480 ms stall
+    assert w.wait_before(1.010) < 0.001  # handled while idle: no wait
+    # handled in the middle of the stall: was ready about when the stall began
+    assert 0.24 < w.wait_before(1.280) < 0.26
+    assert w.lag_max(1.0, 1.6) == pytest.approx(0.48)
+    assert w.cpu_between(1.020, 1.520) == pytest.approx(1.0)
+    assert w.wait_before(1.600, now=1.601) == 0.0  # nothing pending is late yet
+
+
+def test_first_bytes_converts_wall_to_perf_clock():
+    assert first_bytes(1000.0, hook=50.0, wall_now=1000.25) == pytest.approx(49.75)
+    assert first_bytes(None, hook=50.0) == 50.0
+    assert first_bytes(1000.5, hook=50.0, wall_now=1000.0) == 50.0  # a stamp from the future: keep the hook time
