@@ -105,6 +105,7 @@ def from_capture(
         recent=list(recent),
         models=list(models),
         window=window,
+        load=snap.get("load"),
     )
 
 
