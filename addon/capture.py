@@ -107,6 +107,7 @@ class Capture:
             ) from None
         self.db_path = path
         self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done)
+        self.analyzer.pause = self.loadwatch.pause  # analysis steps aside while the loop is late
 
     def running(self) -> None:
         # Options are final now: open the store here, not at load (that would create the

@@ -30,6 +30,10 @@ from typing import Any
 INTERVAL = 0.02
 #: samples kept (at INTERVAL, ~5 minutes): enough for any request still in flight to be looked up
 KEEP = 15000
+#: background threads step aside (``pause``) while the loop lags more than this (s) ...
+BUSY_LAG = 0.01
+#: ... for at most this long before each piece of work (s), so they still make progress
+MAX_PAUSE = 0.005
 
 
 def first_bytes(timestamp_start: float | None, hook: float, wall_now: float | None = None) -> float:
@@ -110,6 +114,18 @@ class LoadWatch:
         self._cpu.append(cpu)
         if len(self._at) > 2 * KEEP:
             del self._at[:KEEP], self._due[:KEEP], self._lag[:KEEP], self._cpu[:KEEP]
+
+    def pause(self) -> float:
+        """How long (s) a background thread should sleep before its next piece of work: while
+        the event loop lags, every GIL slice another thread takes delays chunks on their way
+        to clients. Zero when the loop keeps up."""
+        try:
+            lag = self._lag[-1] if self._lag else 0.0
+            if self._next_due is not None:
+                lag = max(lag, time.perf_counter() - self._next_due)  # late right now
+        except IndexError:
+            return 0.0
+        return min(lag, MAX_PAUSE) if lag > BUSY_LAG else 0.0
 
     # -- questions -------------------------------------------------------------------
     def wait_before(self, t: float, now: float | None = None) -> float:

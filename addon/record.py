@@ -110,8 +110,13 @@ class Record:
     response_body: str | None = None
 
     def row(self) -> dict[str, Any]:
-        """The record as a flat dict for SQLite / JSON."""
-        return dataclasses.asdict(self)
+        """The record as a flat dict for SQLite / JSON: its own copy of every list and of each
+        finding (``dataclasses.asdict`` copied recursively, ~60 us a record on a busy proxy)."""
+        d = {f: getattr(self, f) for f in FIELDS}
+        d["event_offsets"] = list(self.event_offsets)
+        d["key_facts"] = list(self.key_facts)
+        d["findings"] = [dict(f) for f in self.findings]
+        return d
 
 
 FIELDS = [f.name for f in dataclasses.fields(Record)]

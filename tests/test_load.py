@@ -156,3 +156,15 @@ def test_first_bytes_converts_wall_to_perf_clock():
     assert first_bytes(1000.0, hook=50.0, wall_now=1000.25) == pytest.approx(49.75)
     assert first_bytes(None, hook=50.0) == 50.0
     assert first_bytes(1000.5, hook=50.0, wall_now=1000.0) == 50.0  # a stamp from the future: keep the hook time
+
+
+def test_pause_asks_background_work_to_step_aside_only_while_the_loop_lags():
+    from firsttoken.addon.loadwatch import MAX_PAUSE
+
+    w = LoadWatch()
+    assert w.pause() == 0.0  # nothing measured yet
+    now = time.perf_counter()
+    w.sample(now=now, due=now - 0.002, cpu=0.0)  # 2 ms late: keeping up
+    assert w.pause() == 0.0
+    w.sample(now=now, due=now - 0.300, cpu=0.0)  # 300 ms late
+    assert w.pause() == MAX_PAUSE

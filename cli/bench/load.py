@@ -149,7 +149,7 @@ def plan(concurrency: int, target: int) -> int:
     return max(2, math.ceil(target / concurrency))
 
 
-def run(levels: list[int], output_tokens: int = 30, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
+def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
         target: int = 40, progress: Any = None) -> dict[str, Any]:
     say = progress or (lambda msg: None)
     body = json.dumps({"model": "gpt-4o-mini", "stream": True, "max_tokens": output_tokens,
