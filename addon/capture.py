@@ -369,7 +369,9 @@ class Capture:
                 fn(flight.record)
             except Exception:
                 log.exception("firsttoken: listener failed")
-        if self._loop is not None and flight.flow is not None and flight.record.findings:
+        # (a note about the proxy's own load is not the flow's: annotating would add load)
+        if self._loop is not None and flight.flow is not None and any(
+                f["code"] != "proxy.saturated" for f in flight.record.findings):
             try:
                 self._loop.call_soon_threadsafe(_annotate, flight.flow, flight.record.findings)
             except RuntimeError:

@@ -168,3 +168,32 @@ def test_pause_asks_background_work_to_step_aside_only_while_the_loop_lags():
     assert w.pause() == 0.0
     w.sample(now=now, due=now - 0.300, cpu=0.0)  # 300 ms late
     assert w.pause() == MAX_PAUSE
+
+
+def test_bench_concurrency_json(tmp_path):
+    """The load benchmark users run: every level reports every path, and firsttoken's error."""
+    from click.testing import CliRunner
+
+    from firsttoken.cli.main import cli
+
+    r = CliRunner().invoke(cli, ["bench", "--concurrency", "3", "--requests", "6", "--json"])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    (level,) = res["levels"]
+    assert level["concurrency"] == 3 and level["bursts"] == 2
+    for path in load.PATHS:
+        st = level["paths"][path]
+        assert st["streams"] == 6 and st["ttft_p50"] > 0 and st["gap_p99"] > 0
+    ft = level["paths"]["firsttoken"]
+    assert ft["recorded"] == 6 and ft["cpu_us_per_chunk"] > 0 and ft["rss_mb"] > 0
+    assert abs(ft["ttft_error_p50"]) < 50  # recorded TTFT + proxy_lag_ms vs the client's
+    assert level["cpu_ratio_vs_bare"] > 0
+
+
+def test_bench_rejects_bad_levels():
+    from click.testing import CliRunner
+
+    from firsttoken.cli.main import cli
+
+    r = CliRunner().invoke(cli, ["bench", "--concurrency", "1,x"])
+    assert r.exit_code != 0 and "e.g. 1,10,50,200" in r.output

@@ -59,7 +59,8 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
 
 
 @click.command()
-@click.option("--requests", "n", type=int, default=60, show_default=True, help="Requests per path.")
+@click.option("--requests", "n", type=int, default=None,
+              help="Requests per path [default: 60]; with --concurrency, streams per path and level [default: 40].")
 @click.option("--concurrency", metavar="N,N,...", default=None,
               help="Measure under load instead: bursts of N concurrent streams per level, e.g. 1,10,50,200.")
 @click.option("--json", "as_json", is_flag=True, help="With --concurrency: print the numbers as JSON.")
@@ -77,7 +78,7 @@ def bench(n: int, concurrency: str | None, as_json: bool) -> None:
 
         levels = load.parse_levels(concurrency)
         err = Console(highlight=False, stderr=True)
-        res = load.run(levels, progress=lambda m: err.print(f"[dim]{m}[/]"))
+        res = load.run(levels, target=max(1, n or 40), progress=lambda m: err.print(f"[dim]{m}[/]"))
         if as_json:
             click.echo(json.dumps(res, indent=2))
         else:
@@ -85,6 +86,7 @@ def bench(n: int, concurrency: str | None, as_json: bool) -> None:
         return
     if as_json:
         raise click.UsageError("--json goes with --concurrency (the load benchmark).")
+    n = max(1, n or 60)
     out = Console(highlight=False)
     small = chat("Say hi.")
     big = chat(" ".join(["The quick brown fox jumps over the lazy dog."] * 20000))  # ~200k tokens
