@@ -144,9 +144,14 @@ def _p(values: list[float], q: float) -> float | None:
     return percentile(sorted(values), q) if values else None
 
 
+#: bursts per path and level: at least two (one could meet a hiccup), at most this many (one
+#: stream at a time takes a second each; the whole run must stay within a few minutes)
+MAX_BURSTS = 10
+
+
 def plan(concurrency: int, target: int) -> int:
-    """Bursts per path at this level: about ``target`` streams, at least two bursts."""
-    return max(2, math.ceil(target / concurrency))
+    """Bursts per path at this level: about ``target`` streams, within [2, MAX_BURSTS] bursts."""
+    return max(2, min(MAX_BURSTS, math.ceil(target / concurrency)))
 
 
 def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
@@ -244,30 +249,35 @@ def _ms(v: float | None, sign: bool = False) -> str:
     return "—" if v is None else (f"{v:+.1f}" if sign else f"{v:.1f}")
 
 
+SHORT = {"direct": "direct", "bare mitmproxy": "bare", "firsttoken": "firsttoken"}
+
+
 def report(res: dict[str, Any], out: Console) -> None:
     c = res["config"]
-    t = Table(title=(f"streaming under load, loopback, {c['cores']} cores, Python {c['python']}; simulated upstream: "
-                     f"first token +{c['prefill_ms']:g} ms, {c['output_tokens']} tokens × {c['tpot_ms']:g} ms"))
-    for col in ("streams", "path", "TTFT p50", "TTFT p99", "gap p99", "CPU/chunk", "RSS", "recorded − client TTFT"):
-        t.add_column(col, justify="left" if col == "path" else "right")
+    t = Table(title=(f"under load: loopback, {c['cores']} cores, Python {c['python']}; simulated upstream, first token "
+                     f"+{c['prefill_ms']:g} ms, {c['output_tokens']} tokens × {c['tpot_ms']:g} ms. Times in ms"),
+              caption="bare = mitmproxy streaming, nothing else; CPU µs = the proxy process's CPU per forwarded chunk; rec. err = firsttoken's recorded TTFT + proxy_lag_ms "
+                      "minus the client's (p50 / |p99|)")
+    for col in ("N", "path", "TTFT p50", "p99", "gap p99", "CPU µs", "RSS MB", "rec. err"):
+        t.add_column(col, justify="left" if col == "path" else "right", no_wrap=col in ("path", "rec. err"))
     for lv in res["levels"]:
         for i, path in enumerate(PATHS):
             st = lv["paths"][path]
-            cpu = f"{st['cpu_us_per_chunk']:.0f} µs" if st.get("cpu_us_per_chunk") is not None else ""
-            rss = f"{st['rss_mb']:.0f} MB" if st.get("rss_mb") is not None else ""
+            cpu = f"{st['cpu_us_per_chunk']:.0f}" if st.get("cpu_us_per_chunk") is not None else ""
+            rss = f"{st['rss_mb']:.0f}" if st.get("rss_mb") is not None else ""
             err = ""
             if path == "firsttoken" and st.get("recorded"):
-                err = f"p50 {_ms(st['ttft_error_p50'], True)} / |p99| {_ms(st['ttft_error_abs_p99'])} ms"
-            t.add_row(str(lv["concurrency"]) if i == 0 else "", path, f"{_ms(st['ttft_p50'])} ms", f"{_ms(st['ttft_p99'])} ms",
-                      f"{_ms(st['gap_p99'])} ms", cpu, rss, err, end_section=i == len(PATHS) - 1)
+                err = f"{_ms(st['ttft_error_p50'], True)}/{_ms(st['ttft_error_abs_p99'])}"
+            t.add_row(str(lv["concurrency"]) if i == 0 else "", SHORT[path], _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
+                      _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(PATHS) - 1)
     out.print(t)
     for lv in res["levels"]:
         ft = lv["paths"]["firsttoken"]
         ratio = f"{lv['cpu_ratio_vs_bare']:.2f}×" if lv["cpu_ratio_vs_bare"] is not None else "—"
-        out.print(f"{lv['concurrency']:>4} streams: firsttoken CPU per chunk = {ratio} bare mitmproxy's; added gap p99 "
-                  f"{_ms(lv['added_gap_p99'], True)} ms; proxy's own delay p50/p99 {_ms(ft.get('proxy_delay_p50'))}/"
-                  f"{_ms(ft.get('proxy_delay_p99'))} ms; proxy.saturated on {ft.get('saturated_findings', 0)} of "
-                  f"{ft.get('recorded', 0)} requests")
+        out.print(f"{lv['concurrency']} streams: CPU per chunk {ratio} bare mitmproxy's; gap p99 "
+                  f"{_ms(lv['added_gap_p99'], True)} ms over bare; the proxy's own delay p50/p99 "
+                  f"{_ms(ft.get('proxy_delay_p50'))}/{_ms(ft.get('proxy_delay_p99'))} ms; proxy.saturated on "
+                  f"{ft.get('saturated_findings', 0)} of {ft.get('recorded', 0)} requests")
 
 
 def parse_levels(text: str) -> list[int]:
