@@ -14,6 +14,7 @@ import os
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,7 @@ class Analyzer:
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
         self.q: queue.Queue[Any] = queue.Queue()
+        self.pause: Callable[[], float] | None = None  # s to step aside before a job (the loop is busy)
         self._procs = None  # the helper process for very large bodies, started on first use
         self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
         self._thread.start()
@@ -107,6 +109,9 @@ class Analyzer:
                 job.set()
                 continue
             kind, flight = job
+            wait = self.pause() if self.pause is not None else 0.0
+            if wait > 0.0 and self.q.qsize() < 1000:  # analysis can wait; chunks cannot
+                time.sleep(wait)
             try:
                 if kind == "parse":
                     self._parse(flight)

@@ -26,6 +26,7 @@ from firsttoken.addon.apis import detect_api
 from firsttoken.addon.diagnose.connectivity import SHUTDOWN_ERROR
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
+from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
 from firsttoken.addon.record import Clock, Record
 from firsttoken.addon.secrets import fingerprint_headers, query_secrets, redact_path, secret_values
 from firsttoken.addon.store.db import default_db_path
@@ -60,6 +61,8 @@ class Capture:
         self._conn_claimed: set[str] = set()
         self._strategy_set = False  # connection_strategy was set to lazy by this addon
         self.run_id: str | None = None  # stamped on every record (`firsttoken run` owns this proxy)
+        self.loadwatch = LoadWatch()  # the proxy's own event-loop lag and CPU use
+        self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -121,6 +124,7 @@ class Capture:
         self.db_path = path
         self.writer.on_health.append(self._store_health)
         self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done)
+        self.analyzer.pause = self.loadwatch.pause  # analysis steps aside while the loop is late
 
     def running(self) -> None:
         # Options are final now: open the store here, not at load (that would create the
@@ -133,6 +137,8 @@ class Capture:
             ctx.master.shutdown()
             return
         self._loop = asyncio.get_running_loop()
+        self.loadwatch.start()
+        self._proxyserver = ctx.master.addons.get("proxyserver")
         self.settings.proxy_url = self._proxy_url()
         # The worker and writer threads share the GIL with the event loop; a short switch
         # interval (default 5 ms) keeps them from delaying a chunk on its way to the client.
@@ -159,6 +165,7 @@ class Capture:
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def done(self) -> None:
+        self.loadwatch.stop()
         now = time.perf_counter()
         for flight in list(self.flights.values()):
             flight.record.error = flight.record.error or SHUTDOWN_ERROR
@@ -193,7 +200,7 @@ class Capture:
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(forward.SKIP):
             return  # forward mode, not an LLM host: proxied untouched, not recorded
-        t0 = time.perf_counter()
+        hook = time.perf_counter()
         req = flow.request
         run_id = self.run_id
         mark = RUN_MARK.match(req.path) if self.routes else None
@@ -201,15 +208,22 @@ class Capture:
             run_id, req.path = mark.group(1), (req.path[mark.end():] or "/")
             if req.path.startswith("?"):
                 req.path = "/" + req.path
+        # t0 is when the request head was read, not now: in a busy proxy the hook runs late.
+        t0 = first_bytes(req.timestamp_start, hook)
         rec = Record(
             id=flow.id,
-            started_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
+            started_at=_dt.datetime.fromtimestamp(time.time() - (hook - t0), _dt.UTC).isoformat(timespec="milliseconds"),
             method=req.method,
             path=redact_path(req.path),
             run_id=run_id,
             proxy_pid=os.getpid(),
         )
-        flight = Flight(record=rec, clock=Clock(t0=t0), flow=flow)
+        flight = Flight(record=rec, clock=Clock(t0=t0, hook=hook), flow=flow)
+        # How long the request lay unread in the kernel: arrived `ago` s before now.
+        ago = received_ago(client_socket(self._proxyserver, flow.client_conn))
+        if ago is not None:
+            flight.clock.lag_in = max(0.0, ago - (hook - t0))
+            flight.clock.lag_measured = True
         headers = list(req.headers.items(multi=True))
         fp = fingerprint_headers(headers)
         in_query = query_secrets(req.path)
@@ -383,8 +397,17 @@ class Capture:
             self._peek(flight, copy.buf)  # as much as was read still names the request
         flight.body_done = True
         self._parse(flight)
+        self._load_seen(flight.clock)
         if self.analyzer:
             self.analyzer.finish(flight)
+
+    def _load_seen(self, c: Clock) -> None:
+        """What the proxy's own load did to this request (Clock.apply turns it into proxy_* columns)."""
+        end = c.end if c.end is not None else time.perf_counter()
+        if not c.lag_measured:
+            c.lag_in = self.loadwatch.wait_before(c.t0)
+        c.lag_during = self.loadwatch.lag_max(c.hook if c.hook is not None else c.t0, end)
+        c.cpu = self.loadwatch.cpu_between(min(c.t0, end - 1.0), end)
 
     def _put(self, row: dict[str, Any]) -> None:
         if self.writer:
@@ -397,7 +420,9 @@ class Capture:
                 fn(flight.record)
             except Exception:
                 log.exception("firsttoken: listener failed")
-        if self._loop is not None and flight.flow is not None and flight.record.findings:
+        # (a note about the proxy's own load is not the flow's: annotating would add load)
+        if self._loop is not None and flight.flow is not None and any(
+                f["code"] != "proxy.saturated" for f in flight.record.findings):
             try:
                 self._loop.call_soon_threadsafe(_annotate, flight.flow, flight.record.findings)
             except RuntimeError:
@@ -426,6 +451,7 @@ class Capture:
             "db_path": self.db_path,
             "started": self.started,
             "store": self.store_health(),
+            "load": self.loadwatch.snapshot(),
         }
 
 

@@ -788,3 +788,26 @@ def _quiet_post(url, body, fault):
         raw_post(url, body, fault=fault)
     except httpx.HTTPError:
         pass
+
+
+def test_proxy_saturated_when_the_proxy_itself_held_the_request(proxy, db_path):
+    """The proxy's event loop is busy (CPU) when the request arrives: it lies unread, and the
+    record says so instead of blaming the upstream; the client's TTFT is recovered."""
+    def burn():  # on the proxy's own loop: 400 ms of CPU, nothing else runs meanwhile
+        end = time.perf_counter() + 0.4
+        while time.perf_counter() < end:
+            pass
+
+    with httpx.Client(timeout=10) as c:
+        c.post(proxy.url + CHAT, json=chat_body(), headers={"authorization": f"Bearer {KEY}"}).read()  # warm
+        proxy.loop.call_soon_threadsafe(burn)
+        time.sleep(0.05)  # the burn has begun
+        t0 = time.perf_counter()
+        with c.stream("POST", proxy.url + CHAT, json=chat_body(), headers={"authorization": f"Bearer {KEY}"}) as r:
+            r.read()
+        client_total = (time.perf_counter() - t0) * 1000.0
+    _, row = done_rows(proxy, db_path, 2)
+    f = has(row, "proxy.saturated", "warn")
+    assert f["params"]["delay_ms"] >= 250 and row["proxy_lag_ms"] >= 250
+    # the wait happened before the proxy read the request: total_ms alone misses it, plus the lag does not
+    assert abs(row["total_ms"] + row["proxy_lag_ms"] - client_total) < 40 + 0.1 * client_total

@@ -180,6 +180,10 @@ CASES = [
      "prompt.large", "warn"),
     ("repeated-prefix", dict(prefix_tokens=3000, prefix_seen_before=2, prompt_tokens_est=3100, usage_cached_tokens=0),
      "prompt.repeated_prefix", "info"),
+    ("proxy-busy", dict(ttft_ms=420.0, proxy_delay_ms=310.0, proxy_lag_ms=240.0, proxy_cpu=0.98),
+     "proxy.saturated", "warn"),
+    ("proxy-starved", dict(ttft_ms=420.0, proxy_delay_ms=90.0, proxy_lag_ms=60.0, proxy_cpu=0.15),
+     "proxy.saturated", "warn"),
 ]
 
 
@@ -620,3 +624,12 @@ def test_a_5xx_without_a_message_does_not_quote_a_dash(status):
         (f,) = [f for f in diagnose(rec, ctx(lang_=lang_)) if f["code"].startswith("upstream.")]
         assert "“-”" not in f["message"] and "(-)" not in f["message"] and "（-）" not in f["message"], f["message"]
         assert str(status) in f["message"]
+
+
+def test_proxy_saturated_only_when_the_proxy_delayed_the_request():
+    assert "proxy.saturated" not in codes(_run(dict(proxy_delay_ms=12.0, proxy_lag_ms=3.0, proxy_cpu=0.95)))
+    assert "proxy.saturated" not in codes(_run({}))  # no measurement (an old row)
+    busy = [f for f in _run(dict(proxy_delay_ms=310.0, proxy_lag_ms=240.0, proxy_cpu=0.98)) if f["code"] == "proxy.saturated"]
+    starved = [f for f in _run(dict(proxy_delay_ms=90.0, proxy_lag_ms=60.0, proxy_cpu=0.15)) if f["code"] == "proxy.saturated"]
+    assert busy[0]["params"]["variant"] == "busy" and "CPU-bound" in busy[0]["message"]
+    assert starved[0]["params"]["variant"] == "starved" and "other processes" in starved[0]["message"]

@@ -239,6 +239,9 @@ def test_from_a_running_proxy(tmp_path):
         s = from_capture(p.capture, listen_url=p.url, tally=tally)
         assert not s.in_flight and s.requests == 1 and s.recent[-1]["ttft_ms"] >= 800
         assert s.routes == [(p.url, sim.url)] and s.base_url.startswith(f"OPENAI_BASE_URL={p.url}/v1")
+        # the proxy's own load is measured while it runs, and shown in the header
+        assert s.load is not None and s.load["lag_max_ms"] is not None and s.load["lag_max_ms"] < 1000
+        assert "proxy: lag " in screen(render(s, 160, "en"), 160)
 
 
 def test_db_source_reads_in_flight_and_finished_rows_read_only(tmp_path):
@@ -400,3 +403,13 @@ def test_not_a_terminal_prints_plain_lines(tmp_path):
     assert "\x1b[" not in text and PREFILL not in text
     assert re.search(r"gpt-4o-mini 200 TTFB \S+ TTFT \S+", text), text
     assert "firsttoken stopped" in text
+
+
+def test_header_shows_the_proxys_own_load():
+    idle = screen(render(snapshot(load={"lag_ms": 1.0, "lag_max_ms": 3.2, "cpu": 0.04}), 160, "en"), 160)
+    assert "proxy: lag 3 ms, CPU 4%" in idle
+    busy = snapshot(load={"lag_ms": 180.0, "lag_max_ms": 240.0, "cpu": 0.99})
+    assert "代理：延迟 240 毫秒，CPU 99%" in screen(render(busy, 160, "zh"), 160)
+    assert "proxy:" not in screen(render(snapshot(), 160, "en"), 160)  # attached to a DB: not known
+    for width in (60, 80):
+        assert_fits(screen(render(busy, width, "en"), width), width)

@@ -20,6 +20,8 @@ from firsttoken.addon.diagnose.thresholds import (
     PREFILL_MIN_TOKENS,
     PROMPT_LARGE_FLOOR,
     PROMPT_WINDOW_SHARE,
+    PROXY_BUSY_CPU,
+    PROXY_DELAY_MS,
     REASONING_MS,
     REASONING_SHARE,
     REPEATED_PREFIX_TOKENS,
@@ -120,7 +122,20 @@ def rule_repeated_prefix(rec: Any, c: Ctx) -> None:
           prefix_tokens=rec.prefix_tokens, seen_before=rec.prefix_seen_before)
 
 
-RULES = (rule_reasoning, rule_prefill, rule_network, rule_cold_connection, rule_prompt_large, rule_repeated_prefix)
+def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
+    """The proxy itself delayed this request: its event loop was late (CPU-bound, or starved
+    of CPU by other processes). Its timings include that wait; the upstream is not to blame."""
+    delay = rec.proxy_delay_ms
+    if delay is None or delay < PROXY_DELAY_MS:
+        return
+    cpu = rec.proxy_cpu
+    busy = cpu is not None and cpu >= PROXY_BUSY_CPU
+    c.add("proxy.saturated", "warn", variant="busy" if busy else "starved", **c.common(), delay_ms=delay,
+          lag_ms=rec.proxy_lag_ms or 0.0, cpu_pct=round((cpu or 0.0) * 100), ttft_ms=rec.ttft_ms or 0.0)
+
+
+RULES = (rule_reasoning, rule_prefill, rule_network, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
+         rule_proxy_saturated)
 
 
 # ---- The ``latency`` family of the finding catalog, in English and Chinese.
@@ -196,5 +211,19 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "前 {prefix_tokens:,} 个提示词 token（系统、工具、之前的轮次）在本次运行中已发送过 {seen_before} 次，上游没有报告缓存命中。",
                {"anthropic": "在最后一个稳定块（系统提示词或最后一个工具）上加 \"cache_control\": {{\"type\": \"ephemeral\"}}，重复部分就会从缓存读取：prefill 更快，价格只是一小部分。",
                 "openai": "OpenAI 风格的服务商会自动缓存 1024 token 以上的相同前缀：保持前缀逐字节一致（开头不要放时间戳或 ID），并设置 prompt_cache_key；如果该服务商不支持提示词缓存，每次调用都要重复付出这部分开销。"}),
+    }),
+    ("proxy.saturated", "latency", _W, (), {
+        "en": ("The proxy itself delayed the request",
+               "The proxy's own delay on the request (its event loop's lag before and while handling it, and the wait between reading the request and its hooks) was at least {PROXY_DELAY_MS:.0f} ms; \"busy\" when the proxy process used at least {PROXY_BUSY_CPU:.0%} of a core meanwhile, else \"starved\".",
+               {"busy": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it): the proxy is CPU-bound ({cpu_pct}% of a core), so part of the recorded time is the proxy's, not {host}'s.",
+                "starved": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it) while using only {cpu_pct}% of a core: other processes on this machine kept it from running."},
+               {"busy": "Send fewer concurrent streams through one proxy, or run it on a machine with a free core (the client, the proxy and a local upstream compete for the same CPUs); `firsttoken bench --concurrency 1,10,50,200` shows where this machine's ceiling is. Subtract proxy_delay_ms before blaming the upstream.",
+                "starved": "Free a core for the proxy (other busy processes compete with it), or run it on a less loaded machine; subtract proxy_delay_ms before blaming the upstream."}),
+        "zh": ("代理自身拖慢了请求",
+               "代理自身对该请求造成的延迟（处理前和处理中事件循环的滞后，以及读到请求到钩子运行之间的等待）至少 {PROXY_DELAY_MS:.0f} 毫秒；期间代理进程 CPU 占用至少 {PROXY_BUSY_CPU:.0%} 个核时为 \"busy\"，否则为 \"starved\"。",
+               {"busy": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒）：代理已经是 CPU 瓶颈（占用一个核的 {cpu_pct}%），所以记录的时间有一部分属于代理，而不是 {host}。",
+                "starved": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒），而代理只占用了一个核的 {cpu_pct}%：本机其他进程让它得不到 CPU。"},
+               {"busy": "减少经过同一个代理的并发流，或在有空闲 CPU 核的机器上运行它（客户端、代理和本地上游在争用同样的 CPU）；`firsttoken bench --concurrency 1,10,50,200` 可以测出本机的上限。在归咎上游之前先减去 proxy_delay_ms。",
+                "starved": "为代理留出一个 CPU 核（其他繁忙进程在与它争用），或换一台负载较低的机器运行；在归咎上游之前先减去 proxy_delay_ms。"}),
     }),
 ]

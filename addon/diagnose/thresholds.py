@@ -44,6 +44,10 @@ CONNECT_SHARE = 0.5
 PROMPT_WINDOW_SHARE = 0.5
 #: ... or, for a model whose window is not known, above this many tokens
 PROMPT_LARGE_FLOOR = 64_000
+#: proxy.saturated: the proxy's own delay on a request (proxy_delay_ms) of at least this many ms ...
+PROXY_DELAY_MS = 50.0
+#: ... is "CPU-bound" when the proxy process used at least this much of a core meanwhile (else: starved)
+PROXY_BUSY_CPU = 0.7
 
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of token events arriving together at the end", "stream.buffered：在末尾集中到达的 token 事件比例"),
@@ -61,6 +65,8 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("PREFILL_MIN_TOKENS", PREFILL_MIN_TOKENS, "latency.prefill: prompt of at least this many tokens", "latency.prefill：提示词至少这么多 token"),
     ("REASONING_MS", REASONING_MS, "latency.reasoning: reasoning before the first visible token (ms)", "latency.reasoning：首个可见 token 之前的推理时间（毫秒）"),
     ("REASONING_SHARE", REASONING_SHARE, "latency.reasoning: minimum share of TTFT", "latency.reasoning：占 TTFT 的最小比例"),
+    ("PROXY_DELAY_MS", PROXY_DELAY_MS, "proxy.saturated: the proxy's own delay on the request (ms)", "proxy.saturated：代理自身对该请求造成的延迟（毫秒）"),
+    ("PROXY_BUSY_CPU", PROXY_BUSY_CPU, "proxy.saturated: CPU use of the proxy process (1.0 = one core) from which it counts as CPU-bound", "proxy.saturated：代理进程的 CPU 占用（1.0 = 一个核）达到此值即视为 CPU 瓶颈"),
     ("COLD_CONNECT_MS", COLD_CONNECT_MS, "latency.cold_connection: new connection took at least this long (ms)", "latency.cold_connection：新建连接至少耗时（毫秒）"),
     ("REPEATED_PREFIX_TOKENS", REPEATED_PREFIX_TOKENS, "prompt.repeated_prefix: stable prefix of at least this many tokens", "prompt.repeated_prefix：稳定前缀至少这么多 token"),
     ("--stall-ms", 1000, "stream.stall: longest gap between token events above this (ms); proxy option, default shown", "stream.stall：token 事件间最长间隔超过此值（毫秒）；代理选项，此处为默认值"),

@@ -216,6 +216,14 @@ def m008_fault_columns(db: sqlite_utils.Database) -> None:
 
 
 @migration
+def m009_proxy_load(db: sqlite_utils.Database) -> None:
+    """What the proxy's own load did to each request (issue 13): its added delay, its event
+    loop's lag when the request arrived, and its CPU use meanwhile."""
+    for col in ("proxy_delay_ms", "proxy_lag_ms", "proxy_cpu"):
+        db["requests"].add_column(col, float)
+
+
+@migration
 def m010_run_id(db: sqlite_utils.Database) -> None:
     """The `firsttoken run` a request belonged to (`logs --run ID`, the run's summary)."""
     db["requests"].add_column("run_id", str)

@@ -59,13 +59,34 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
 
 
 @click.command()
-@click.option("--requests", "n", type=int, default=60, show_default=True, help="Requests per path.")
-def bench(n: int) -> None:
+@click.option("--requests", "n", type=int, default=None,
+              help="Requests per path [default: 60]; with --concurrency, streams per path and level [default: 40].")
+@click.option("--concurrency", metavar="N,N,...", default=None,
+              help="Measure under load instead: bursts of N concurrent streams per level, e.g. 1,10,50,200.")
+@click.option("--json", "as_json", is_flag=True, help="With --concurrency: print the numbers as JSON.")
+def bench(n: int, concurrency: str | None, as_json: bool) -> None:
     """Measure the proxy's own overhead on loopback (prints numbers).
 
     The simulated upstream, bare mitmproxy and firsttoken each run in their own process,
-    as they would for a user; the client here only sends and times.
+    as they would for a user; the client here only sends and times. With --concurrency,
+    per level: client TTFT and chunk gaps for direct / bare mitmproxy / firsttoken, the
+    proxies' CPU per chunk and memory, and how far firsttoken's recorded TTFT is from the
+    client's.
     """
+    if concurrency is not None:
+        from firsttoken.cli.bench import load
+
+        levels = load.parse_levels(concurrency)
+        err = Console(highlight=False, stderr=True)
+        res = load.run(levels, target=max(1, n or 40), progress=lambda m: err.print(f"[dim]{m}[/]"))
+        if as_json:
+            click.echo(json.dumps(res, indent=2))
+        else:
+            load.report(res, Console(highlight=False))
+        return
+    if as_json:
+        raise click.UsageError("--json goes with --concurrency (the load benchmark).")
+    n = max(1, n or 60)
     out = Console(highlight=False)
     small = chat("Say hi.")
     big = chat(" ".join(["The quick brown fox jumps over the lazy dog."] * 20000))  # ~200k tokens

@@ -16,7 +16,7 @@ import click
 
 from firsttoken.cli.loopback import NotListening, wait_port
 
-_CONTENT = re.compile(rb'"content":\s*"[^"]')
+CONTENT = re.compile(rb'"content":\s*"[^"]')
 
 
 def stream_once(port: int, body: bytes, start: threading.Barrier | None = None) -> tuple[float, float]:
@@ -38,7 +38,7 @@ def stream_once(port: int, body: bytes, start: threading.Barrier | None = None) 
                 break
             if ttft is None:
                 buf += chunk
-                if _CONTENT.search(buf):
+                if CONTENT.search(buf):
                     ttft = time.perf_counter() - t0
         return ttfb * 1000.0, (ttft if ttft is not None else time.perf_counter() - t0) * 1000.0
     finally:

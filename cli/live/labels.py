@@ -13,7 +13,7 @@ from typing import Any
 LABELS: dict[str, dict[str, str]] = {
     "en": {
         "up": "up", "attached": "attached", "requests": "requests", "errors": "errors", "in_flight": "in flight",
-        "requests.1": "request", "errors.1": "error",
+        "requests.1": "request", "errors.1": "error", "proxy_load": "proxy: lag {lag} ms, CPU {cpu}%",
         "since_attach": "since then", "db": "db", "read_only": "read-only", "base": "base URL",
         "sec_in_flight": "in flight", "sec_recent": "recently finished", "sec_models": "per model · last {n} finished",
         "none_in_flight": "nothing in flight", "none_recent": "no finished requests yet",
@@ -33,6 +33,7 @@ LABELS: dict[str, dict[str, str]] = {
     },
     "zh": {
         "up": "已运行", "attached": "已连接", "requests": "个请求", "errors": "个错误", "in_flight": "个进行中",
+        "proxy_load": "代理：延迟 {lag} 毫秒，CPU {cpu}%",
         "since_attach": "此后", "db": "数据库", "read_only": "只读", "base": "客户端 base URL",
         "sec_in_flight": "进行中", "sec_recent": "最近完成", "sec_models": "按模型 · 最近 {n} 个",
         "none_in_flight": "没有进行中的请求", "none_recent": "还没有完成的请求",

@@ -22,6 +22,7 @@ from rich.cells import cell_len
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from firsttoken.addon.diagnose.thresholds import PROXY_DELAY_MS
 from firsttoken.cli import output
 from firsttoken.cli.live.labels import LABELS, Col, counted, label, phase_label
 from firsttoken.cli.live.layout import (
@@ -120,6 +121,12 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
     top.append(" · ")
     top.append(counted(s.errors, "errors", lang), style="red" if s.errors else "")
     top.append(f" · {len(s.in_flight)} {L('in_flight')}")
+    load = s.load or {}
+    if load.get("lag_max_ms") is not None:  # the proxy's own load: worst loop lag of the last seconds
+        lag, cpu = load["lag_max_ms"], load.get("cpu") or 0.0
+        top.append(" · ")
+        top.append(L("proxy_load", lag=f"{lag:.0f}", cpu=f"{cpu * 100:.0f}"),
+                   style="yellow" if lag >= PROXY_DELAY_MS else "dim")
     lines = [top]
     for where, upstream in s.routes:
         t = Text("  ")

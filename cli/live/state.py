@@ -107,6 +107,7 @@ def from_capture(
         models=list(models),
         window=window,
         note=describe_health(snap.get("store")),
+        load=snap.get("load"),
     )
 
 

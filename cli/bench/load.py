@@ -1,0 +1,290 @@
+"""`firsttoken bench --concurrency 1,10,50,200`: the proxy under load.
+
+The simulated upstream, bare mitmproxy (streaming on) and firsttoken run as their own
+processes; this process is only the client: one asyncio loop speaking raw HTTP/1.1, cheap
+enough that 200 concurrent streams cost it little. For each concurrency level, bursts of N
+concurrent streaming requests go directly to the upstream, through bare mitmproxy and through
+firsttoken, in alternating order. Per path and level it reports client TTFT p50/p99 and the
+p99 gap between chunks; per proxy the CPU time per forwarded chunk and the RSS; and for
+firsttoken how far its recorded TTFT (plus the wait it measured before it could read the
+request) is from what the client saw, request by request (matched by a tag header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from firsttoken.addon.record import percentile
+from firsttoken.cli.bench.timing import CONTENT, process
+from firsttoken.cli.loopback import free_port
+
+CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
+BIN = Path(sys.executable).parent
+TAG_HEADER = "x-firsttoken-experiment"  # recorded in the `experiment` column: matches rows to clients
+
+# The floor firsttoken is compared with: plain mitmproxy streaming both bodies, nothing else.
+BARE_SCRIPT = """
+def requestheaders(flow):
+    flow.request.stream = True
+
+def responseheaders(flow):
+    flow.response.stream = True
+"""
+
+PATHS = ("direct", "bare mitmproxy", "firsttoken")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User+system CPU time of a process and its threads (Linux /proc)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _request(port: int, body: bytes, tag: str) -> bytes:
+    return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
+            f"authorization: Bearer sk-bench-load-000000000000000000\r\n{TAG_HEADER}: {tag}\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+async def _stream(port: int, body: bytes, tag: str, go: asyncio.Event) -> dict[str, Any]:
+    """One streaming request: client TTFT (first content event) and the gaps between reads after it."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        req = _request(port, body, tag)
+        await go.wait()
+        t0 = time.perf_counter()
+        writer.write(req)
+        ttft, buf, reads, events, last = None, b"", [], 0, None
+        while True:
+            chunk = await reader.read(65536)
+            now = time.perf_counter()
+            if not chunk:
+                break
+            events += chunk.count(b"data:")
+            if ttft is None:
+                buf += chunk
+                if CONTENT.search(buf):
+                    ttft = now
+                    buf = b""
+            else:
+                reads.append(now - last)
+            if ttft is not None:
+                last = now
+        if ttft is None:
+            raise RuntimeError(f"no content event in the response (first bytes: {buf[:120]!r})")
+        return {"tag": tag, "ttft": (ttft - t0) * 1000.0, "gaps": [g * 1000.0 for g in reads], "events": events}
+    finally:
+        writer.close()
+
+
+async def stream_burst(port: int, body: bytes, n: int, tags: list[str]) -> list[dict[str, Any]]:
+    go = asyncio.Event()
+    tasks = [asyncio.ensure_future(_stream(port, body, tags[i], go)) for i in range(n)]
+    await asyncio.sleep(0.1 + n * 0.005)  # every connection accepted before the burst
+    go.set()
+    res = await asyncio.gather(*tasks, return_exceptions=True)
+    errors = [r for r in res if isinstance(r, BaseException)]
+    if errors:
+        raise click.ClickException(f"{len(errors)} of {n} streams to port {port} failed: {errors[0]!r}")
+    return res  # type: ignore[return-value]
+
+
+def _recorded(db: Path, tags: set[str], timeout: float = 30.0) -> dict[str, dict[str, Any]]:
+    """firsttoken's finished rows for these tags (waits until all are written)."""
+    deadline = time.monotonic() + timeout
+    rows: dict[str, dict[str, Any]] = {}
+    while time.monotonic() < deadline:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+        con.row_factory = sqlite3.Row
+        try:
+            cols = {r[1] for r in con.execute("PRAGMA table_info(requests)")}
+            lag = "proxy_lag_ms" if "proxy_lag_ms" in cols else "NULL"
+            delay = "proxy_delay_ms" if "proxy_delay_ms" in cols else "NULL"
+            q = (f"SELECT experiment, ttft_ms, {lag} AS lag, {delay} AS delay, findings FROM requests "
+                 "WHERE state = 'done' AND experiment IN (%s)" % ",".join("?" * len(tags)))
+            rows = {r["experiment"]: dict(r) for r in con.execute(q, sorted(tags))}
+        except sqlite3.OperationalError:
+            rows = {}
+        finally:
+            con.close()
+        if len(rows) >= len(tags):
+            break
+        time.sleep(0.2)
+    return rows
+
+
+def _p(values: list[float], q: float) -> float | None:
+    return percentile(sorted(values), q) if values else None
+
+
+#: bursts per path and level: at least two (one could meet a hiccup), at most this many (one
+#: stream at a time takes a second each; the whole run must stay within a few minutes)
+MAX_BURSTS = 10
+
+
+def plan(concurrency: int, target: int) -> int:
+    """Bursts per path at this level: about ``target`` streams, within [2, MAX_BURSTS] bursts."""
+    return max(2, min(MAX_BURSTS, math.ceil(target / concurrency)))
+
+
+def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
+        target: int = 40, progress: Any = None) -> dict[str, Any]:
+    say = progress or (lambda msg: None)
+    body = json.dumps({"model": "gpt-4o-mini", "stream": True, "max_tokens": output_tokens,
+                       "messages": [{"role": "user", "content": "Say hi."}]}).encode()
+    sp, bp, fp = free_port(), free_port(), free_port()
+    sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5", "--prefill-base-ms", str(prefill_ms),
+                      "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
+    out: dict[str, Any] = {"config": {"levels": levels, "output_tokens": output_tokens, "tpot_ms": tpot_ms,
+                                      "prefill_ms": prefill_ms, "cores": os.cpu_count(), "python": sys.version.split()[0]},
+                           "levels": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "bare_streaming.py"
+        script.write_text(BARE_SCRIPT)
+        db = Path(tmp) / "load.db"
+        bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
+                     "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
+        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db)]
+        with process(sim_argv, sp), process(bare_argv, bp) as bare, process(ft_argv, fp) as ft:
+            ports = {"direct": sp, "bare mitmproxy": bp, "firsttoken": fp}
+            pids = {"bare mitmproxy": bare.pid, "firsttoken": ft.pid}
+            loop = asyncio.new_event_loop()
+            try:
+                for port in ports.values():  # warm up: imports, tokenizers, connection pools
+                    loop.run_until_complete(stream_burst(port, body, 3, [f"warm-{uuid.uuid4().hex}" for _ in range(3)]))
+                _recorded(db, set(), timeout=0)
+                for n in levels:
+                    bursts = plan(n, target)
+                    samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
+                    cpu = {p: 0.0 for p in pids}
+                    recorded: dict[str, dict[str, Any]] = {}
+                    for b in range(bursts):
+                        order = PATHS if b % 2 == 0 else PATHS[::-1]
+                        for path in order:
+                            tags = [f"load-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+                            c0 = cpu_seconds(pids[path]) if path in pids else None
+                            samples[path] += loop.run_until_complete(stream_burst(ports[path], body, n, tags))
+                            if path == "firsttoken":  # its analysis and writes count too: wait for them
+                                recorded.update(_recorded(db, set(tags)))
+                            if c0 is not None:
+                                time.sleep(0.1)  # what the proxy does right after the burst (closing) counts
+                                cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
+                    level = _summarise(n, bursts, samples, cpu, recorded, {p: rss_mb(pid) for p, pid in pids.items()})
+                    out["levels"].append(level)
+                    say(f"{n} concurrent: done ({bursts} bursts per path)")
+            finally:
+                loop.close()
+    return out
+
+
+def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cpu: dict[str, float],
+               recorded: dict[str, dict[str, Any]], rss: dict[str, float | None]) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for path, ss in samples.items():
+        ttft = [s["ttft"] for s in ss]
+        gaps = [g for s in ss for g in s["gaps"]]
+        chunks = sum(s["events"] for s in ss)
+        st: dict[str, Any] = {"streams": len(ss), "chunks": chunks, "ttft_p50": _p(ttft, 50), "ttft_p99": _p(ttft, 99),
+                              "gap_p99": _p(gaps, 99)}
+        if path in cpu:
+            st["cpu_s"] = cpu[path]
+            st["cpu_us_per_chunk"] = cpu[path] / chunks * 1e6 if chunks else None
+            st["rss_mb"] = rss.get(path)
+        paths[path] = st
+    ft = samples["firsttoken"]
+    err, err_plain, delays, saturated = [], [], [], 0
+    for s in ft:
+        r = recorded.get(s["tag"])
+        if r is None or r["ttft_ms"] is None:
+            continue
+        lag = r["lag"] or 0.0
+        err.append(r["ttft_ms"] + lag - s["ttft"])
+        err_plain.append(r["ttft_ms"] - s["ttft"])
+        if r["delay"] is not None:
+            delays.append(r["delay"])
+        saturated += '"proxy.saturated"' in (r["findings"] or "")
+    abs_err = [abs(e) for e in err]
+    paths["firsttoken"].update({
+        "recorded": len(err),
+        "ttft_error_p50": _p(err, 50), "ttft_error_abs_p99": _p(abs_err, 99),
+        "ttft_error_without_lag_p50": _p(err_plain, 50),
+        "proxy_delay_p50": _p(delays, 50), "proxy_delay_p99": _p(delays, 99),
+        "saturated_findings": saturated,
+    })
+    bare, fts = paths["bare mitmproxy"], paths["firsttoken"]
+    ratio = (fts["cpu_us_per_chunk"] / bare["cpu_us_per_chunk"]
+             if fts.get("cpu_us_per_chunk") and bare.get("cpu_us_per_chunk") else None)
+    return {"concurrency": n, "bursts": bursts, "paths": paths, "cpu_ratio_vs_bare": ratio,
+            "added_gap_p99": (fts["gap_p99"] - bare["gap_p99"]) if fts["gap_p99"] is not None and bare["gap_p99"] is not None else None}
+
+
+def _ms(v: float | None, sign: bool = False) -> str:
+    return "—" if v is None else (f"{v:+.1f}" if sign else f"{v:.1f}")
+
+
+SHORT = {"direct": "direct", "bare mitmproxy": "bare", "firsttoken": "firsttoken"}
+
+
+def report(res: dict[str, Any], out: Console) -> None:
+    c = res["config"]
+    t = Table(title=(f"under load: loopback, {c['cores']} cores, Python {c['python']}; simulated upstream, first token "
+                     f"+{c['prefill_ms']:g} ms, {c['output_tokens']} tokens × {c['tpot_ms']:g} ms. Times in ms"),
+              caption="bare = mitmproxy streaming, nothing else; CPU µs = the proxy process's CPU per forwarded chunk; rec. err = firsttoken's recorded TTFT + proxy_lag_ms "
+                      "minus the client's (p50 / |p99|)")
+    for col in ("N", "path", "TTFT p50", "p99", "gap p99", "CPU µs", "RSS MB", "rec. err"):
+        t.add_column(col, justify="left" if col == "path" else "right", no_wrap=col in ("path", "rec. err"))
+    for lv in res["levels"]:
+        for i, path in enumerate(PATHS):
+            st = lv["paths"][path]
+            cpu = f"{st['cpu_us_per_chunk']:.0f}" if st.get("cpu_us_per_chunk") is not None else ""
+            rss = f"{st['rss_mb']:.0f}" if st.get("rss_mb") is not None else ""
+            err = ""
+            if path == "firsttoken" and st.get("recorded"):
+                err = f"{_ms(st['ttft_error_p50'], True)}/{_ms(st['ttft_error_abs_p99'])}"
+            t.add_row(str(lv["concurrency"]) if i == 0 else "", SHORT[path], _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
+                      _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(PATHS) - 1)
+    out.print(t)
+    for lv in res["levels"]:
+        ft = lv["paths"]["firsttoken"]
+        ratio = f"{lv['cpu_ratio_vs_bare']:.2f}×" if lv["cpu_ratio_vs_bare"] is not None else "—"
+        out.print(f"{lv['concurrency']} streams: CPU per chunk {ratio} bare mitmproxy's; gap p99 "
+                  f"{_ms(lv['added_gap_p99'], True)} ms over bare; the proxy's own delay p50/p99 "
+                  f"{_ms(ft.get('proxy_delay_p50'))}/{_ms(ft.get('proxy_delay_p99'))} ms; proxy.saturated on "
+                  f"{ft.get('saturated_findings', 0)} of {ft.get('recorded', 0)} requests")
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: give concurrency levels as numbers separated by commas, e.g. 1,10,50,200") from None
+    if not levels or any(n < 1 or n > 1000 for n in levels):
+        raise click.BadParameter(f"{text!r}: each level must be between 1 and 1000 concurrent streams")
+    return levels
