@@ -2,7 +2,9 @@
 
 Rows are streamed from a cursor (``queries.iter_rows``), so an export of a large database never
 sits in memory. CSV: one header line, JSON columns (findings, event_offsets, key_facts) as JSON
-text. JSON: JSON Lines, one object per request (like `logs --json`).
+text. JSON: JSON Lines, one object per request (like `logs --json`). With no format flag the
+format follows the --output file's extension (.jsonl / .json: JSON Lines), else CSV, and a note
+on stderr says which was chosen.
 """
 
 from __future__ import annotations
@@ -24,13 +26,19 @@ from firsttoken.cli.options import db_option, filter_options, json_option, make_
 @click.option("--bodies", is_flag=True, help="Include request_body / response_body (only stored with --save-bodies).")
 @click.option("--limit", type=int, default=None, help="At most this many rows (oldest first).")
 def export(db_path, as_csv, as_json, output, columns, bodies, limit, **kw):
-    """Export the recorded requests (all columns) as CSV or JSON Lines, oldest first."""
+    """Export the recorded requests (all columns) as CSV or JSON Lines, oldest first.
+
+    With neither --csv nor --json: JSON Lines when --output ends in .jsonl/.json, else CSV."""
     from firsttoken.addon.store import queries
     from firsttoken.cli import output as out_mod
     from firsttoken.cli.options import console, fail, reader
 
-    if as_csv == as_json:
-        raise click.UsageError("choose one of --csv or --json")
+    if as_csv and as_json:
+        raise click.UsageError("choose one of --csv or --json, not both")
+    if not as_csv and not as_json:
+        as_json = output.lower().endswith((".jsonl", ".json", ".ndjson"))
+        console(stderr=True).print(f"[dim]no format given: writing {'JSON Lines' if as_json else 'CSV'} "
+                                   f"({'--csv' if as_json else '--json'} for {'CSV' if as_json else 'JSON Lines'})[/]")
     filters = make_filters(kw)
     db = reader(db_path)
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None

@@ -96,6 +96,7 @@ LAZY_COMMANDS = {
     "export": "export:export",
     "logs": "logs:logs",
     "live": "live.runner:live",
+    "prune": "prune:prune",
     "report": "report.command:report",
     "run": "run.command:run",
     "show": "show:show",

@@ -31,6 +31,7 @@ from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option
+from firsttoken.cli.output import plural
 
 EXPERIMENT_HEADER = "x-firsttoken-experiment"
 APIS = ("openai.chat", "anthropic.messages")
@@ -183,37 +184,61 @@ def wait_for_rows(db_path: str, experiment: str, expected: int, timeout: float, 
         time.sleep(0.1)
 
 
+def new_tag(mode: str, now: _dt.datetime | None = None) -> str:
+    """The default experiment tag: the time to the second plus randomness, so that two sweeps
+    started in the same second never share (and mix) their rows."""
+    return f"sweep-{mode}-{(now or _dt.datetime.now()).strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+
+
+class Interrupted(Exception):
+    """Ctrl-C during the sweep; ``counts`` are what `run` returns, for the requests that finished."""
+
+    def __init__(self, counts: dict[str, Any]) -> None:
+        super().__init__("interrupted")
+        self.counts = counts
+
+
 def run(client: Client, api: str, model: str, points: list[tuple[int, int]], runs: int, warmup: int,
-        experiment: str, db_path: str, wait: float, progress=None) -> dict[str, Any]:
-    """Send every point (input tokens, max tokens) warmup + runs times; returns counts."""
+        experiment: str, db_path: str, wait: float, progress=None, on_request=None) -> dict[str, Any]:
+    """Send every point (input tokens, max tokens) warmup + runs times; returns counts.
+
+    ``on_request(n_in, n_out, is_warmup)`` is called before each request, ``progress()`` after it.
+    Ctrl-C raises `Interrupted` with the counts of the requests that completed."""
     plan = [(p, True) for p in points for _ in range(warmup)] + [(p, False) for _ in range(runs) for p in points]
-    sent = errors = 0
-    first_error = None
+    c: dict[str, Any] = {"sent": 0, "errors": 0, "first_error": None, "planned": len(plan), "done": 0}
     checked = False
-    for i, ((n_in, n_out), is_warmup) in enumerate(plan):
-        body = build_prompt(api, model, n_in, n_out, tag=f"{experiment} #{i} {secrets.token_hex(4)}")
-        status, head = client.send(body, f"{experiment}/warmup" if is_warmup else experiment)
-        if status >= 400:
-            errors += 1
-            first_error = first_error or error_text(status, head, client.key)
-            if i == 0:
-                raise SweepError(f"the first request failed with {first_error}")
-        if not is_warmup:
-            sent += 1
-        if not checked:  # the proxy must be recording this experiment, or nothing will come back
-            checked = True
-            if wait_for_rows(db_path, experiment, 1, wait, prefix=True) == 0:
-                raise SweepError(
-                    f"nothing was recorded in {db_path} for experiment {experiment!r}: point --base-url at a running "
-                    "`firsttoken proxy` (e.g. http://127.0.0.1:8787/v1) and --db at that proxy's database")
-        if progress:
-            progress()
-    got = wait_for_rows(db_path, experiment, sent, wait)
-    return {"sent": sent, "recorded": got, "errors": errors, "first_error": first_error}
+    try:
+        for i, ((n_in, n_out), is_warmup) in enumerate(plan):
+            if on_request:
+                on_request(n_in, n_out, is_warmup)
+            body = build_prompt(api, model, n_in, n_out, tag=f"{experiment} #{i} {secrets.token_hex(4)}")
+            status, head = client.send(body, f"{experiment}/warmup" if is_warmup else experiment)
+            c["done"] += 1
+            if status >= 400:
+                c["errors"] += 1
+                c["first_error"] = c["first_error"] or error_text(status, head, client.key)
+                if i == 0:
+                    raise SweepError(f"the first request failed with {c['first_error']}")
+            if not is_warmup:
+                c["sent"] += 1
+            if not checked:  # the proxy must be recording this experiment, or nothing will come back
+                checked = True
+                if wait_for_rows(db_path, experiment, 1, wait, prefix=True) == 0:
+                    raise SweepError(
+                        f"nothing was recorded in {db_path} for experiment {experiment!r}: point --base-url at a running "
+                        "`firsttoken proxy` (e.g. http://127.0.0.1:8787/v1) and --db at that proxy's database")
+            if progress:
+                progress()
+        c["recorded"] = wait_for_rows(db_path, experiment, c["sent"], wait)
+    except KeyboardInterrupt:
+        client.close()  # the request in flight is cut off; the proxy records it as such
+        raise Interrupted(c) from None
+    return c
 
 
 SWEEP_METRICS = (("ttft", "ttft_ms"), ("ttfb", "ttfb_ms"), ("gap", "gap_ms"), ("total", "total_ms"),
-                 ("tpot", "tpot_ms"), ("server_prompt", "usage_prompt_tokens"), ("server_output", "usage_completion_tokens"))
+                 ("tpot", "tpot_ms"), ("server_prompt", "usage_prompt_tokens"), ("server_output", "usage_completion_tokens"),
+                 ("est_output", "output_tokens_est"))
 
 
 def summarize(db, experiment: str, mode: str) -> dict[str, Any]:
@@ -230,7 +255,7 @@ def summarize(db, experiment: str, mode: str) -> dict[str, Any]:
             "ttft_p50": g["ttft_ms"]["p50"], "ttfb_p50": g["ttfb_ms"]["p50"], "gap_p50": g["gap_ms"]["p50"],
             "ttft_p95": g["ttft_ms"]["p95"], "total_p50": g["total_ms"]["p50"], "tpot_p50": g["tpot_ms"]["p50"],
             "server_prompt_tokens": g["server_prompt"]["p50"], "server_output_tokens": g["server_output"]["p50"],
-            "errors": g["errors"],
+            "counted_output_tokens": g["est_output"]["p50"], "errors": g["errors"],
         })
     whole = sq.compute(db, f, group_expr="experiment", metrics=(), fit=True)
     fit = {k: v for k, v in (whole["groups"][0] if whole["groups"] else {}).items() if k.startswith(("ttft_", "prompt_tokens"))}
@@ -239,7 +264,28 @@ def summarize(db, experiment: str, mode: str) -> dict[str, Any]:
         meds = [p["ttft_p50"] for p in points if p["ttft_p50"] is not None]
         mean = sum(meds) / len(meds)
         out["ttft_spread"] = round((max(meds) - min(meds)) / mean, 4) if mean else None
+        out["output_check"] = output_check(points)
     return out
+
+
+def output_check(points: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Did the answers actually get longer as max_tokens grew? An `--outputs` sweep whose every
+    point produced the same number of tokens measured nothing about the output length: the
+    upstream ignored max_tokens, or the model stopped on its own below the smallest cap.
+
+    Output lengths are the server's usage figures, else firsttoken's own count."""
+    caps = [p["max_tokens"] for p in points]
+    outs = [p["server_output_tokens"] if p["server_output_tokens"] is not None else p.get("counted_output_tokens")
+            for p in points]
+    if len(points) < 2 or any(o is None for o in outs) or max(caps) == min(caps):
+        return None
+    lo, hi = min(outs), max(outs)
+    unchanged = hi - lo <= max(1.0, 0.1 * hi)
+    reason = None
+    if unchanged:
+        # above the smallest cap: the cap was not applied; below it: the answer simply ended there
+        reason = "ignored" if hi > min(caps) + 1 else "short"
+    return {"unchanged": unchanged, "output_tokens": [_int(o) for o in outs], "reason": reason}
 
 
 def parse_ints(text: str | None, name: str) -> list[int]:
@@ -252,12 +298,14 @@ def parse_ints(text: str | None, name: str) -> list[int]:
     return vals
 
 
-def print_summary(con, s: dict[str, Any]) -> None:
+def print_summary(con, s: dict[str, Any], partial: bool = False) -> None:
     from rich.table import Table
 
     inputs = s["mode"] == "inputs"
-    t = Table(title=f"sweep {s['experiment']} (medians over the runs; warm-up runs dropped)", header_style="bold",
-              title_justify="left")
+    title = f"sweep {s['experiment']} (medians over the runs; warm-up runs dropped)"
+    if partial:
+        title = f"sweep {s['experiment']}, interrupted: the points measured so far (medians; warm-up runs dropped)"
+    t = Table(title=title, header_style="bold", title_justify="left")
     cols = (["input tokens", "server tokens"] if inputs else ["max tokens", "output tokens"]) + \
         ["n", "TTFT P50", "TTFB P50", "gap P50", "TTFT P95"] + ([] if inputs else ["total P50", "TPOT P50"])
     for c in cols:
@@ -279,11 +327,67 @@ def print_summary(con, s: dict[str, Any]) -> None:
         con.print(f"[yellow]no slope:[/] {fit.get('ttft_fit_warning') or 'no data'}")
     if fit.get("ttft_fit_warning") and fit.get("ttft_slope_ms_per_1k") is not None:
         con.print(f"[yellow]⚠ {fit['ttft_fit_warning']}[/]")
-    if not inputs and s.get("ttft_spread") is not None:
+    check = s.get("output_check")
+    if not inputs and check and check["unchanged"]:
+        n = check["output_tokens"][0]
+        caps = [p["max_tokens"] for p in s["points"]]
+        why = (f"the upstream ignored max_tokens (it answered {n:,} tokens even when capped at {min(caps):,})"
+               if check["reason"] == "ignored" else
+               f"every answer ended on its own after ~{n:,} tokens, below the smallest cap ({min(caps):,})")
+        con.print(f"[yellow]⚠ the output length did not change:[/] every step produced ~{n:,} output tokens although "
+                  f"max_tokens went from {min(caps):,} to {max(caps):,}: {why}. This sweep says nothing about how the "
+                  "output length affects timing. Check that the upstream (or a gateway in front of it) honours "
+                  "max_tokens, and that the model writes long answers; with caps below "
+                  f"{n:,} tokens (e.g. --outputs {max(1, n // 4)},{max(2, n // 2)},{n}) the answers must get shorter.")
+        if s.get("ttft_spread") is not None:
+            con.print(f"TTFT medians vary by {s['ttft_spread'] * 100:.0f}% across the steps (all of the same length).")
+    elif not inputs and s.get("ttft_spread") is not None:
         flat = s["ttft_spread"] < 0.2
         con.print(f"TTFT medians vary by {s['ttft_spread'] * 100:.0f}% across output lengths: "
                   + ("flat, as expected: the output length does not enter TTFT, only the total time."
                      if flat else "not flat: the server may schedule long answers differently, or the network is noisy."))
+
+
+def write_csv(path: str | None, summary: dict[str, Any]) -> None:
+    if not path:
+        return
+    with open(path, "w", newline="") as fh:
+        if summary["points"]:
+            w = csv.DictWriter(fh, fieldnames=list(summary["points"][0]))
+            w.writeheader()
+            w.writerows(summary["points"])
+
+
+def interrupted(counts: dict[str, Any], experiment: str, mode: str, db_path: str, as_json: bool,
+                csv_path: str | None = None) -> None:
+    """Ctrl-C: show the table of what finished, say the rows are kept and how to see them; exit 130."""
+    from firsttoken.addon.store.db import StoreError, open_reader
+    from firsttoken.cli.options import console
+
+    err = console(stderr=True)
+    try:
+        # the proxy writes asynchronously: give the finished requests a moment to land
+        wait_for_rows(db_path, experiment, counts["sent"], 3.0)
+        db = open_reader(db_path)
+        summary = summarize(db, experiment, mode)
+        db.conn.close()
+    except (FileNotFoundError, StoreError, KeyboardInterrupt):
+        summary = {"experiment": experiment, "mode": mode, "points": [], "fit": {}}
+    summary.update(interrupted=True, **{k: counts[k] for k in ("sent", "errors", "done", "planned")})
+    write_csv(csv_path, summary)
+    err.print(f"[yellow]interrupted[/] after {counts['done']} of {counts['planned']} requests "
+              f"({plural(counts['sent'], 'measured request')} finished).")
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+    elif summary["points"]:
+        print_summary(console(), summary, partial=True)
+    else:
+        err.print("No measured request had finished yet: there is no table to show.")
+    err.print(f"The finished rows are kept in {db_path}, tagged {experiment!r} (warm-ups: {experiment + '/warmup'!r}): "
+              f"see them with `firsttoken logs --experiment {experiment}`; "
+              f"`firsttoken stats --experiment {experiment}` summarises them. Run the sweep again to measure every point.")
+    sys.stdout.flush()
+    sys.exit(130)
 
 
 def _int(v):
@@ -301,7 +405,7 @@ def _int(v):
 @click.option("--input", "input_tokens", type=int, default=200, show_default=True, help="Input size while varying the output.")
 @click.option("--runs", type=int, default=5, show_default=True, help="Measured requests per point.")
 @click.option("--warmup", type=int, default=1, show_default=True, help="Requests per point sent first and dropped.")
-@click.option("--experiment", help="Tag for the rows (default: sweep-inputs-YYYYmmdd-HHMMSS).")
+@click.option("--experiment", help="Tag for the rows (default: sweep-inputs-YYYYmmdd-HHMMSS-RANDOM).")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Also write the table to this CSV file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request.")
@@ -310,7 +414,7 @@ def _int(v):
 def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_tokens, runs, warmup, experiment,
           csv_path, as_json, timeout, wait, db_path):
     """Measure how TTFT grows with input length (or stays flat with output length), through the proxy."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     from firsttoken.addon.store.db import open_db
     from firsttoken.cli.options import console, fail, resolve_db
@@ -328,7 +432,7 @@ def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_toke
     err = console(stderr=True)
     if key is None:
         err.print(f"[yellow]note:[/] ${key_env} is not set: sending requests without an API key")
-    experiment = experiment or f"sweep-{mode}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    experiment = experiment or new_tag(mode)
     path = resolve_db(db_path)
     try:
         for n, m in points[:1] + points[-1:]:
@@ -336,24 +440,30 @@ def sweep(base_url, model, api, key_env, inputs, max_tokens, outputs, input_toke
         client = Client(base_url, api, key, timeout)
         total = len(points) * (runs + warmup)
         with Progress(TextColumn(f"[bold]{experiment}[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.description}"),
                       console=err, transient=True) as bar:
-            task = bar.add_task("requests", total=total)
-            info = run(client, api, model, points, runs, warmup, experiment, path, wait, lambda: bar.advance(task))
+            task = bar.add_task("", total=total)
+
+            def now_sending(n_in, n_out, is_warmup):
+                bar.update(task, description=f"{'warm-up · ' if is_warmup else ''}input {n_in:,} tok · max_tokens {n_out:,}")
+
+            info = run(client, api, model, points, runs, warmup, experiment, path, wait,
+                       lambda: bar.advance(task), now_sending)
         client.close()
     except SweepError as e:
         fail(str(e))
+    except Interrupted as e:
+        interrupted(e.counts, experiment, mode, path, as_json, csv_path)
+    except KeyboardInterrupt:  # before the first request
+        interrupted({"sent": 0, "errors": 0, "done": 0, "planned": len(points) * (runs + warmup)},
+                    experiment, mode, path, as_json, csv_path)
     if info["recorded"] < info["sent"]:
         err.print(f"[yellow]warning:[/] the proxy recorded {info['recorded']} of {info['sent']} measured requests within {wait:.0f} s")
     if info["errors"]:
         err.print(f"[yellow]warning:[/] {info['errors']} request(s) failed; the first: {info['first_error']}")
     summary = summarize(open_db(path, write=False), experiment, mode)
     summary.update(model=model, api=api, runs=runs, warmup=warmup, **{k: info[k] for k in ("sent", "recorded", "errors")})
-    if csv_path:
-        with open(csv_path, "w", newline="") as fh:
-            if summary["points"]:
-                w = csv.DictWriter(fh, fieldnames=list(summary["points"][0]))
-                w.writeheader()
-                w.writerows(summary["points"])
+    write_csv(csv_path, summary)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:

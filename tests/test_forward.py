@@ -197,3 +197,37 @@ def test_forward_and_upstream_do_not_mix(db_path):
         ProxyServer(["https://api.openai.com"], str(db_path), forward_mode=True)
     with pytest.raises(RouteError, match="host-match"):
         ProxyServer([], str(db_path), forward_mode=True, host_match=["(bad"])
+
+
+@needs_wiring
+@pytest.mark.parametrize("mode", ["forward", "upstream"])
+def test_dns_hint_names_upstream_only_when_there_is_one(tmp_path, db_path, mode):
+    """A host that does not resolve: through --upstream the hint points at --upstream; through
+    forward mode (which has no --upstream) at the client's own base URL."""
+    from firsttoken.cli.output import localize
+
+    host = "no-such-host.invalid"
+    if mode == "forward":
+        p = ProxyServer([], str(db_path), port=0, forward_mode=True, host_match=[host],
+                        extra_options={"confdir": str(tmp_path / "mitm")})
+    else:
+        p = ProxyServer([f"http://{host}"], str(db_path), port=0)
+    chat = {"model": "sim-1", "messages": [{"role": "user", "content": "x"}], "stream": True}
+    with p:
+        if mode == "forward":
+            with httpx.Client(proxy=p.url, timeout=30) as c:
+                status = c.post(f"http://{host}/v1/chat/completions", json=chat).status_code
+        else:
+            status = httpx.post(p.url + "/v1/chat/completions", json=chat, timeout=30).status_code
+        assert status == 502
+        p.flush()
+        time.sleep(0.1)
+        (row,) = rows(db_path)
+    (found,) = [f for f in localize(json.loads(row["findings"]), "en") if f["code"] == "upstream.unreachable"]
+    zh = [f for f in localize(json.loads(row["findings"]), "zh") if f["code"] == "upstream.unreachable"][0]
+    assert host in found["message"] and "does not resolve" in found["message"]
+    if mode == "forward":
+        assert "--upstream" not in found["hint"] + zh["hint"]
+        assert "client's own base URL" in found["hint"] and host in found["hint"]
+    else:
+        assert f"--upstream (http://{host})" in found["hint"]

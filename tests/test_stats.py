@@ -225,7 +225,9 @@ def test_export_csv_and_json(bench):
     lines = [json.loads(x) for x in r.output.splitlines()]
     assert lines and all(set(x) == {"id", "status", "findings"} and x["status"] == 429 for x in lines)
     assert isinstance(lines[0]["findings"], list)
-    assert CliRunner().invoke(export, ["--db", path]).exit_code == 2  # neither --csv nor --json
+    assert CliRunner().invoke(export, ["--db", path, "--csv", "--json"]).exit_code == 2  # both: refused
+    r = CliRunner().invoke(export, ["--db", path, "--limit", "5"])  # neither: CSV, and it says so
+    assert r.exit_code == 0 and "writing CSV" in r.stderr and len(list(csv.DictReader(io.StringIO(r.stdout)))) == 5
 
 
 def test_bench_db_command(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -99,3 +100,93 @@ def test_first_request_failing_stops_the_sweep(tmp_path):
             sweep, ["--base-url", proxy.url + "/v1", "--model", "sim-1", "--inputs", "100", "--db", str(db)])
     assert res.exit_code == 1
     assert "HTTP 401" in res.output and "sk-wrong-0000000000" not in res.output
+
+
+@pytest.mark.parametrize("ignore,reason", [(False, "short"), (True, "ignored")])
+def test_outputs_sweep_says_when_the_output_length_did_not_change(tmp_path, ignore, reason):
+    # not ignoring: every answer is 8 tokens, below the smallest cap; ignoring: 40 tokens, above every cap
+    db = tmp_path / "ft.db"
+    cfg = SimConfig(**{**PREFILL, "output_tokens": 8 if not ignore else 40, "ignore_max_tokens": ignore})
+    caps = "10,60,150" if not ignore else "10,20,30"
+    with SimServer(cfg) as sim, ProxyServer([sim.url], str(db), port=0) as proxy:
+        res = _invoke(["--base-url", proxy.url + "/v1", "--model", "gpt-4o-mini", "--outputs", caps, "--input", "100",
+                       "--runs", "1", "--warmup", "0", "--experiment", "same", "--db", str(db)])
+        js = _invoke(["--base-url", proxy.url + "/v1", "--model", "gpt-4o-mini", "--outputs", caps, "--input", "100",
+                      "--runs", "1", "--warmup", "0", "--experiment", "same-json", "--db", str(db), "--json"])
+    text = " ".join(res.output.split())
+    assert "flat, as expected" not in text
+    assert "the output length did not change" in text
+    n = 8 if not ignore else 40
+    assert f"produced ~{n} output tokens" in text and "max_tokens went from" in text
+    assert ("ignored max_tokens" in text) == ignore
+    assert ("ended on its own" in text) == (not ignore)
+    s = json.loads(js.output[js.output.index("{"):])
+    assert s["output_check"] == {"unchanged": True, "output_tokens": [n, n, n], "reason": reason}
+
+
+def test_outputs_that_follow_the_cap_are_not_flagged(tmp_path):
+    from firsttoken.cli.sweep import output_check
+
+    pts = [{"max_tokens": m, "server_output_tokens": m, "counted_output_tokens": m} for m in (10, 60, 150)]
+    assert output_check(pts)["unchanged"] is False
+    # no usage from the server: firsttoken's own count decides
+    pts = [{"max_tokens": m, "server_output_tokens": None, "counted_output_tokens": 31} for m in (50, 200)]
+    assert output_check(pts) == {"unchanged": True, "output_tokens": [31, 31], "reason": "short"}
+
+
+def test_default_tags_differ_within_one_second():
+    import datetime as dt
+
+    from firsttoken.cli.sweep import new_tag
+
+    now = dt.datetime(2026, 1, 2, 3, 4, 5)
+    tags = {new_tag("inputs", now) for _ in range(50)}
+    assert len(tags) == 50
+    assert all(t.startswith("sweep-inputs-20260102-030405-") for t in tags)
+
+
+def test_ctrl_c_shows_the_partial_table_and_keeps_the_rows(tmp_path):
+    """On a real terminal: the progress shows the ETA and the size being sent; SIGINT prints the table of
+    the points measured so far, says where the rows are, and exits 130 (no bare `Aborted!`)."""
+    import sys
+    import time
+    from pathlib import Path
+
+    from firsttoken.addon.store.db import open_reader
+    from firsttoken.addon.store.queries import count_finished
+    from firsttoken.cli.terminal import PseudoTerminal
+
+    ft = str(Path(sys.executable).parent / "firsttoken")
+    db = tmp_path / "ft.db"
+    slow = {**PREFILL, "tpot_ms": 40, "output_tokens": 6}  # ~0.3 s a request
+    term = PseudoTerminal(160, 40)
+    with SimServer(SimConfig(**slow)) as sim, ProxyServer([sim.url], str(db), port=0) as proxy:
+        try:
+            term.spawn([ft, "sweep", "--base-url", proxy.url + "/v1", "--model", "gpt-4o-mini", "--inputs",
+                        "100,300", "--runs", "40", "--warmup", "1", "--db", str(db)])
+            screen = term.wait_for(r"ETA.*input [\d,]+ tok · max_tokens 50", timeout=30)
+            assert "sweep-inputs-" in screen
+            deadline = time.monotonic() + 30
+            n = 0
+            while n < 5 and time.monotonic() < deadline:  # a few measured rows of each point
+                time.sleep(0.2)
+                db_ = open_reader(str(db))
+                n = db_.execute("SELECT count(*) FROM requests WHERE state = 'done' AND experiment LIKE 'sweep-inputs-%' "
+                                "AND experiment NOT LIKE '%/warmup'").fetchone()[0]
+                db_.conn.close()
+            assert n >= 5
+            code = term.interrupt(timeout=30)
+            screen = term.text()
+        finally:
+            term.close()
+    assert code == 130, screen
+    assert "Aborted!" not in screen and "Traceback" not in screen
+    flat = " ".join(screen.split())
+    assert "interrupted after" in flat
+    assert "interrupted: the points measured so far" in flat
+    tag = next(w for w in flat.split() if w.startswith("'sweep-inputs-")).strip("':,")
+    assert f"firsttoken logs --experiment {tag}" in flat and "are kept in" in flat
+    table = screen[screen.index("interrupted: the"):]
+    assert re.search(r"│\s+100 │", table) and re.search(r"│\s+300 │", table) and "TTFT P50" in table
+    reader = open_reader(str(db))
+    assert count_finished(reader, tag) >= n  # nothing finished was lost

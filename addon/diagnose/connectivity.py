@@ -52,6 +52,16 @@ def _cause(error: str) -> str | None:
     return None
 
 
+def forward_mode(rec: Any) -> bool:
+    """Whether the request came through forward mode (`proxy --forward`), where there is no
+    --upstream: its upstream is the client's own target, written by capture as scheme://host:port
+    with the port always spelled out, while a configured route's URL (routing.Route.url) never
+    spells out the scheme's default port."""
+    up = rec.upstream or ""
+    return rec.route in (None, "", "default") and (
+        (up.startswith("https://") and up.endswith(":443")) or (up.startswith("http://") and up.endswith(":80")))
+
+
 def _own(error: str) -> bool:
     low = error.lower()
     return any(low.startswith(w) or w in low[:40] for w in OWN_ERRORS)
@@ -92,6 +102,8 @@ def rule_unreachable(rec: Any, c: Ctx) -> None:
         if cause is None and closed:
             c.add("upstream.closed", "error", variant="before_response", **base)
         else:
+            if cause == "dns" and forward_mode(rec):
+                cause = "dns_forward"  # the host came from the client's own base URL, not from --upstream
             c.add("upstream.unreachable", "error", variant=cause or "other", **base)
     elif closed:
         c.add("upstream.closed", "error", variant="mid_response", **base, events=rec.events, total_ms=rec.total_ms)
@@ -110,6 +122,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "en": ("Upstream unreachable",
                "No response: the proxy could not connect (DNS failure, connection refused, TLS verification failed, timeout...).",
                {"dns": "The upstream host {host} does not resolve: {error}.",
+                "dns_forward": "The host {host} the client asked for does not resolve: {error}.",
                 "refused": "Nothing accepted a connection at {host}:{port} (connection refused): {error}.",
                 "tls": "The TLS certificate of {host}:{port} was rejected: {error}.",
                 "not_tls": "{host}:{port} does not speak TLS, but the upstream is given as https://: {error}.",
@@ -118,6 +131,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "not_http": "{host}:{port} answered something that is not HTTP: {error}.",
                 "other": "The proxy could not reach {host}:{port}: {error}."},
                {"dns": "Check the host name in --upstream ({upstream}) for typos, and your DNS or VPN (getent hosts {host}).",
+                "dns_forward": "Check the host in the client's own base URL or endpoint setting ({host}) for typos, and this machine's DNS or VPN (getent hosts {host}).",
                 "refused": "Start the upstream server, or fix the port in --upstream ({upstream}); check that it listens on that address (0.0.0.0 vs 127.0.0.1).",
                 "tls": "If a private CA or a corporate proxy signs it, trust that CA: --set ssl_verify_upstream_trusted_ca=/path/ca.pem; check that the host name matches the certificate; only for a local test server, --insecure-upstream.",
                 "not_tls": "Use http:// in --upstream: http://{host}:{port}{prefix}.",
@@ -128,6 +142,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "zh": ("无法连接上游",
                "没有响应：代理无法建立连接（DNS 失败、连接被拒绝、TLS 校验失败、超时等）。",
                {"dns": "上游主机名 {host} 无法解析：{error}。",
+                "dns_forward": "客户端请求的主机 {host} 无法解析：{error}。",
                 "refused": "{host}:{port} 拒绝连接（connection refused）：{error}。",
                 "tls": "{host}:{port} 的 TLS 证书未通过校验：{error}。",
                 "not_tls": "{host}:{port} 不支持 TLS，但上游写的是 https://：{error}。",
@@ -136,6 +151,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "not_http": "{host}:{port} 返回的不是 HTTP：{error}。",
                 "other": "代理无法连接 {host}:{port}：{error}。"},
                {"dns": "检查 --upstream（{upstream}）中的主机名是否拼错，并检查 DNS 或 VPN（getent hosts {host}）。",
+                "dns_forward": "检查客户端自己的 base URL 或接口地址设置中的主机（{host}）是否拼错，并检查本机的 DNS 或 VPN（getent hosts {host}）。",
                 "refused": "启动上游服务，或修正 --upstream（{upstream}）中的端口；确认服务监听在该地址上（0.0.0.0 还是 127.0.0.1）。",
                 "tls": "如果证书由私有 CA 或公司代理签发，信任该 CA：--set ssl_verify_upstream_trusted_ca=/path/ca.pem；确认主机名与证书一致；仅对本地测试服务器使用 --insecure-upstream。",
                 "not_tls": "在 --upstream 中使用 http://：http://{host}:{port}{prefix}。",

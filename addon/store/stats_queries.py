@@ -400,18 +400,18 @@ _MS_NAMES = {name for name, _ in METRICS}
 # ------------------------------------------------------------------ report helpers
 
 def scatter_points(db: sqlite_utils.Database, filters: Filters, counts: dict[Any, int], per_model: int = 800,
-                   include_cold: bool = True) -> dict[Any, list[tuple[float, float]]]:
-    """(prompt tokens, TTFT) per model, about per_model points each: every k-th row by rowid."""
+                   include_cold: bool = True) -> dict[Any, list[tuple[float, float, str]]]:
+    """(prompt tokens, TTFT, request id) per model, about per_model points each: every k-th row by rowid."""
     where, params = filters.where()
-    out: dict[Any, list[tuple[float, float]]] = {}
+    out: dict[Any, list[tuple[float, float, str]]] = {}
     for model, n in counts.items():
         if not n:
             continue
         k = max(1, n // per_model)
         w = _and(where, "model IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL",
                  "" if include_cold else WARM, "rowid % ? = 0")
-        rows = db.execute(f"SELECT {PROMPT}, ttft_ms FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
-        out[model] = [(x, y) for x, y in rows.fetchall()]
+        rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
+        out[model] = [(x, y, i) for x, y, i in rows.fetchall()]
     return out
 
 

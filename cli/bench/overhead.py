@@ -22,6 +22,7 @@ from rich.table import Table
 
 from firsttoken.cli.bench.timing import process, stream_once
 from firsttoken.cli.loopback import free_port
+from firsttoken.cli.options import json_option
 
 BIN = Path(sys.executable).parent
 
@@ -63,8 +64,8 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
               help="Requests per path [default: 60]; with --concurrency, streams per path and level [default: 40].")
 @click.option("--concurrency", metavar="N,N,...", default=None,
               help="Measure under load instead: bursts of N concurrent streams per level, e.g. 1,10,50,200.")
-@click.option("--json", "as_json", is_flag=True, help="With --concurrency: print the numbers as JSON.")
-def bench(n: int, concurrency: str | None, as_json: bool) -> None:
+@json_option("summary")
+def bench(n: int, concurrency: str | None, as_json: bool = False) -> None:
     """Measure the proxy's own overhead on loopback (prints numbers).
 
     The simulated upstream, bare mitmproxy and firsttoken each run in their own process,
@@ -84,8 +85,6 @@ def bench(n: int, concurrency: str | None, as_json: bool) -> None:
         else:
             load.report(res, Console(highlight=False))
         return
-    if as_json:
-        raise click.UsageError("--json goes with --concurrency (the load benchmark).")
     n = max(1, n or 60)
     out = Console(highlight=False)
     small = chat("Say hi.")
@@ -109,6 +108,9 @@ def bench(n: int, concurrency: str | None, as_json: bool) -> None:
         with process(ft_argv, fp):
             res["firsttoken"] = measure(fp, small, n)
             size["firsttoken"] = sizes(fp, small, big, big_n)
+    if as_json:
+        click.echo(json.dumps(summary(n, res, size, len(big)), indent=2))
+        return
     t = Table(title=f"median over {n} streaming requests on loopback (simulated upstream: TTFB 5 ms, first token +5 ms)")
     for c in ("path", "TTFB", "TTFT", "added TTFB", "added TTFT"):
         t.add_column(c, justify="left" if c == "path" else "right")
@@ -131,3 +133,23 @@ def bench(n: int, concurrency: str | None, as_json: bool) -> None:
     b = tokens.benchmark()
     out.print(f"prompt token counting (analysis thread, {b['tokenizer']}): {b['prompt_tokens_est']:,} tokens in "
               f"{b['seconds'] * 1000:.0f} ms = {b['prompt_tokens_est'] / b['seconds'] / 1e6:.2f} M tokens/s")
+
+
+def summary(n: int, res: dict, size: dict, big_bytes: int) -> dict:
+    """`bench --json`: the same figures as the tables, in milliseconds."""
+    from firsttoken.addon import tokens
+
+    d_ttfb, d_ttft = res["direct"]
+    b = tokens.benchmark()
+    return {
+        "requests": n, "upstream": {"ttfb_ms": 5, "first_token_after_ms": 5},
+        "paths": {name: {"ttfb_ms": round(a, 3), "ttft_ms": round(t, 3), "added_ttfb_ms": round(a - d_ttfb, 3),
+                         "added_ttft_ms": round(t - d_ttft, 3)} for name, (a, t) in res.items()},
+        "firsttoken_over_bare_ttft_ms": round(res["firsttoken"][1] - res["bare mitmproxy (streaming)"][1], 3),
+        "prompt_size": {"big_body_bytes": big_bytes, "paths": {
+            name: {"small_ttfb_ms": round(a[0], 3), "big_ttfb_ms": round(bg[0], 3), "difference_ms": round(bg[0] - a[0], 3)}
+            for name, (a, bg) in size.items()}},
+        "big_prompt_extra_ttfb_ms": round((size["firsttoken"][1][0] - size["firsttoken"][0][0])
+                                          - (size["direct"][1][0] - size["direct"][0][0]), 3),
+        "tokenizer": {"name": b["tokenizer"], "tokens": b["prompt_tokens_est"], "seconds": round(b["seconds"], 4)},
+    }

@@ -1,6 +1,8 @@
 """The HTML of `firsttoken report`: one self-contained file, charts as inline SVG drawn here.
 
-No scripts, no fonts, no images, no links: it opens offline and can be mailed around.
+No scripts, no fonts, no images, no links out of the page (only ``#req-ID`` anchors to its own
+request details): it opens offline and can be mailed around. Charts scale to the page width
+(viewBox, ``width:100%``) and wide tables scroll inside their box, so the page fits at 800 px.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from firsttoken.cli import output
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 SEV_COLOR = {"error": "#dc2626", "warn": "#d97706", "info": "#0891b2"}
 PCT_SHADES = {"p99": "#dbeafe", "p95": "#93c5fd", "p90": "#60a5fa", "p50": "#1d4ed8"}
+#: the two parts of TTFT in the split bars
+SPLIT_COLORS = {"ttfb": "#1d4ed8", "gap": "#f59e0b"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;color:#111827;margin:24px auto;max-width:1100px;padding:0 16px}
@@ -24,9 +28,14 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bott
 th,td{padding:4px 8px;border-bottom:1px solid #f3f4f6;text-align:left;vertical-align:top}th{background:#f9fafb;font-weight:600}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.warn{color:#b45309}.dim{color:#6b7280}
 .bar{display:inline-block;height:10px;border-radius:2px;vertical-align:middle}
-svg{display:block;margin:8px 0}svg text{font:11px system-ui,sans-serif;fill:#374151}
-.legend span{display:inline-block;margin-right:14px;font-size:12px}.sw{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px;vertical-align:middle}
-.charts svg{margin-bottom:14px}
+svg{display:block;margin:8px 0;width:100%;height:auto}svg text{font:12px system-ui,sans-serif;fill:#374151}
+.legend span{display:inline-block;margin-right:14px;font-size:12px;white-space:nowrap}.sw{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px;vertical-align:middle}
+.charts svg{margin-bottom:14px}.scroll{overflow-x:auto;max-width:100%}
+.nw{white-space:nowrap}a.id{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:12px;white-space:nowrap;color:#1d4ed8}
+.req{border:1px solid #e5e7eb;border-radius:6px;padding:8px 12px;margin:10px 0}.req:target{border-color:#2563eb;box-shadow:0 0 0 2px #bfdbfe}
+.req h3{font-size:14px;margin:0 0 6px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:nowrap;overflow-x:auto}
+.req dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0 0 6px;font-size:13px}.req dt{color:#6b7280}.req dd{margin:0}
+.req .hint{color:#4b5563;margin-left:1.2em}tr.has-sub td{border-bottom:none}tr.sub td{padding:0 8px 6px 24px;font-size:12px}circle:hover{stroke:#111827;stroke-width:1.5}
 """
 
 
@@ -51,9 +60,28 @@ def _num(v: float) -> str:
     return f"{v:g}"
 
 
-def scatter_svg(series: dict[str, list[tuple[float, float]]], fits: dict[str, tuple[float, float]],
-                colors: dict[str, str], w: int = 1040, h: int = 400) -> str:
-    """TTFT (y, ms) against prompt tokens (x), one colour per model, with each model's fitted line."""
+def anchor(request_id: str) -> str:
+    """The id attribute of a request's details section (``#req-…``)."""
+    return "req-" + esc(request_id)
+
+
+def id_link(request_id: str, n: int = 8) -> str:
+    """A request id that never wraps, linked to its details further down the page."""
+    return f'<a class="id" href="#{anchor(request_id)}" title="{esc(request_id)}">{esc(str(request_id)[:n])}</a>'
+
+
+def model_name(name: Any) -> str:
+    """A model name that never breaks at its hyphens."""
+    return f'<span class="nw">{esc(name)}</span>'
+
+
+def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[str, tuple[float, float]],
+                colors: dict[str, str], w: int = 900, h: int = 380, linked: set[str] | frozenset[str] = frozenset(),
+                names: dict[Any, str] | None = None) -> str:
+    """TTFT (y, ms) against prompt tokens (x), one colour per model, with each model's fitted line.
+
+    Each dot has a hover title (id, model, TTFT, prompt tokens); dots of requests in ``linked``
+    link to their details."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return '<p class="dim">No requests with both a TTFT and a prompt size.</p>'
@@ -63,7 +91,7 @@ def scatter_svg(series: dict[str, list[tuple[float, float]]], fits: dict[str, tu
     x1, y1 = xs[-1], ys[-1]
     sx = lambda x: ml + (w - ml - mr) * x / x1  # noqa: E731
     sy = lambda y: h - mb - (h - mt - mb) * y / y1  # noqa: E731
-    out = [f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="TTFT versus prompt tokens">']
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="TTFT versus prompt tokens">']
     for t in xs:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt}" x2="{sx(t):.1f}" y2="{h - mb}" stroke="#f3f4f6"/>'
                    f'<text x="{sx(t):.1f}" y="{h - mb + 16}" text-anchor="middle">{_num(t)}</text>')
@@ -76,8 +104,14 @@ def scatter_svg(series: dict[str, list[tuple[float, float]]], fits: dict[str, tu
                f'<text x="14" y="{(h - mb) / 2:.0f}" transform="rotate(-90 14 {(h - mb) / 2:.0f})" text-anchor="middle">TTFT</text>')
     for model, ps in series.items():
         c = colors[model]
-        out.append(f'<g fill="{c}" fill-opacity="0.35">')
-        out += [f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.2"/>' for x, y in ps if y <= y1]
+        label = (names or {}).get(model, model)
+        out.append(f'<g fill="{c}" fill-opacity="0.85" stroke="#ffffff" stroke-width="0.75">')
+        for x, y, rid in ps:
+            if y > y1:
+                continue
+            dot = (f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5"><title>{esc(rid)} · {esc(label)} · TTFT '
+                   f'{esc(output.ms(y))} · {x:,.0f} prompt tokens</title></circle>')
+            out.append(f'<a href="#{anchor(rid)}">{dot}</a>' if rid in linked else dot)
         out.append("</g>")
     for model, (a, b) in fits.items():
         ps = series.get(model) or []
@@ -91,7 +125,7 @@ def scatter_svg(series: dict[str, list[tuple[float, float]]], fits: dict[str, tu
     return "".join(out)
 
 
-def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 1040) -> str:
+def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 900) -> str:
     """Horizontal bars: P99 (lightest) behind P95, P90 and P50 (darkest), one row per group."""
     rows = [(g, m) for g, m in rows if m.get("n")]
     if not rows:
@@ -101,7 +135,7 @@ def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 
     top = max(m.get("p99") or m.get("p95") or 0 for _, m in rows) or 1
     ticks = nice_ticks(0, top, 4)
     sx = lambda v: ml + (w - ml - mr) * v / ticks[-1]  # noqa: E731
-    out = [f'<svg viewBox="0 0 {w} {h}" width="{w}" height="{h}" role="img" aria-label="{esc(title)}">',
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(title)}">',
            f'<text x="0" y="14" style="font-weight:600">{esc(title)}</text>']
     for t in ticks:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt - 4}" x2="{sx(t):.1f}" y2="{h - 20}" stroke="#f3f4f6"/>'
@@ -120,14 +154,93 @@ def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 
     return "".join(out)
 
 
-def table(head: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterable[int] = ()) -> str:
-    """rows: cells are escaped unless given as ('html', markup)."""
+def split_svg(title: str, rows: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]],
+              qs: tuple[str, ...] = ("p50", "p95"), w: int = 900) -> str:
+    """TTFT bars in two stacked segments, TTFB then the rest (the gap), at each percentile in ``qs``.
+
+    rows: (group, TTFB metrics, gap metrics, TTFT metrics). The TTFB segment ends at TTFB's
+    percentile and the bar at TTFT's: as TTFB ≤ TTFT for every request, TTFB's percentile never
+    passes TTFT's, so the second segment is the gap at that percentile."""
+    rows = [(g, b, gp, t) for g, b, gp, t in rows if t.get("n")]
+    if not rows:
+        return f'<p class="dim">{esc(title)}: no data</p>'
+    ml, mr, bar_h, mt = 210, 210, 18, 26
+    row_h = bar_h * len(qs) + 10
+    h = mt + row_h * len(rows) + 24
+    top = max((t.get(q) or 0) for _, _, _, t in rows for q in qs) or 1
+    ticks = nice_ticks(0, top, 4)
+    sx = lambda v: ml + (w - ml - mr) * v / ticks[-1]  # noqa: E731
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(title)}">',
+           f'<text x="0" y="14" style="font-weight:600">{esc(title)}</text>',
+           f'<rect x="{w - 200}" y="4" width="10" height="10" fill="{SPLIT_COLORS["ttfb"]}"/>'
+           f'<text x="{w - 186}" y="13">TTFB</text>'
+           f'<rect x="{w - 140}" y="4" width="10" height="10" fill="{SPLIT_COLORS["gap"]}"/>'
+           f'<text x="{w - 126}" y="13">gap (TTFT − TTFB)</text>']
+    for t in ticks:
+        out.append(f'<line x1="{sx(t):.1f}" y1="{mt - 4}" x2="{sx(t):.1f}" y2="{h - 20}" stroke="#f3f4f6"/>'
+                   f'<text x="{sx(t):.1f}" y="{h - 6}" text-anchor="middle">{esc(output.ms(t))}</text>')
+    for i, (g, ttfb, gap, ttft) in enumerate(rows):
+        y0 = mt + i * row_h
+        out.append(f'<text x="{ml - 46}" y="{y0 + bar_h * len(qs) / 2 + 4:.0f}" text-anchor="end">{esc(str(g)[:28])}</text>')
+        for j, q in enumerate(qs):
+            total = ttft.get(q)
+            if total is None:
+                continue
+            y = y0 + j * bar_h
+            first = min(ttfb.get(q) or 0, total)
+            tip = (f"{q.upper()}: TTFT {output.ms(total)} = TTFB {output.ms(first)} + gap {output.ms(total - first)} "
+                   f"(gap {q.upper()} on its own: {output.ms(gap.get(q))})")
+            out.append(f'<text x="{ml - 6}" y="{y + 13}" text-anchor="end" class="dim">{q.upper()}</text>'
+                       f'<rect x="{ml}" y="{y + 2}" width="{max(0.5, sx(first) - ml):.1f}" height="{bar_h - 4}" '
+                       f'fill="{SPLIT_COLORS["ttfb"]}"><title>{esc(tip)}</title></rect>'
+                       f'<rect x="{sx(first):.1f}" y="{y + 2}" width="{max(0.5, sx(total) - sx(first)):.1f}" '
+                       f'height="{bar_h - 4}" fill="{SPLIT_COLORS["gap"]}"><title>{esc(tip)}</title></rect>'
+                       f'<text x="{sx(total) + 4:.1f}" y="{y + 13}">{esc(output.ms(total))} = {esc(output.ms(first))} '
+                       f'+ {esc(output.ms(total - first))}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def details(r: dict[str, Any], name: str, why: str) -> str:
+    """One request's details section (the target of its id links)."""
+    def ms(k: str) -> str:
+        return output.ms(r.get(k))
+
+    prompt = r.get("usage_prompt_tokens") if r.get("usage_prompt_tokens") is not None else r.get("prompt_tokens_est")
+    fields = [("why listed", why), ("started", f"{str(r.get('started_at'))[:10]} {output.local_time(r.get('started_at'))}"),
+              ("model", name), ("route / API", f"{r.get('route') or '–'} · {r.get('api') or '–'}"),
+              ("status", r.get("status") if r.get("status") is not None else "no response"),
+              ("prompt tokens", output.num(prompt)),
+              ("timing", f"connect {ms('connect_ms')} · TTFB {ms('ttfb_ms')} · gap {ms('gap_ms')} · TTFT {ms('ttft_ms')} "
+                         f"· total {ms('total_ms')}" + (" (cold: opened a new connection)"
+                                                        if r.get("conn_reused") in (0, False) and r.get("connect_ms") is not None else ""))]
+    if r.get("error"):
+        fields.append(("error", r["error"]))
+    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in fields)
+    found = [f for f in (r.get("findings") or []) if isinstance(f, dict)]
+    fx = "".join(f'<div><b style="color:{SEV_COLOR.get(f.get("severity"), "#374151")}">{esc(f.get("code"))}</b> '
+                 f'{esc(f.get("message"))}' + (f'<div class="hint">→ {esc(f.get("hint"))}</div>' if f.get("hint") else "")
+                 + "</div>" for f in found) or '<span class="dim">no findings</span>'
+    return (f'<div class="req" id="{anchor(r["id"])}"><h3>{esc(r["id"])}</h3><dl>{dl}</dl>{fx}'
+            f'<p class="dim">More: <code>firsttoken show {esc(r["id"])}</code></p></div>')
+
+
+def table(head: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterable[int] = (),
+          below: Iterable[str | None] | None = None) -> str:
+    """rows: cells are escaped unless given as ('html', markup). ``below``: per row, markup shown on a
+    full-width line under it (e.g. its findings), so that long text never squeezes the columns."""
     num = set(numeric)
+    head = list(head)
+    rows = [list(r) for r in rows]
+    subs = list(below) if below is not None else [None] * len(rows)
     cell = lambda i, v: v[1] if isinstance(v, tuple) and v and v[0] == "html" else esc(v)  # noqa: E731
     th = "".join(f'<th class="n">{esc(h)}</th>' if i in num else f"<th>{esc(h)}</th>" for i, h in enumerate(head))
-    body = "".join("<tr>" + "".join(f'<td class="n">{cell(i, v)}</td>' if i in num else f"<td>{cell(i, v)}</td>"
-                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    body = "".join(("<tr>" if sub is None else '<tr class="has-sub">')
+                   + "".join(f'<td class="n">{cell(i, v)}</td>' if i in num else f"<td>{cell(i, v)}</td>"
+                             for i, v in enumerate(r)) + "</tr>"
+                   + (f'<tr class="sub"><td colspan="{len(head)}">{sub}</td></tr>' if sub is not None else "")
+                   for r, sub in zip(rows, subs))
+    return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def page(title: str, meta: str, sections: list[tuple[str, str]]) -> str:

@@ -19,6 +19,7 @@ from firsttoken.cli.simulate.server import SimServer
 @click.option("--tpot-ms", default=15.0, show_default=True, type=float, help="Time per output token.")
 @click.option("--output-tokens", default=32, show_default=True, type=int, help="Answer length (capped by max_tokens).")
 @click.option("--fill-max-tokens", is_flag=True, help="Answer with exactly max_tokens tokens (capped at 8192).")
+@click.option("--ignore-max-tokens", is_flag=True, help="Answer --output-tokens tokens even above max_tokens (a broken upstream).")
 @click.option("--reasoning-tokens", default=16, show_default=True, type=int, help="Reasoning tokens of *reason*/*think* models.")
 @click.option("--jitter", default=0.0, show_default=True, type=float, help="Random +/- fraction on every delay.")
 @click.option("--seed", default=None, type=int, help="Seed for the jitter.")
@@ -35,7 +36,7 @@ from firsttoken.cli.simulate.server import SimServer
 @click.option("--quiet", is_flag=True, help="Do not log each request.")
 def simulate(
     host: str, port: int, ttfb_ms: float, prefill_base_ms: float, prefill_ms_per_1k: float, tpot_ms: float,
-    output_tokens: int, fill_max_tokens: bool, reasoning_tokens: int, jitter: float, seed: int | None,
+    output_tokens: int, fill_max_tokens: bool, ignore_max_tokens: bool, reasoning_tokens: int, jitter: float, seed: int | None,
     stall_ms: float, api_key: str | None, prefix: str, protocols: tuple[str, ...], quiet: bool,
 ) -> None:  # fmt: skip
     """Serve a simulated LLM upstream (OpenAI + Anthropic APIs) with realistic timing and injectable faults."""
@@ -43,6 +44,7 @@ def simulate(
         config = SimConfig(
             ttfb_ms=ttfb_ms, prefill_base_ms=prefill_base_ms, prefill_ms_per_1k_tokens=prefill_ms_per_1k,
             tpot_ms=tpot_ms, output_tokens=output_tokens, fill_max_tokens=fill_max_tokens,
+            ignore_max_tokens=ignore_max_tokens,
             reasoning_tokens=reasoning_tokens, jitter=jitter, seed=seed, stall_ms=stall_ms, api_key=api_key,
             prefix=prefix, protocols=protocols or ("openai", "anthropic"), verbose=not quiet,
         )  # fmt: skip
@@ -69,6 +71,7 @@ def describe(server: SimServer) -> str:
         f"  timing: ttfb {c.ttfb_ms:g} ms, prefill {c.prefill_base_ms:g} ms + {c.prefill_ms_per_1k_tokens:g} ms/1k prompt "
         f"tokens, {c.tpot_ms:g} ms/token, {c.output_tokens} output tokens"
         + (" (fill max_tokens)" if c.fill_max_tokens else "")
+        + (" (max_tokens ignored)" if c.ignore_max_tokens else "")
         + (f", jitter ±{c.jitter:.0%}" if c.jitter else ""),
         f"  auth: {'key required: ' + c.api_key if c.api_key else 'any key accepted'}",
     ]

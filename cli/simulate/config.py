@@ -77,6 +77,7 @@ class SimConfig:
     tpot_ms: float = 15.0
     output_tokens: int = 32
     fill_max_tokens: bool = False
+    ignore_max_tokens: bool = False  # answer output_tokens whatever max_tokens says (as some gateways do)
     reasoning_tokens: int = 16
     jitter: float = 0.0
     seed: int | None = None

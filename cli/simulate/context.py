@@ -76,14 +76,16 @@ class Gen:
         opts = body.get("stream_options")
         include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
         param, max_tokens = requested_max_tokens(api, body)
-        if cfg.fill_max_tokens and max_tokens is not None:
+        if cfg.ignore_max_tokens:
+            n = cfg.output_tokens
+        elif cfg.fill_max_tokens and max_tokens is not None:
             n = min(max_tokens, cfg.max_fill_tokens)
         elif max_tokens is not None:
             n = min(max_tokens, cfg.output_tokens)
         else:
             n = cfg.output_tokens
         n = max(0, n)
-        limited = max_tokens is not None and n >= max_tokens
+        limited = max_tokens is not None and n >= max_tokens and not cfg.ignore_max_tokens
         tool = _tool_for(api, model, body)
         rwords = tokens.reasoning_words(cfg.reasoning_tokens) if _wants_reasoning(api, model, body) else []
         tool_name = ""

@@ -1,0 +1,110 @@
+"""`firsttoken report --html` as a person sees it: rendered by headless Chromium at 800 and 1400 px.
+
+A copy of the report gets a small probe script (the report itself has none) that measures the
+laid-out page: no horizontal overflow, every request id on one line and linked to a details
+section that exists, model names unbroken, every dot with a hover title. Skipped when Chromium
+is missing, unless CI is set (then it fails: .ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from firsttoken.addon.store.db import open_db
+from firsttoken.cli.bench.db import generate
+from firsttoken.cli.report.command import report
+
+LONG_MODEL = "claude-sonnet-4-5-20250929-with-a-very-long-deployment-name"
+
+PROBE = """<script>
+window.addEventListener('load', function () {
+  var r = {vw: window.innerWidth, sw: document.documentElement.scrollWidth, ids: 0, wrapped: [], broken: [],
+           models: [], wrappedModels: [], circles: 0, untitled: 0, radii: [], splits: 0};
+  document.querySelectorAll('a.id').forEach(function (a) {
+    r.ids++;
+    if (a.getClientRects().length !== 1) r.wrapped.push(a.textContent);
+    var t = (a.getAttribute('href') || '').slice(1);
+    if (!t || !document.getElementById(t)) r.broken.push(t);
+  });
+  document.querySelectorAll('.nw').forEach(function (s) {
+    r.models.push(s.textContent);
+    if (s.getClientRects().length !== 1) r.wrappedModels.push(s.textContent);
+  });
+  document.querySelectorAll('circle').forEach(function (c) {
+    r.circles++;
+    if (!c.querySelector('title') || !c.querySelector('title').textContent) r.untitled++;
+    r.radii.push(c.getBoundingClientRect().width / 2);
+  });
+  document.querySelectorAll('svg').forEach(function (s) {
+    if (s.getBoundingClientRect().right > window.innerWidth) r.sw = Math.max(r.sw, 99999);
+  });
+  r.radii = [Math.min.apply(null, r.radii), Math.max.apply(null, r.radii)];
+  var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(r);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    msg = "Chromium is not installed: apt-get install -y chromium (the Debian package)"
+    if os.environ.get("CI"):
+        pytest.fail(msg + " -- CI is set, so this check must run (.ci/run installs it)")
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    d = tmp_path_factory.mktemp("browser")
+    path = d / "r.db"
+    generate(path, 1500, days=2, seed=3)
+    db = open_db(path)
+    db["requests"].insert({"id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "started_at": "2026-11-29T10:00:00.000+00:00",
+                           "state": "done", "model": LONG_MODEL, "status": 200, "ttft_ms": 99999.0, "ttfb_ms": 10.0,
+                           "gap_ms": 99989.0, "conn_reused": 1, "prompt_tokens_est": 100, "api": "anthropic.messages",
+                           "findings": "[]"})
+    db.conn.commit()
+    out = d / "r.html"
+    res = CliRunner().invoke(report, ["--db", str(path), "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    page = out.read_text(encoding="utf-8")
+    assert "<script" not in page
+    probe = d / "probed.html"
+    probe.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    return probe
+
+
+def render(probe, width: int) -> dict:
+    exe = chromium()
+    profile = probe.parent / f"profile-{width}"
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", f"--window-size={width},2000", "--virtual-time-budget=5000",
+           "--dump-dom", probe.as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    m = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout)
+    assert m, f"Chromium rendered no probe result (exit {proc.returncode}): {proc.stderr[-2000:]}"
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_report_fits_and_links_in_a_browser(probed, width):
+    r = render(probed, width)
+    assert r["vw"] <= width
+    assert r["sw"] <= width, f"the page is {r['sw']} px wide in a {width} px window: it scrolls sideways"
+    assert r["ids"] >= 20 and r["wrapped"] == [], f"ids wrapped mid-id: {r['wrapped']}"
+    assert r["broken"] == [], f"id links without a details section: {r['broken']}"
+    assert LONG_MODEL in r["models"] and r["wrappedModels"] == [], f"model names broken: {r['wrappedModels']}"
+    assert r["circles"] > 100 and r["untitled"] == 0
+    # dots stay visible when the chart is scaled down to the window (r=4.5 in the chart's own units)
+    assert r["radii"][0] >= (3.5 if width == 800 else 4)
