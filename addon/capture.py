@@ -60,6 +60,8 @@ class Capture:
         self._conn_claimed: set[str] = set()
         self._strategy_set = False  # connection_strategy was set to lazy by this addon
         self.run_id: str | None = None  # stamped on every record (`firsttoken run` owns this proxy)
+        #: the proxy is stopping (ProxyServer.drain): responses close their client connection
+        self.draining = False
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -303,6 +305,7 @@ class Capture:
         rec.phase = "prefill" if tap.sse else "waiting_body"
         # Stream every response: the client gets each byte as it arrives, never a buffered body.
         resp.stream = tap
+        _client_framing(flow, self.draining)
         self._put({"id": rec.id, "phase": rec.phase, "status": rec.status, "content_type": rec.content_type,
                    "ttfb_ms": round((now - c.t0) * 1000.0, 3)})
 
@@ -447,6 +450,25 @@ def _read_before_connecting(headers) -> bool:
         return 0 <= int(length.strip()) <= REQUEST_READ_MAX
     except ValueError:
         return False
+
+
+def _client_framing(flow: http.HTTPFlow, draining: bool) -> None:
+    """Frame the response for the client that asked (hop-by-hop headers only; the body is untouched).
+
+    An HTTP/1.0 client does not know chunked encoding (RFC 9112 §7.1: never send it one): it
+    gets the body delimited by the connection's close instead. While the proxy drains, an
+    HTTP/1.1 client is told the connection closes after this response, so it does not send
+    its next request into a proxy that is stopping."""
+    req, resp = flow.request, flow.response
+    if resp is None or req.http_version not in ("HTTP/1.0", "HTTP/1.1"):
+        return
+    if req.http_version == "HTTP/1.0":
+        if "transfer-encoding" in resp.headers:
+            del resp.headers["transfer-encoding"]
+            resp.headers.pop("content-length", None)  # RFC 9112 §6.3: ignored next to chunked anyway
+        resp.headers["connection"] = "close"
+    elif draining:
+        resp.headers["connection"] = "close"
 
 
 def _retry_after(headers) -> float | None:
