@@ -23,7 +23,14 @@ from mitmproxy import ctx, exceptions, http
 from firsttoken.addon import forward, routing
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
 from firsttoken.addon.apis import detect_api
-from firsttoken.addon.diagnose.connectivity import SHUTDOWN_ERROR
+from firsttoken.addon.diagnose.connectivity import (
+    BAD_HEADER_ERROR,
+    BARE_CR,
+    CLIENT_REQUEST_ERROR,
+    OBS_FOLD,
+    SHUTDOWN_ERROR,
+    client_request_error,
+)
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.record import Clock, Record
@@ -246,6 +253,14 @@ class Capture:
             rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
         rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
         rec.api = detect_api(req.method, req.path)
+        bad = _bad_header(headers) if flow.response is None else None
+        if bad is not None:  # never forward a bare CR or a folded header (request smuggling)
+            rec.error = BAD_HEADER_ERROR.format(name=repr(bad[0])[:80], what=bad[1])
+            flow.response = http.Response.make(
+                400, json.dumps({"error": {"message": rec.error, "type": "firsttoken_bad_header"}}),
+                {"content-type": "application/json", "connection": "close"},
+            )
+            req.stream = False
         if flow.response is None and not _read_before_connecting(req.headers):
             # A body of unknown or very large size is forwarded as it arrives (a capped copy is
             # kept for analysis): the upstream connection is opened at once and nothing waits.
@@ -326,6 +341,10 @@ class Capture:
             return
         flight.clock.end = time.perf_counter()
         msg = flow.error.msg if flow.error else "unknown error"
+        if not flight.body_done and flow.response is None and msg.startswith("HTTP/1 protocol error"):
+            # mitmproxy was still reading the request body: the client hung up or framed it
+            # badly (the upstream's own errors read the same, hence the prefix)
+            msg = client_request_error(msg)
         flight.record.error = msg
         low = msg.lower()
         if "client disconnected" in low or "client closed" in low or "stream reset by client (cancel)" in low:
@@ -379,7 +398,8 @@ class Capture:
         if copy is not None and flight.body is None:  # ended before the `request` hook ran
             flight.record.request_bytes = copy.size
             expected = flight.flow.request.headers.get("content-length") if flight.flow else None
-            whole = expected is None or expected.strip() == str(copy.size)
+            whole = ((expected is None or expected.strip() == str(copy.size))
+                     and not (flight.record.error or "").startswith(CLIENT_REQUEST_ERROR))
             # a complete body is analysed as usual; half a JSON document would only look malformed
             flight.body = copy.buf if whole and not copy.truncated else None
             flight.body_copy = None
@@ -450,6 +470,17 @@ def _read_before_connecting(headers) -> bool:
         return 0 <= int(length.strip()) <= REQUEST_READ_MAX
     except ValueError:
         return False
+
+
+def _bad_header(headers: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(name, what) of the first request header holding a bare CR or an obs-fold line, else None.
+
+    mitmproxy keeps a folded line in the value as ``"\\r\\n "`` and a bare CR as is, and would
+    forward both verbatim; RFC 9112 §2.2 and §5.2 let a server answer 400 instead."""
+    for name, value in headers:
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            return name, OBS_FOLD if "\n" in value else BARE_CR
+    return None
 
 
 def _client_framing(flow: http.HTTPFlow, draining: bool) -> None:
