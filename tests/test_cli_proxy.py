@@ -17,9 +17,11 @@ import httpx
 import pytest
 
 from firsttoken.cli.loopback import free_port
+from firsttoken.cli.proxy.state import read_states
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 FT = str(Path(sys.executable).parent / "firsttoken")
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen, int]:
@@ -241,3 +243,57 @@ def test_sigterm_cuts_what_outlasts_drain_seconds(slow_sim, tmp_path):
     assert 0.9 < cut < 2.5
     row = _only_row(db)
     assert "proxy.shutdown" in row["codes"] and row["error"]
+
+
+# -- discovery: running proxies are found wherever their database is -------------------------------
+def _ft(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([FT, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_two_proxies_on_two_databases_are_found_by_env_doctor_and_live(sim, tmp_path):
+    from firsttoken.cli.doctor.command import build_context
+    from firsttoken.cli.live.db import STOPPED_NOTE, DbSource
+    from firsttoken.cli.live.runner import pick_db
+
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}  # the default database is a third one
+    a_db, b_db = tmp_path / "sweep.db", tmp_path / "b" / "other.db"
+    a, a_port = start(["--upstream", sim.url, "--db", str(a_db)])
+    b = None
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and len(read_states()) < 1:
+            time.sleep(0.05)
+        # one proxy, with --db sweep.db: `env` without --db finds it (it said "no running proxy found")
+        r = _ft("env", "openai", "--shell", env=env)
+        assert f"OPENAI_BASE_URL=http://127.0.0.1:{a_port}/v1" in r.stdout, r.stdout + r.stderr
+        assert "no running proxy found" not in r.stderr
+        assert pick_db(None, None) == os.path.realpath(a_db)  # `live` picks the only one
+        b, b_port = start(["--upstream", sim.url, "--db", str(b_db)])
+        while time.time() < deadline + 10 and len(read_states()) < 2:
+            time.sleep(0.05)
+        assert {s["port"] for s in read_states()} == {a_port, b_port}
+        # two: --db picks that database's proxy; --port picks by port
+        for db, port in ((a_db, a_port), (b_db, b_port)):
+            r = _ft("env", "openai", "--shell", "--db", str(db), env=env)
+            assert f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1" in r.stdout, (db, r.stdout)
+            assert pick_db(None, port) == os.path.realpath(db)
+            ctx = build_context(proxy_url=None, env_keys=(), db_path=str(db), upstreams=(), offline=True, timeout=1)
+            assert ctx.proxy_url == f"http://127.0.0.1:{port}"  # doctor probes the proxy, not api.openai.com
+        # `live` on A's database while A runs, then after A stopped: shown as stopped, no routes
+        httpx.post(f"http://127.0.0.1:{a_port}/v1/chat/completions", json=CHAT, timeout=10)
+        src = DbSource(a_db)
+        src.poll()
+        assert src.proxy is not None and src.note is None
+        a.send_signal(signal.SIGINT)
+        a.communicate(timeout=30)
+        src._proxy_checked = 0.0  # do not wait 2 s for the next look at the registry
+        src.poll()
+        assert src.proxy is None and src.note == STOPPED_NOTE and src.snapshot().routes == []
+        src.close()
+        assert [s["port"] for s in read_states()] == [b_port]
+    finally:
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                p.communicate(timeout=30)
+    assert read_states() == []  # each removed its entry on exit

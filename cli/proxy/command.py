@@ -1,6 +1,6 @@
 """`firsttoken proxy`: start, print where to point clients, then the live view or plain lines.
 
-The live view (cli/live_runner.py) is the default when stdout is a terminal; ``--no-live``
+The live view (cli/live/runner.py) is the default when stdout is a terminal; ``--no-live``
 or a pipe/file gives one plain line per finished request (cli/output.py).
 """
 
@@ -64,7 +64,8 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
     if insecure_upstream:
         err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
 
-    server.on_listen.append(write_state)  # <db dir>/proxy.json: `firsttoken env` / `doctor` find this proxy
+    server.on_listen.append(write_state)  # the per-user registry: `env`, `doctor`, `run`, `live` find this proxy
+    server.on_drain.append(lambda *_: clear_state(server))  # stopping: it takes no new clients
     try:
         _serve(server, out, lang, no_live)
     finally:
@@ -89,7 +90,7 @@ def _serve(server, out, lang, no_live) -> None:
         msg = describe_health(health)
         out.print(f"firsttoken: {msg or describe_recovery(health)}", markup=False, soft_wrap=True,
                   style="bold red" if msg else "green")
-        write_state(server)  # `firsttoken doctor` reads the writer's health from the state file
+        write_state(server)  # `firsttoken doctor` reads the writer's health from the registry entry
 
     def on_drain(n: int, seconds: float) -> None:
         if n:

@@ -230,7 +230,7 @@ class ProxyServer:
                                       "Check --host and --port.") from None
 
     def _who_listens(self) -> str:
-        """', by a firsttoken proxy (pid N, database D)' when a running proxy's state file says so."""
+        """', by a firsttoken proxy (pid N, database D)' when the registry of running proxies says so."""
         try:
             from firsttoken.cli.proxy.state import read_states
 
