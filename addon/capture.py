@@ -23,7 +23,14 @@ from mitmproxy import ctx, exceptions, http
 from firsttoken.addon import forward, routing
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
 from firsttoken.addon.apis import detect_api
-from firsttoken.addon.diagnose.connectivity import SHUTDOWN_ERROR
+from firsttoken.addon.diagnose.connectivity import (
+    BAD_HEADER_ERROR,
+    BARE_CR,
+    CLIENT_REQUEST_ERROR,
+    OBS_FOLD,
+    SHUTDOWN_ERROR,
+    client_request_error,
+)
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
@@ -63,6 +70,8 @@ class Capture:
         self.run_id: str | None = None  # stamped on every record (`firsttoken run` owns this proxy)
         self.loadwatch = LoadWatch()  # the proxy's own event-loop lag and CPU use
         self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
+        #: the proxy is stopping (ProxyServer.drain): responses close their client connection
+        self.draining = False
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -258,6 +267,14 @@ class Capture:
             rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
         rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
         rec.api = detect_api(req.method, req.path)
+        bad = _bad_header(headers) if flow.response is None else None
+        if bad is not None:  # never forward a bare CR or a folded header (request smuggling)
+            rec.error = BAD_HEADER_ERROR.format(name=repr(bad[0])[:80], what=bad[1])
+            flow.response = http.Response.make(
+                400, json.dumps({"error": {"message": rec.error, "type": "firsttoken_bad_header"}}),
+                {"content-type": "application/json", "connection": "close"},
+            )
+            req.stream = False
         if flow.response is None and not _read_before_connecting(req.headers):
             # A body of unknown or very large size is forwarded as it arrives (a capped copy is
             # kept for analysis): the upstream connection is opened at once and nothing waits.
@@ -317,6 +334,7 @@ class Capture:
         rec.phase = "prefill" if tap.sse else "waiting_body"
         # Stream every response: the client gets each byte as it arrives, never a buffered body.
         resp.stream = tap
+        _client_framing(flow, self.draining)
         self._put({"id": rec.id, "phase": rec.phase, "status": rec.status, "content_type": rec.content_type,
                    "ttfb_ms": round((now - c.t0) * 1000.0, 3)})
 
@@ -337,6 +355,10 @@ class Capture:
             return
         flight.clock.end = time.perf_counter()
         msg = flow.error.msg if flow.error else "unknown error"
+        if not flight.body_done and flow.response is None and msg.startswith("HTTP/1 protocol error"):
+            # mitmproxy was still reading the request body: the client hung up or framed it
+            # badly (the upstream's own errors read the same, hence the prefix)
+            msg = client_request_error(msg)
         flight.record.error = msg
         low = msg.lower()
         if "client disconnected" in low or "client closed" in low or "stream reset by client (cancel)" in low:
@@ -390,7 +412,8 @@ class Capture:
         if copy is not None and flight.body is None:  # ended before the `request` hook ran
             flight.record.request_bytes = copy.size
             expected = flight.flow.request.headers.get("content-length") if flight.flow else None
-            whole = expected is None or expected.strip() == str(copy.size)
+            whole = ((expected is None or expected.strip() == str(copy.size))
+                     and not (flight.record.error or "").startswith(CLIENT_REQUEST_ERROR))
             # a complete body is analysed as usual; half a JSON document would only look malformed
             flight.body = copy.buf if whole and not copy.truncated else None
             flight.body_copy = None
@@ -473,6 +496,36 @@ def _read_before_connecting(headers) -> bool:
         return 0 <= int(length.strip()) <= REQUEST_READ_MAX
     except ValueError:
         return False
+
+
+def _bad_header(headers: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(name, what) of the first request header holding a bare CR or an obs-fold line, else None.
+
+    mitmproxy keeps a folded line in the value as ``"\\r\\n "`` and a bare CR as is, and would
+    forward both verbatim; RFC 9112 §2.2 and §5.2 let a server answer 400 instead."""
+    for name, value in headers:
+        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            return name, OBS_FOLD if "\n" in value else BARE_CR
+    return None
+
+
+def _client_framing(flow: http.HTTPFlow, draining: bool) -> None:
+    """Frame the response for the client that asked (hop-by-hop headers only; the body is untouched).
+
+    An HTTP/1.0 client does not know chunked encoding (RFC 9112 §7.1: never send it one): it
+    gets the body delimited by the connection's close instead. While the proxy drains, an
+    HTTP/1.1 client is told the connection closes after this response, so it does not send
+    its next request into a proxy that is stopping."""
+    req, resp = flow.request, flow.response
+    if resp is None or req.http_version not in ("HTTP/1.0", "HTTP/1.1"):
+        return
+    if req.http_version == "HTTP/1.0":
+        if "transfer-encoding" in resp.headers:
+            del resp.headers["transfer-encoding"]
+            resp.headers.pop("content-length", None)  # RFC 9112 §6.3: ignored next to chunked anyway
+        resp.headers["connection"] = "close"
+    elif draining:
+        resp.headers["connection"] = "close"
 
 
 def _retry_after(headers) -> float | None:

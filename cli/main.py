@@ -58,8 +58,11 @@ def cli() -> None:
               help="Push OpenTelemetry GenAI spans and metrics over OTLP/HTTP to this collector, e.g. "
                    "http://127.0.0.1:4318 (to /v1/traces and /v1/metrics; default: $OTEL_EXPORTER_OTLP_ENDPOINT "
                    "if set). Needs: pip install 'firsttoken[otel]'. See: firsttoken docs otel.")
+@click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
+              help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
+                   "finish before cutting them (a second Ctrl-C cuts at once).")
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-          forward_mode, host_match, metrics_port, otlp_endpoint):
+          forward_mode, host_match, metrics_port, otlp_endpoint, drain_seconds):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
     from firsttoken.cli.proxy.command import run
 
@@ -69,7 +72,7 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
         db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
         warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
         forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
-        otlp_endpoint=otlp_endpoint)
+        otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds)
 
 
 @cli.command("script-path")

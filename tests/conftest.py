@@ -20,6 +20,14 @@ os.environ["NO_PROXY"] = "127.0.0.1,localhost"
 FAST = dict(ttfb_ms=30, prefill_base_ms=20, prefill_ms_per_1k_tokens=10, tpot_ms=5, output_tokens=12, reasoning_tokens=4)
 
 
+@pytest.fixture(autouse=True)
+def proxy_registry(tmp_path_factory, monkeypatch):
+    """Each test gets its own registry of running proxies (never the user's, never another test's)."""
+    d = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("FIRSTTOKEN_STATE_DIR", str(d))
+    return d / "proxies"
+
+
 @pytest.fixture(scope="session")
 def sim():
     with SimServer(SimConfig(**FAST)) as s:

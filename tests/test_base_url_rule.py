@@ -33,6 +33,7 @@ from firsttoken.cli.live.state import from_capture
 from firsttoken.cli.loopback import free_port
 from firsttoken.cli.proxy.command import banner
 from firsttoken.cli.proxy.server import ProxyServer
+from firsttoken.cli.proxy.state import read_states
 from firsttoken.cli.terminal import PseudoTerminal
 
 KEY = "sk-test-baseurl-0000000000000000000000"
@@ -267,7 +268,7 @@ def test_two_routes_banner_of_the_real_command(sim, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.time() + 20
-        while time.time() < deadline and not (tmp_path / "proxy.json").exists() and proc.poll() is None:
+        while time.time() < deadline and not read_states() and proc.poll() is None:
             time.sleep(0.05)
         time.sleep(0.2)
         proc.send_signal(signal.SIGTERM)

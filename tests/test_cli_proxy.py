@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -13,10 +14,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from firsttoken.cli.loopback import free_port
+from firsttoken.cli.proxy.state import read_states
+from firsttoken.cli.simulate import SimConfig, SimServer
 
 FT = str(Path(sys.executable).parent / "firsttoken")
+CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 
 
 def start(args: list[str]) -> tuple[subprocess.Popen, int]:
@@ -38,7 +43,7 @@ def start(args: list[str]) -> tuple[subprocess.Popen, int]:
 
 def test_sigterm_flushes_every_record_including_in_flight(sim, tmp_path):
     db = tmp_path / "cli.db"
-    p, port = start(["--upstream", sim.url, "--db", str(db)])
+    p, port = start(["--upstream", sim.url, "--db", str(db), "--drain-seconds", "0.3"])
     try:
         r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
                        json={"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
@@ -118,3 +123,177 @@ def test_port_held_by_another_firsttoken_names_it(sim, tmp_path):
     finally:
         p.send_signal(signal.SIGINT)
         p.wait(30)
+
+
+# -- stopping drains: requests in flight finish, new connections are refused, no traceback ----------
+SLOW = dict(ttfb_ms=10, prefill_base_ms=10, prefill_ms_per_1k_tokens=0, tpot_ms=100, output_tokens=30)  # ~3 s
+
+
+@pytest.fixture(scope="module")
+def slow_sim():
+    with SimServer(SimConfig(**SLOW)) as s:
+        yield s
+
+
+def _stream_in_background(port: int) -> tuple[threading.Thread, dict]:
+    res: dict = {}
+
+    def go() -> None:
+        t0 = time.monotonic()
+        try:
+            with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", timeout=30,
+                              json={"model": "gpt-4o-mini", "stream": True,
+                                    "messages": [{"role": "user", "content": "hi"}]}) as r:
+                res["status"] = r.status_code
+                res["body"] = b"".join(r.iter_bytes())
+        except httpx.HTTPError as e:
+            res["error"] = repr(e)
+        res["ended"] = time.monotonic()
+        res["took"] = res["ended"] - t0
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    return th, res
+
+
+def _stop(p: subprocess.Popen, port: int, signals: list[int], gap: float = 0.3) -> dict:
+    """Send the signals, try a new connection meanwhile, wait for the exit; times from the first signal."""
+    t0 = time.monotonic()
+    for i, sig in enumerate(signals):
+        if i:
+            time.sleep(gap)
+        p.send_signal(sig)
+    refused = False  # new connections refused while the proxy was still running?
+    deadline = time.monotonic() + 2.0
+    while not refused and time.monotonic() < deadline and p.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            time.sleep(0.05)
+        except OSError:
+            refused = p.poll() is None
+    out, err = p.communicate(timeout=60)
+    return {"t0": t0, "exit_s": time.monotonic() - t0, "refused": refused, "out": out, "err": err,
+            "rc": p.returncode}
+
+
+def _only_row(db) -> dict:
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        rs = [dict(r) for r in conn.execute("SELECT * FROM requests")]
+    finally:
+        conn.close()
+    assert len(rs) == 1
+    rs[0]["codes"] = [f["code"] for f in json.loads(rs[0]["findings"] or "[]")]
+    return rs[0]
+
+
+def _no_traceback(err: str) -> None:
+    assert "Traceback" not in err and "CancelledError" not in err, err
+
+
+def test_ctrl_c_lets_a_running_stream_finish_and_refuses_new_connections(slow_sim, tmp_path):
+    db = tmp_path / "drain.db"
+    p, port = start(["--upstream", slow_sim.url, "--db", str(db)])
+    th, res = _stream_in_background(port)
+    time.sleep(0.8)  # ~8 of 30 tokens sent
+    r = _stop(p, port, [signal.SIGINT])
+    th.join(10)
+    _no_traceback(r["err"])
+    assert r["rc"] == 0
+    assert r["refused"], "a new connection was accepted while draining"
+    assert res.get("status") == 200 and "error" not in res, res
+    assert res["body"].rstrip().endswith(b"data: [DONE]")
+    assert "Waiting up to 5 s for 1 request still running" in r["out"]
+    row = _only_row(db)
+    assert row["status"] == 200 and row["error"] is None and "proxy.shutdown" not in row["codes"]
+    assert row["output_tokens_est"] == 30
+    drained = res["ended"] - r["t0"]
+    print(f"\ndrain: the stream ended {drained:.2f} s after Ctrl-C; the proxy exited after {r['exit_s']:.2f} s")
+    assert 1.0 < drained < 4.0 and r["exit_s"] < drained + 2.0
+
+
+def test_second_ctrl_c_cuts_at_once_with_proxy_shutdown(slow_sim, tmp_path):
+    db = tmp_path / "cut.db"
+    p, port = start(["--upstream", slow_sim.url, "--db", str(db)])
+    th, res = _stream_in_background(port)
+    time.sleep(0.6)
+    r = _stop(p, port, [signal.SIGINT, signal.SIGINT])
+    th.join(10)
+    _no_traceback(r["err"])
+    assert r["rc"] == 0 and "error" in res  # the client saw the cut
+    print(f"\nsecond Ctrl-C: exited {r['exit_s']:.2f} s after the first")
+    assert r["exit_s"] < 2.0
+    row = _only_row(db)
+    assert row["state"] == "done" and "proxy.shutdown" in row["codes"]
+    assert row["error"] and "shut down" in row["error"]
+
+
+def test_sigterm_cuts_what_outlasts_drain_seconds(slow_sim, tmp_path):
+    db = tmp_path / "term.db"
+    p, port = start(["--upstream", slow_sim.url, "--db", str(db), "--drain-seconds", "1"])
+    th, res = _stream_in_background(port)
+    time.sleep(0.5)
+    r = _stop(p, port, [signal.SIGTERM])
+    th.join(10)
+    _no_traceback(r["err"])
+    assert r["rc"] == 0 and r["refused"] and "error" in res
+    cut = res["ended"] - r["t0"]
+    print(f"\nSIGTERM --drain-seconds 1: stream cut {cut:.2f} s after the signal, exit after {r['exit_s']:.2f} s")
+    assert 0.9 < cut < 2.5
+    row = _only_row(db)
+    assert "proxy.shutdown" in row["codes"] and row["error"]
+
+
+# -- discovery: running proxies are found wherever their database is -------------------------------
+def _ft(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([FT, *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_two_proxies_on_two_databases_are_found_by_env_doctor_and_live(sim, tmp_path):
+    from firsttoken.cli.doctor.command import build_context
+    from firsttoken.cli.live.db import STOPPED_NOTE, DbSource
+    from firsttoken.cli.live.runner import pick_db
+
+    env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}  # the default database is a third one
+    a_db, b_db = tmp_path / "sweep.db", tmp_path / "b" / "other.db"
+    a, a_port = start(["--upstream", sim.url, "--db", str(a_db)])
+    b = None
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline and len(read_states()) < 1:
+            time.sleep(0.05)
+        # one proxy, with --db sweep.db: `env` without --db finds it (it said "no running proxy found")
+        r = _ft("env", "openai", "--shell", env=env)
+        assert f"OPENAI_BASE_URL=http://127.0.0.1:{a_port}/v1" in r.stdout, r.stdout + r.stderr
+        assert "no running proxy found" not in r.stderr
+        assert pick_db(None, None) == os.path.realpath(a_db)  # `live` picks the only one
+        b, b_port = start(["--upstream", sim.url, "--db", str(b_db)])
+        while time.time() < deadline + 10 and len(read_states()) < 2:
+            time.sleep(0.05)
+        assert {s["port"] for s in read_states()} == {a_port, b_port}
+        # two: --db picks that database's proxy; --port picks by port
+        for db, port in ((a_db, a_port), (b_db, b_port)):
+            r = _ft("env", "openai", "--shell", "--db", str(db), env=env)
+            assert f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1" in r.stdout, (db, r.stdout)
+            assert pick_db(None, port) == os.path.realpath(db)
+            ctx = build_context(proxy_url=None, env_keys=(), db_path=str(db), upstreams=(), offline=True, timeout=1)
+            assert ctx.proxy_url == f"http://127.0.0.1:{port}"  # doctor probes the proxy, not api.openai.com
+        # `live` on A's database while A runs, then after A stopped: shown as stopped, no routes
+        httpx.post(f"http://127.0.0.1:{a_port}/v1/chat/completions", json=CHAT, timeout=10)
+        src = DbSource(a_db)
+        src.poll()
+        assert src.proxy is not None and src.note is None
+        a.send_signal(signal.SIGINT)
+        a.communicate(timeout=30)
+        src._proxy_checked = 0.0  # do not wait 2 s for the next look at the registry
+        src.poll()
+        assert src.proxy is None and src.note == STOPPED_NOTE and src.snapshot().routes == []
+        src.close()
+        assert [s["port"] for s in read_states()] == [b_port]
+    finally:
+        for p in (a, b):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                p.communicate(timeout=30)
+    assert read_states() == []  # each removed its entry on exit

@@ -760,6 +760,31 @@ def test_proxy_shutdown_cuts_a_running_stream(sim, db_path):
     has(rows(db_path)[0], "proxy.shutdown", "warn")
 
 
+def _raw(port: int, data: bytes, hang_up: bool) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.sendall(data)
+        if hang_up:
+            time.sleep(0.1)
+            s.shutdown(socket.SHUT_WR)
+        s.settimeout(5)
+        while s.recv(65536):
+            pass
+
+
+def test_client_hanging_up_mid_upload_is_the_clients_doing(proxy, db_path):
+    body = json.dumps(chat_body()).encode()
+    _raw(proxy.bound_port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+         % (len(body), body[:30]), hang_up=True)
+    f = has(one(proxy, db_path), "client.aborted_upload", "warn", variant="length")
+    assert f["params"]["received"] == 30 and f["params"]["expected"] == len(body)
+
+
+def test_client_bad_chunked_framing_is_the_clients_doing(proxy, db_path):
+    _raw(proxy.bound_port, b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         b"5\r\n{\"a\":\r\nnot-hex\r\n", hang_up=False)
+    has(one(proxy, db_path), "client.bad_framing", "error", variant="body")
+
+
 def test_proxy_interrupted_rows_closed_by_the_next_proxy(sim, db_path):
     from firsttoken.addon.store.db import open_db
 

@@ -145,6 +145,14 @@ CASES = [
     ("unreachable", with_(NOCONN, error="[Errno 111] Connect call failed ('127.0.0.1', 9)"), "upstream.unreachable", "error"),
     ("closed", with_(NOCONN, error="server closed connection"), "upstream.closed", "error"),
     ("aborted", with_(NOCONN, client_aborted=True, error="Client disconnected.", total_ms=1000.0), "client.aborted", "warn"),
+    ("aborted-upload", with_(NOCONN, error="the client did not send a complete request: HTTP/1 protocol error: peer "
+                                          "closed connection without sending complete message body (received 40 bytes, "
+                                          "expected 187)"), "client.aborted_upload", "warn"),
+    ("bad-framing", with_(NOCONN, error="the client did not send a complete request: HTTP/1 protocol error: illegal "
+                                        "chunk header: bytearray(b'zz')"), "client.bad_framing", "error"),
+    ("bad-header", dict(status=400, error="firsttoken answered 400 Bad Request: the request header 'X-A' contains a "
+                                          "bare CR (RFC 9112 §2.2, §5.2); the request was not forwarded",
+                        stream_done=False, finish_reason=None), "client.bad_framing", "error"),
     ("event-too-large", dict(oversize_events=1), "response.event_too_large", "warn"),
     ("shutdown", dict(error="the proxy shut down before this request finished", stream_done=False, finish_reason=None),
      "proxy.shutdown", "warn"),

@@ -398,9 +398,12 @@ def test_forward_mode_ca_and_state(home, cwd, tmp_path, listener):
     # the state file of a running proxy gives doctor its URL, routes and mode
     db = tmp_path / "st" / "ft.db"
     db.parent.mkdir()
-    (db.parent / "proxy.json").write_text(json.dumps({"version": 1, "proxies": [{
+    from firsttoken.cli.proxy.state import registry_dir
+
+    registry_dir().mkdir(parents=True, exist_ok=True)
+    (registry_dir() / f"{os.getpid()}-{listener}.json").write_text(json.dumps({
         "pid": os.getpid(), "url": f"http://127.0.0.1:{listener}", "port": listener, "forward": False,
-        "routes": ["oai=https://api.openai.com/v1"], "confdir": None}]}))
+        "db": str(tmp_path / "elsewhere.db"), "routes": ["oai=https://api.openai.com/v1"], "confdir": None}))
     b = build_context(proxy_url=None, env_keys=(), db_path=str(db), upstreams=(), offline=True, timeout=1,
                       env={"OPENAI_BASE_URL": f"http://127.0.0.1:{listener}/oai/v1"}, home=home, cwd=cwd)
     assert b.proxy_url == f"http://127.0.0.1:{listener}" and [r.name for r in b.routes] == ["oai"]

@@ -129,22 +129,25 @@ print(r.output_text)
     assert row["api"] == "openai.responses" and row["upstream_url"].endswith("/v1/responses") and row["status"] == 200
 
 
-def test_state_file_lets_env_find_the_running_proxy(routed, tmp_path, monkeypatch):
+def test_registry_lets_env_find_the_running_proxy_whatever_its_database(routed, tmp_path, proxy_registry):
     db = tmp_path / "state" / "ft.db"
-    path = E.write_state(routed, db)
-    assert path == db.parent / "proxy.json"
-    doc = json.loads(path.read_text())
-    (entry,) = doc["proxies"]
+    path = E.write_state(routed)
+    assert path.parent == proxy_registry == E.registry_dir()
+    assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
+    entry = json.loads(path.read_text())
     assert entry["port"] == routed.bound_port and entry["routes"] == routed.upstreams and entry["pid"] == os.getpid()
-    env = parse_exports(run_env("openai", "--shell", "--db", str(db))[0])
-    assert env["OPENAI_BASE_URL"] == routed.url + "/oai"
-    env = parse_exports(run_env("claude-code", "--shell", "--db", str(db))[0])
+    # found with the proxy's database, another one, or none given
+    for db_args in (["--db", str(routed.db)], ["--db", str(db)], []):
+        env = parse_exports(run_env("openai", "--shell", *db_args)[0])
+        assert env["OPENAI_BASE_URL"] == routed.url + "/oai", db_args
+    env = parse_exports(run_env("claude-code", "--shell")[0])
     assert env["ANTHROPIC_BASE_URL"] == routed.url + "/anth"
-    # a stale entry (dead pid) is ignored; clear_state removes ours
-    doc["proxies"].append({**entry, "pid": 2**22 + 12345, "port": 1})
-    path.write_text(json.dumps(doc))
+    # a stale entry (dead pid) is ignored and removed; clear_state removes ours
+    stale = proxy_registry / "4206969-1.json"
+    stale.write_text(json.dumps({**entry, "pid": 2**22 + 12345, "port": 1}))
     assert [s["port"] for s in E.read_states(db)] == [routed.bound_port]
-    E.clear_state(routed, db)
+    assert not stale.exists()
+    E.clear_state(routed)
     assert not path.exists()
     # nothing running: defaults, with a note on stderr (stdout stays eval-able)
     out, err = run_env("openai", "--shell", "--db", str(db))

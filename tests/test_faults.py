@@ -295,12 +295,14 @@ def test_data_dir_and_files_are_owner_only_whatever_the_umask(sim, tmp_path):
         try:
             httpx.post(p.url + "/v1/chat/completions", json=CHAT, timeout=10)
             p.flush()
-            write_state(p)
+            entry = write_state(p)  # the registry of running proxies
             modes = {f.name: oct(stat.S_IMODE(f.stat().st_mode)) for f in db.parent.iterdir()}
             modes["<dir>"] = oct(stat.S_IMODE(db.parent.stat().st_mode))
+            modes["<registry>"] = oct(stat.S_IMODE(entry.parent.stat().st_mode))
+            modes["<entry>"] = oct(stat.S_IMODE(entry.stat().st_mode))
             print(f"\nmodes under umask 022: {modes}")
-            assert modes["<dir>"] == "0o700"
-            for name in ("ft.db", "ft.db-wal", "ft.db-shm", "proxy.json"):
+            assert modes["<dir>"] == "0o700" and modes["<registry>"] == "0o700"
+            for name in ("ft.db", "ft.db-wal", "ft.db-shm", "<entry>"):
                 assert modes[name] == "0o600", (name, modes)
         finally:
             p.stop()

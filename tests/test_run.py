@@ -35,7 +35,7 @@ def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "ANTHROPIC_", "CLAUDE_", "CODEX_", "FIRSTTOKEN_"))}
+           if not k.startswith(("OPENAI_", "ANTHROPIC_", "CLAUDE_", "CODEX_", "FIRSTTOKEN_")) or k == "FIRSTTOKEN_STATE_DIR"}
     env.update(HOME=str(home), NO_PROXY="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
@@ -159,6 +159,27 @@ def test_joins_a_running_proxy_for_the_same_upstreams(sim, tmp_path):
 
 
 # -- --print-env ---------------------------------------------------------------------------------
+
+
+def test_joins_a_proxy_on_another_database_unless_db_is_given(sim, tmp_path):
+    """Discovery goes through the per-user registry: a proxy started with --db sweep.db is joined by a
+    plain `firsttoken run` (no --db), but not by one given another --db."""
+    script = tmp_path / "child.py"
+    script.write_text(ANTHROPIC_CHILD)
+    env = base_env(tmp_path, ANTHROPIC_BASE_URL=sim.url, ANTHROPIC_API_KEY="sk-ant-test-1234567890123456789012",
+                   XDG_DATA_HOME=str(tmp_path / "xdg"))
+    with ProxyServer([f"anthropic={sim.url}", "openai=https://api.openai.com/v1"], str(tmp_path / "sweep.db"),
+                     port=0) as p:
+        write_state(p)
+        try:
+            plain = subprocess.run([FT, "run", "--print-env", "--", sys.executable, str(script)],
+                                   env=env, capture_output=True, text=True, timeout=30)
+            other = subprocess.run([FT, "run", "--db", str(tmp_path / "other.db"), "--print-env", "--",
+                                    sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=30)
+        finally:
+            clear_state(p)
+    assert f"export ANTHROPIC_BASE_URL={p.url}/anthropic" in plain.stdout, plain.stdout + plain.stderr
+    assert p.url not in other.stdout
 
 def test_print_env_defaults_and_env(tmp_path):
     env = base_env(tmp_path, ANTHROPIC_BASE_URL="https://gw.example.com/anthropic")

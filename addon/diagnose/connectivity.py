@@ -11,10 +11,16 @@ mitmproxy 11 against real sockets:
 * closed mid-body: ``HTTP/1 protocol error: peer closed connection without sending complete message body ...``
 * not HTTP: ``Cannot parse HTTP response: Bad HTTP response line: b'...'``
 * client gone: ``Client disconnected.``
+* client's body cut short (read by the proxy, before any answer): ``HTTP/1 protocol error: peer closed
+  connection without sending complete message body (received 40 bytes, expected 187)`` or ``(incomplete
+  chunked read)``; bad chunk framing: ``HTTP/1 protocol error: illegal chunk header: ...``. mitmproxy
+  reports these with the same words as the upstream's, so the proxy prefixes them with
+  :data:`CLIENT_REQUEST_ERROR` when they happened while the request body was still being read.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from firsttoken.addon.diagnose.context import Ctx, quote
@@ -40,8 +46,20 @@ CLOSED = ("server closed connection", "peer closed connection", "server disconne
 SHUTDOWN_ERROR = "the proxy shut down before this request finished"
 #: ... and of an in-flight row a later proxy found left behind by a dead one
 INTERRUPTED_ERROR = "the proxy process ended before this request finished"
-#: errors that are the proxy's own business, not the upstream's
-OWN_ERRORS = ("firsttoken", SHUTDOWN_ERROR, INTERRUPTED_ERROR)
+#: prefix of the error of a request whose client broke it while sending it (Capture.error)
+CLIENT_REQUEST_ERROR = "the client did not send a complete request: "
+#: the error of a request refused for a bare CR or an obs-fold line in its headers (Capture)
+BAD_HEADER_ERROR = ("firsttoken answered 400 Bad Request: the request header {name} contains {what} "
+                    "(RFC 9112 §2.2, §5.2); the request was not forwarded")
+#: the two ``what`` of BAD_HEADER_ERROR
+BARE_CR, OBS_FOLD = "a bare CR", "a folded line (obs-fold)"
+#: errors that are the proxy's own business or the client's, never the upstream's
+OWN_ERRORS = ("firsttoken", SHUTDOWN_ERROR, INTERRUPTED_ERROR, CLIENT_REQUEST_ERROR)
+
+
+def client_request_error(error: str) -> str:
+    """The error text of a request the client broke while sending its body (mitmproxy's words kept)."""
+    return CLIENT_REQUEST_ERROR + error
 
 
 def _cause(error: str) -> str | None:
@@ -89,6 +107,27 @@ def rule_client_aborted(rec: Any, c: Ctx) -> None:
           events=rec.events, itl_max_ms=rec.itl_max_ms or 0.0)
 
 
+def rule_client_request(rec: Any, c: Ctx) -> None:
+    """The client hung up mid-upload or framed its body badly: its doing, not the upstream's."""
+    err = rec.error or ""
+    if err.startswith(CLIENT_REQUEST_ERROR):
+        detail = err[len(CLIENT_REQUEST_ERROR):]
+        low = detail.lower()
+        if "peer closed" in low or "incomplete" in low or "disconnected" in low:
+            m = re.search(r"received (\d+) bytes, expected (\d+)", detail)
+            variant = "length" if m else "chunked"
+            c.add("client.aborted_upload", "warn", variant=variant, **c.common(), total_ms=rec.total_ms,
+                  received=int(m.group(1)) if m else rec.request_bytes or 0,
+                  expected=int(m.group(2)) if m else 0, error=quote(detail))
+        else:
+            c.add("client.bad_framing", "error", variant="body", **c.common(), error=quote(detail))
+    elif err.startswith(BAD_HEADER_ERROR[:40]):
+        m = re.search(r"header (.+?) contains an? (bare CR|folded line)", err)
+        name, what = (m.group(1), m.group(2)) if m else ("?", "bare CR")
+        c.add("client.bad_framing", "error", variant="obs_fold" if what == "folded line" else "bare_cr",
+              **c.common(), name=quote(name, 80))
+
+
 def rule_unreachable(rec: Any, c: Ctx) -> None:
     err = rec.error
     if not err or rec.client_aborted or _own(err):
@@ -109,7 +148,7 @@ def rule_unreachable(rec: Any, c: Ctx) -> None:
         c.add("upstream.closed", "error", variant="mid_response", **base, events=rec.events, total_ms=rec.total_ms)
 
 
-RULES = (rule_proxy_stopped, rule_client_aborted, rule_unreachable)
+RULES = (rule_proxy_stopped, rule_client_aborted, rule_client_request, rule_unreachable)
 
 
 # ---- The ``connectivity`` family of the finding catalog, in English and Chinese.
@@ -191,6 +230,36 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                {"before_headers": "客户端超时比上游的响应时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
                 "before_tokens": "客户端超时比上游的首 token 时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
                 "streaming": "若是主动取消则无妨；否则是客户端的读取超时关闭了连接（token 之间最长间隔 {itl_max_ms:,.0f} 毫秒）：调大读取超时。"}),
+    }),
+    ("client.aborted_upload", "connectivity", _W, (), {
+        "en": ("Client hung up mid-upload",
+               "The client closed the connection before it had sent the whole request body: the request was never complete, so it was not (fully) sent upstream.",
+               {"length": "The client closed the connection after sending {received:,} of the {expected:,} bytes its Content-Length announced, {total_ms:,.0f} ms into the request; the upstream never got a complete request.",
+                "chunked": "The client closed the connection in the middle of its chunked request body ({received:,} bytes read), {total_ms:,.0f} ms into the request; the upstream never got a complete request."},
+               "Not the upstream's fault: look at the client (a timeout while uploading, a crash, a killed process, or a body generator that failed). Retrying with the same body usually works."),
+        "zh": ("客户端在上传中途断开",
+               "客户端在发送完整个请求体之前关闭了连接：请求从未完整，因此没有（完整地）发往上游。",
+               {"length": "客户端在请求开始 {total_ms:,.0f} 毫秒后关闭了连接，只发送了 Content-Length 声明的 {expected:,} 字节中的 {received:,} 字节；上游从未收到完整的请求。",
+                "chunked": "客户端在分块（chunked）请求体中途关闭了连接（已读取 {received:,} 字节），距请求开始 {total_ms:,.0f} 毫秒；上游从未收到完整的请求。"},
+               "不是上游的问题：检查客户端（上传时超时、崩溃、进程被杀，或生成请求体的代码出错）。用同样的请求体重试通常可以成功。"),
+    }),
+    ("client.bad_framing", "connectivity", _E, (), {
+        "en": ("Client sent a malformed HTTP request",
+               "The client's HTTP framing is invalid (a bad chunk-size line, a bare CR or a folded header line): the proxy refused it instead of forwarding it.",
+               {"body": "The client's chunked request body is malformed ({error}); the proxy closed the connection and did not forward the request.",
+                "bare_cr": "The request header {name} contains a bare CR, which HTTP forbids (RFC 9112 §2.2): the proxy answered 400 Bad Request and did not forward the request.",
+                "obs_fold": "The request header {name} is folded over several lines (obs-fold), which HTTP forbids (RFC 9112 §5.2): the proxy answered 400 Bad Request and did not forward the request."},
+               {"body": "Not the upstream's fault: the client (or a library or gateway in front of it) writes invalid chunked encoding. Update it, or send the body with a Content-Length.",
+                "bare_cr": "Not the upstream's fault: the client puts a CR into a header value (often a value read from a file with its line ending). Strip CR/LF from header values.",
+                "obs_fold": "Not the upstream's fault: the client sends a multi-line header value. Put the value on one line (strip CR/LF from header values)."}),
+        "zh": ("客户端发送了格式错误的 HTTP 请求",
+               "客户端的 HTTP 报文格式无效（错误的分块长度行、单独的 CR 或折行的请求头）：代理拒绝了它，没有转发。",
+               {"body": "客户端的分块（chunked）请求体格式错误（{error}）；代理关闭了连接，没有转发该请求。",
+                "bare_cr": "请求头 {name} 中含有单独的 CR，这是 HTTP 禁止的（RFC 9112 §2.2）：代理返回了 400 Bad Request，没有转发该请求。",
+                "obs_fold": "请求头 {name} 被折成了多行（obs-fold），这是 HTTP 禁止的（RFC 9112 §5.2）：代理返回了 400 Bad Request，没有转发该请求。"},
+               {"body": "不是上游的问题：客户端（或其前面的库、网关）写出了无效的分块编码。请升级它，或改用 Content-Length 发送请求体。",
+                "bare_cr": "不是上游的问题：客户端在请求头值里放入了 CR（常见于从文件读取的值带着行尾符）。请去掉请求头值中的 CR/LF。",
+                "obs_fold": "不是上游的问题：客户端发送了多行的请求头值。请把值放在一行（去掉请求头值中的 CR/LF）。"}),
     }),
     ("proxy.shutdown", "connectivity", _W, (), {
         "en": ("Cut when the proxy stopped",

@@ -83,7 +83,7 @@ DISK_WARN_BYTES = 100 * 2**20
 
 def check_db_safety(ctx: Context) -> list[Check]:
     """Who can read the database (it holds prompts with --save-bodies), whether its disk has
-    room, and whether the running proxy reports failed writes (its state file)."""
+    room, and whether the running proxy reports failed writes (its registry entry)."""
     import shutil
     import stat
 
@@ -95,7 +95,7 @@ def check_db_safety(ctx: Context) -> list[Check]:
     out: list[Check] = []
     for st in read_states(str(path)):
         msg = describe_health(st.get("store"))
-        if msg and str(st.get("db")) == str(path):
+        if msg and os.path.realpath(str(st.get("db") or "")) == os.path.realpath(str(path)):
             out.append(Check("db.writes", "install", FAIL, f"the running proxy (pid {st.get('pid')}) cannot write its database",
                              msg, "free disk space (df -h), or fix the permissions of the database and its directory"))
     if not path.exists():
@@ -109,9 +109,6 @@ def check_db_safety(ctx: Context) -> list[Check]:
             f = Path(str(path) + suffix)
             if f.exists() and stat.S_IMODE(f.stat().st_mode) & 0o077:
                 loose.append(f"{f.name} is {stat.S_IMODE(f.stat().st_mode):o} (chmod 600 {f})")
-        state = path.parent / "proxy.json"
-        if state.exists() and stat.S_IMODE(state.stat().st_mode) & 0o077:
-            loose.append(f"{state.name} is {stat.S_IMODE(state.stat().st_mode):o} (chmod 600 {state})")
     if loose:
         out.append(Check("db.modes", "install", WARN, "other users can read the firsttoken database",
                          "; ".join(loose), "restrict it to yourself (the commands in brackets); with --save-bodies it holds every prompt and answer"))

@@ -1,8 +1,8 @@
 """`firsttoken env CLIENT`: exactly what to set so a client goes through the proxy.
 
 The proxy's address and routes come from ``--upstream`` (same syntax as ``firsttoken
-proxy``), else from the state file a running proxy writes (``<db dir>/proxy.json``, see
-:func:`write_state`), else the defaults (port 8787, one route at the root).
+proxy``), else from the per-user registry of running proxies (whatever database they write,
+see cli/proxy/state.py), else the defaults (port 8787, one route at the root).
 
 The base URL each client sets follows the one rule in ``firsttoken.addon.routing``
 (``pick_route``, ``client_base_url``: ``/v1`` for OpenAI-style clients unless the upstream's
@@ -11,7 +11,7 @@ live header, the diagnoses and ``doctor`` ask the same functions, so they all ag
 
 Keys are never printed: the client keeps its own, the proxy forwards it unchanged.
 
-The pieces live in their own modules and are re-exported here: the state file in
+The pieces live in their own modules and are re-exported here: the registry in
 cli/proxy/state.py, the target and its routes in cli/env/target.py, the per-client plans in
 cli/env/clients.py. This module renders a plan and holds the click command.
 """
@@ -30,12 +30,12 @@ from firsttoken.cli.env.target import (
     resolve_target,
 )
 from firsttoken.cli.options import db_option
-from firsttoken.cli.proxy.state import STATE_FILE, clear_state, read_states, state_path, state_routes, write_state
+from firsttoken.cli.proxy.state import clear_state, read_states, registry_dir, state_path, state_routes, write_state
 
 __all__ = [
-    "CLIENTS", "DEFAULT_PORT", "STATE_FILE", "EnvError", "Plan", "Target", "auth_conflict", "claude_oauth_login",
-    "clear_state", "env", "plan_for", "read_states", "render", "resolve_target", "state_path", "state_routes",
-    "write_state",
+    "CLIENTS", "DEFAULT_PORT", "EnvError", "Plan", "Target", "auth_conflict", "claude_oauth_login",
+    "clear_state", "env", "plan_for", "read_states", "registry_dir", "render", "resolve_target", "state_path",
+    "state_routes", "write_state",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Where the proxy is and which routes it has (from --upstream, the running proxy's state file,
+"""Where the proxy is and which routes it has (from --upstream, the registry of running proxies,
 or the defaults), and which route a client uses.
 
 The base-URL rule itself lives in ``firsttoken.addon.routing`` (``pick_route``,

@@ -63,6 +63,10 @@ def connect_ro(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+#: the live view's note when no running proxy writes the database it follows
+STOPPED_NOTE = "no proxy is running on this database (stopped, or not started yet): showing what it recorded"
+
+
 class DbSource:
     """Polls a proxy's database read-only and keeps what the view needs between polls.
 
@@ -86,13 +90,18 @@ class DbSource:
         self._cutoff = self.attached  # finished rows that started before this were reported (or predate us)
         self._first = True
         self._derived: tuple[list[dict[str, Any]], list[ModelStats]] | None = None  # recent + stats, until new rows
+        #: the running proxy writing this database (its registry entry), None when none runs
+        self.proxy: dict[str, Any] | None = None
+        self._proxy_checked = 0.0
 
     def close(self) -> None:
         self.conn.close()
 
     def poll(self) -> list[dict[str, Any]]:
         try:
-            return self._poll()
+            new = self._poll()
+            self._check_proxy()
+            return new
         except sqlite3.OperationalError as e:
             msg = str(e)
             self.note = ("waiting for the proxy to create its tables" if "no such table" in msg
@@ -133,6 +142,18 @@ class DbSource:
         self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
         self.note = None
         return new
+
+    def _check_proxy(self, every: float = 2.0) -> None:
+        """Is a proxy still writing this database? (the per-user registry, read at most every 2 s)"""
+        from firsttoken.cli.proxy.state import proxy_for_db
+
+        now = time.monotonic()
+        if now - self._proxy_checked >= every:
+            self._proxy_checked = now
+            self.proxy = proxy_for_db(self.path)
+        if self.proxy is None:
+            self.routes = []  # the routes of a proxy that is gone are no address to point a client at
+            self.note = self.note or STOPPED_NOTE
 
     def snapshot(self, wall_now: float | None = None) -> LiveSnapshot:
         now = wall_now or time.time()

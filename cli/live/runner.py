@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import queue
 import signal
 import sys
@@ -160,9 +161,13 @@ class LiveRunner:
         live.update(Text(f"firsttoken: live view error ({self.error}); traffic is unaffected", style="red"), refresh=True)
 
 
-def stop_line(requests: int, errors: int, db: str | None, lang: str, attached: bool = False) -> Text:
+def stop_line(requests: int, errors: int, db: str | None, lang: str, attached: bool = False,
+              proxy_running: bool = True) -> Text:
     zh = lang == "zh"
-    if attached:
+    if attached and not proxy_running:
+        head = "firsttoken live 已退出（该数据库没有正在运行的代理）" if zh else \
+            "firsttoken live detached (no proxy is running on this database)"
+    elif attached:
         head = "firsttoken live 已退出（代理仍在运行）" if zh else "firsttoken live detached (the proxy keeps running)"
     else:
         head = "firsttoken 已停止" if zh else "firsttoken stopped"
@@ -205,8 +210,9 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
     return tally
 
 
-def print_summary(console: Console, tally: Tally, db: str | None, lang: str, attached: bool = False) -> None:
-    console.print(stop_line(tally.requests, tally.errors, db, lang, attached))
+def print_summary(console: Console, tally: Tally, db: str | None, lang: str, attached: bool = False,
+                  proxy_running: bool = True) -> None:
+    console.print(stop_line(tally.requests, tally.errors, db, lang, attached, proxy_running))
     console.print(view.summary(tally.summary(), console.width, lang))
 
 
@@ -247,7 +253,31 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
         if old is not None:
             signal.signal(signal.SIGTERM, old)
         src.close()
-    print_summary(console, src.tally, db_path, lang, attached=True)
+    from firsttoken.cli.proxy.state import proxy_for_db
+
+    print_summary(console, src.tally, db_path, lang, attached=True, proxy_running=proxy_for_db(db_path) is not None)
+
+
+def pick_db(db_path: str | None, port: int | None) -> str:
+    """The database to follow: --db; else the running proxy on --port; else the only running proxy's;
+    else the default one (FIRSTTOKEN_DB or the per-user data directory)."""
+    from firsttoken.cli.options import fail, resolve_db
+    from firsttoken.cli.proxy.state import read_states
+
+    if db_path and port is None:
+        return resolve_db(db_path)
+    running = [st for st in read_states() if st.get("db")]
+    if port is not None:
+        hit = [st for st in running if st.get("port") == port]
+        if not hit:
+            ports = ", ".join(str(st.get("port")) for st in running) or "none"
+            fail(f"no firsttoken proxy is running on port {port} (running: {ports}). Start one with "
+                 f"`firsttoken proxy --port {port}`, or pick one of the running ports.")
+        if db_path and os.path.realpath(resolve_db(db_path)) != os.path.realpath(str(hit[-1]["db"])):
+            fail(f"the proxy on port {port} writes {hit[-1]['db']}, not {db_path}: drop --db or --port")
+        return str(hit[-1]["db"])
+    dbs = {str(st["db"]) for st in running}
+    return dbs.pop() if len(dbs) == 1 else resolve_db(None)
 
 
 @click.command("live")
@@ -258,15 +288,20 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
 @click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
               help="Finished requests per model the rolling P50/P95 cover.")
 @click.option("--interval", type=float, default=0.5, show_default=True, help="Seconds between reads of the database.")
-def live(db_path, lang, window, interval):
+@click.option("--port", "-p", type=int, default=None,
+              help="Follow the running proxy listening on this port (whatever its database).")
+def live(db_path, lang, window, interval, port):
     """Watch a proxy running elsewhere (another terminal, a service) through its database, read-only.
+
+    Which one: --db, else the running proxy on --port, else the only running proxy, else the
+    default database.
 
     Shows requests in flight with their phase and elapsed time, requests as they finish, and
     per-model P50/P95 of TTFB, TTFT and the prefill gap. Ctrl-C prints a per-model summary.
     """
-    from firsttoken.cli.options import fail, resolve_db
+    from firsttoken.cli.options import fail
 
     try:
-        attach(resolve_db(db_path), resolve(lang), window=max(1, window), interval=max(0.1, interval))
+        attach(pick_db(db_path, port), resolve(lang), window=max(1, window), interval=max(0.1, interval))
     except FileNotFoundError as e:
         fail(str(e))

@@ -1,6 +1,6 @@
 """`firsttoken proxy`: start, print where to point clients, then the live view or plain lines.
 
-The live view (cli/live_runner.py) is the default when stdout is a terminal; ``--no-live``
+The live view (cli/live/runner.py) is the default when stdout is a terminal; ``--no-live``
 or a pipe/file gives one plain line per finished request (cli/output.py).
 """
 
@@ -19,7 +19,7 @@ from firsttoken.addon.store.writer import describe_health, describe_recovery
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
 from firsttoken.cli.options import fail, resolve_db
-from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+from firsttoken.cli.proxy.server import DRAIN_SECONDS, ProxyServer, ProxyStartError
 
 
 def banner(server: ProxyServer, out: Console) -> None:
@@ -44,7 +44,8 @@ def banner(server: ProxyServer, out: Console) -> None:
 
 
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-        forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None) -> None:
+        forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None,
+        drain_seconds=DRAIN_SECONDS) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     lang = resolve_lang(lang)  # one decision for the findings and the live view's labels
@@ -54,7 +55,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
             insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
             stall_ms=stall_ms, lang=lang,
             forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
-            otlp_endpoint=otlp_endpoint,
+            otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds,
         )
     except RouteError as e:
         fail(str(e), 2)
@@ -64,7 +65,8 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
     if insecure_upstream:
         err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
 
-    server.on_listen.append(write_state)  # <db dir>/proxy.json: `firsttoken env` / `doctor` find this proxy
+    server.on_listen.append(write_state)  # the per-user registry: `env`, `doctor`, `run`, `live` find this proxy
+    server.on_drain.append(lambda *_: clear_state(server))  # stopping: it takes no new clients
     try:
         _serve(server, out, lang, no_live)
     finally:
@@ -89,10 +91,17 @@ def _serve(server, out, lang, no_live) -> None:
         msg = describe_health(health)
         out.print(f"firsttoken: {msg or describe_recovery(health)}", markup=False, soft_wrap=True,
                   style="bold red" if msg else "green")
-        write_state(server)  # `firsttoken doctor` reads the writer's health from the state file
+        write_state(server)  # `firsttoken doctor` reads the writer's health from the registry entry
+
+    def on_drain(n: int, seconds: float) -> None:
+        if n:
+            out.print(f"firsttoken: stopping; new connections are refused. Waiting up to {seconds:g} s for "
+                      f"{output.plural(n, 'request')} still running (Ctrl-C again cuts {'it' if n == 1 else 'them'}).",
+                      markup=False, soft_wrap=True)
 
     server.capture.listeners.append(on_record)
     server.capture.store_listeners.append(on_store)
+    server.on_drain.append(on_drain)
     try:
         asyncio.run(server.serve(on_ready=lambda s: banner(s, out), handle_signals=True))
     except ProxyStartError as e:

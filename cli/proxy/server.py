@@ -2,7 +2,13 @@
 
 mitmproxy runs without its own terminal output (no termlog, no dumper); its warnings are
 kept in ``self.messages`` and startup errors become a ``ProxyStartError`` with a plain
-sentence. SIGINT/SIGTERM shut it down cleanly: every pending record is written first.
+sentence.
+
+Stopping (SIGINT/SIGTERM with ``handle_signals``, or :meth:`ProxyServer.drain`) drains: the
+listening sockets close at once (new connections are refused), requests in flight get up to
+``drain_seconds`` to finish, then the rest are cut (recorded with ``proxy.shutdown`` by
+``Capture.done``). A second signal cuts at once. Every pending record is written either way,
+and the cancelled connection tasks never print a traceback.
 """
 
 from __future__ import annotations
@@ -21,9 +27,25 @@ from firsttoken.addon.capture import Capture
 from firsttoken.addon.metrics import MetricsAddon
 from firsttoken.addon.otel import OtelAddon
 
+#: seconds requests in flight get to finish when the proxy is stopped (``--drain-seconds``)
+DRAIN_SECONDS = 5.0
+
 
 class ProxyStartError(RuntimeError):
     pass
+
+
+def _quiet_cancelled(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's exception handler: drop what stopping mid-request leaves behind, report the rest.
+
+    When the loop ends, asyncio cancels the connections still open; Python 3.11's
+    ``StreamReaderProtocol`` callback then calls ``task.exception()`` on the cancelled
+    connection task, which raises ``CancelledError`` into the loop's exception handler (the
+    two tracebacks Ctrl-C used to print). A cancelled task at shutdown is expected, never news."""
+    if isinstance(context.get("exception"), asyncio.CancelledError):
+        return
+    logging.getLogger("firsttoken").error("firsttoken: unhandled error in the proxy loop: %s",
+                                          context.get("message") or context.get("exception"))
 
 
 class _Collect(logging.Handler):
@@ -55,6 +77,7 @@ class ProxyServer:
         metrics_port: int | None = None,
         metrics_host: str = "127.0.0.1",
         otlp_endpoint: str | None = None,
+        drain_seconds: float = DRAIN_SECONDS,
     ) -> None:
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
         if forward_mode and self.routes:
@@ -104,6 +127,11 @@ class ProxyServer:
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self.on_listen: list[Callable[[ProxyServer], None]] = []  # called once listening
+        self.drain_seconds = max(0.0, float(drain_seconds))
+        #: called on the loop when stopping begins, with (requests in flight, seconds they get)
+        self.on_drain: list[Callable[[int, float], None]] = []
+        self.draining = False
+        self._drain_task: asyncio.Task | None = None
 
     @property
     def url(self) -> str:
@@ -118,6 +146,9 @@ class ProxyServer:
         from mitmproxy.master import Master
 
         self.loop = asyncio.get_running_loop()
+        # mitmproxy installs its own handler while it runs and puts this one back after; the
+        # connections it leaves are cancelled after that, when asyncio.run() ends.
+        self.loop.set_exception_handler(_quiet_cancelled)
         self._check_port()
         if isinstance(self.capture, Capture):
             self._check_db()
@@ -165,7 +196,7 @@ class ProxyServer:
         if handle_signals:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
-                    self.loop.add_signal_handler(sig, master.shutdown)
+                    self.loop.add_signal_handler(sig, self._on_signal)
                 except (NotImplementedError, RuntimeError):
                     pass
         if on_ready:
@@ -199,7 +230,7 @@ class ProxyServer:
                                       "Check --host and --port.") from None
 
     def _who_listens(self) -> str:
-        """', by a firsttoken proxy (pid N, database D)' when a running proxy's state file says so."""
+        """', by a firsttoken proxy (pid N, database D)' when the registry of running proxies says so."""
         try:
             from firsttoken.cli.proxy.state import read_states
 
@@ -223,8 +254,53 @@ class ProxyServer:
             ) from None
 
     def shutdown(self) -> None:
+        """Stop now: requests in flight are cut (thread-safe)."""
         if self.master is not None:
             self.master.shutdown()
+
+    def drain(self, seconds: float | None = None) -> None:
+        """Stop gracefully (thread-safe): refuse new connections, give requests in flight up to
+        ``seconds`` (default ``drain_seconds``) to finish, then cut the rest. A second call cuts at once."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._begin_drain, seconds)
+
+    def _on_signal(self) -> None:
+        self._begin_drain(None)
+
+    def _begin_drain(self, seconds: float | None) -> None:
+        if self.master is None:
+            return
+        if self.draining:  # the second Ctrl-C: cut what is still running
+            self.master.shutdown()
+            return
+        self.draining = True
+        seconds = self.drain_seconds if seconds is None else max(0.0, float(seconds))
+        self._drain_task = asyncio.ensure_future(self._drain(seconds))
+
+    def in_flight(self) -> int:
+        """Requests the proxy is still forwarding."""
+        return len(getattr(self.capture, "flights", None) or ())
+
+    async def _drain(self, seconds: float) -> None:
+        master = self.master
+        try:
+            if isinstance(self.capture, Capture):
+                self.capture.draining = True  # responses say `connection: close` from now on
+            # Close the listening sockets only: asyncio.Server.close() leaves accepted
+            # connections running, so requests in flight go on while new clients are refused.
+            ps = master.addons.get("proxyserver")
+            await ps.servers.update([])
+            n = self.in_flight()
+            for fn in list(self.on_drain):
+                try:
+                    fn(n, seconds)
+                except Exception:  # noqa: BLE001 - a message is never a reason not to stop
+                    pass
+            deadline = self.loop.time() + seconds
+            while self.in_flight() and self.loop.time() < deadline:
+                await asyncio.sleep(0.02)
+        finally:
+            master.shutdown()  # Capture.done() cuts (and records) whatever is still running
 
     @property
     def metrics_url(self) -> str | None:

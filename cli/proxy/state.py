@@ -1,8 +1,14 @@
-"""The state file a running proxy writes: ``<db dir>/proxy.json``.
+"""The per-user registry of running proxies: ``<state dir>/proxies/<pid>-<port>.json``.
 
-`firsttoken proxy` records itself there once it listens (:func:`write_state`) and removes
-itself on exit (:func:`clear_state`); `firsttoken env` and `firsttoken doctor` read it
-(:func:`read_states`) to find the running proxies, their address and their routes.
+`firsttoken proxy` registers itself there once it listens (:func:`write_state`) and removes
+its entry on exit (:func:`clear_state`); `firsttoken env`, `doctor`, `run` and `live` read it
+(:func:`read_states`) to find the running proxies, their address, routes and database —
+whichever database they write, so a proxy started with ``--db sweep.db`` is found by commands
+that were given no ``--db``. The directory is 0700 and each entry 0600 (entries name routes and
+databases); entries of processes that are gone are dropped when read.
+
+The state directory is ``platformdirs.user_state_dir("firsttoken")`` (``~/.local/state/firsttoken``
+on Linux), or ``$FIRSTTOKEN_STATE_DIR``.
 """
 
 from __future__ import annotations
@@ -15,61 +21,96 @@ from typing import Any
 
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
-from firsttoken.addon.store.db import FILE_MODE, private_dir
-from firsttoken.cli.options import resolve_db
+from firsttoken.addon.store.db import DIR_MODE, FILE_MODE, private_dir
 
-STATE_FILE = "proxy.json"
-
-
-def state_path(db_path: str | os.PathLike | None = None) -> Path:
-    """``proxy.json`` next to the database (the default one unless ``db_path``)."""
-    return Path(resolve_db(str(db_path) if db_path else None)).expanduser().parent / STATE_FILE
+STATE_DIR_ENV = "FIRSTTOKEN_STATE_DIR"
 
 
-def write_state(server: Any, db_path: str | os.PathLike | None = None) -> Path | None:
-    """Record a started ProxyServer (url, routes, mode) so `firsttoken env` / `doctor` find it.
+def registry_dir() -> Path:
+    """The folder holding one entry per running proxy of this user."""
+    env = os.environ.get(STATE_DIR_ENV)
+    if env:
+        base = Path(env).expanduser()
+    else:
+        import platformdirs
 
-    Call once the proxy listens (``on_ready``); :func:`clear_state` on exit. Never raises."""
+        base = Path(platformdirs.user_state_dir("firsttoken", appauthor=False))
+    return base / "proxies"
+
+
+def state_path(server: Any) -> Path:
+    """The registry entry of a started ProxyServer (this process, its port)."""
+    return registry_dir() / f"{os.getpid()}-{int(server.bound_port or 0)}.json"
+
+
+def write_state(server: Any) -> Path | None:
+    """Register a started ProxyServer (url, routes, mode, database) so other commands find it.
+
+    Call once the proxy listens (``on_listen``), again to refresh its store health;
+    :func:`clear_state` on exit. Never raises."""
     try:
-        path = state_path(db_path or server.db)
         entry = {
             "pid": os.getpid(),
             "url": server.url,
             "port": server.bound_port,
             "host": server.host,
-            "db": str(server.db),
+            "db": os.path.realpath(str(server.db)),
             "forward": bool(getattr(server, "forward_mode", False)),
             "confdir": (getattr(server, "options", {}) or {}).get("confdir"),
             "metrics_url": getattr(server, "metrics_url", None),
             "routes": [_route_spec(r) for r in server.routes],
-            "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+            "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
             "store": _store_health(server),  # database writes failing? (`doctor` says so)
         }
-        proxies = [p for p in _load(path) if p.get("port") != entry["port"] and _alive(p)]
-        _save(path, proxies + [entry])
+        path = state_path(server)
+        if path.exists():  # a refresh keeps the start time
+            old = _load(path)
+            entry["started_at"] = (old or {}).get("started_at") or entry["started_at"]
+        _save(path, entry)
         return path
-    except Exception:  # noqa: BLE001 - a state file is a convenience, never a reason to fail
+    except Exception:  # noqa: BLE001 - the registry is a convenience, never a reason to fail
         return None
 
 
-def clear_state(server: Any, db_path: str | os.PathLike | None = None) -> None:
+def clear_state(server: Any) -> None:
     try:
-        path = state_path(db_path or server.db)
-        proxies = [p for p in _load(path) if p.get("port") != server.bound_port and _alive(p)]
-        if proxies:
-            _save(path, proxies)
-        else:
-            path.unlink(missing_ok=True)
+        state_path(server).unlink(missing_ok=True)
     except Exception:  # noqa: BLE001
         pass
 
 
 def read_states(db_path: str | os.PathLike | None = None) -> list[dict[str, Any]]:
-    """Running proxies from the state file, newest last (stale entries dropped)."""
+    """Running proxies, oldest first; with ``db_path``, those writing that database come last
+    (the one a command picks is ``[-1]``). Entries of dead processes are dropped (and removed)."""
     try:
-        return [p for p in _load(state_path(db_path)) if _alive(p)]
-    except Exception:  # noqa: BLE001
+        d = registry_dir()
+        paths = sorted(d.glob("*.json")) if d.is_dir() else []
+    except OSError:
         return []
+    states = []
+    for path in paths:
+        st = _load(path)
+        if st is None:
+            continue
+        if not _alive(st):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError:
+                pass
+            continue
+        states.append(st)
+    states.sort(key=lambda st: str(st.get("started_at") or ""))
+    if db_path:
+        want = os.path.realpath(os.path.expanduser(str(db_path)))
+        states.sort(key=lambda st: os.path.realpath(str(st.get("db") or "")) == want)  # stable
+    return states
+
+
+def proxy_for_db(db_path: str | os.PathLike) -> dict[str, Any] | None:
+    """The running proxy writing ``db_path`` (the newest), or None when none does."""
+    want = os.path.realpath(os.path.expanduser(str(db_path)))
+    mine = [st for st in read_states() if os.path.realpath(str(st.get("db") or "")) == want]
+    return mine[-1] if mine else None
 
 
 def state_routes(state: dict[str, Any]) -> list[Route] | None:
@@ -90,20 +131,26 @@ def _route_spec(r: Route) -> str:
     return f"{r.name}={r.url}" if r.name else r.url
 
 
-def _load(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    doc = json.loads(path.read_text(encoding="utf-8"))
-    return [p for p in doc.get("proxies", []) if isinstance(p, dict)]
+def _load(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # half-written by a crashed proxy, or not ours
+    return doc if isinstance(doc, dict) else None
 
 
-def _save(path: Path, proxies: list[dict[str, Any]]) -> None:
+def _save(path: Path, entry: dict[str, Any]) -> None:
     private_dir(path.parent)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    if os.name != "nt":
+        try:
+            os.chmod(path.parent, DIR_MODE)  # firsttoken's own folder: owner only, even if made looser
+        except OSError:
+            pass
+    tmp = path.with_suffix(".tmp")
     # owner only, whatever the umask: it names the proxy's routes and its database
     fd = os.open(tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, FILE_MODE)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps({"version": 1, "proxies": proxies}, indent=2))
+        f.write(json.dumps(entry, indent=2))
     os.chmod(tmp, FILE_MODE)
     os.replace(tmp, path)
 

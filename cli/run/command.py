@@ -48,7 +48,7 @@ FAMILIES_USED = {"claude-code": ("anthropic",), "codex": ("openai",)}  # other c
 @click.option("--forward", "force_forward", is_flag=True,
               help="Record through HTTPS_PROXY + mitmproxy's CA instead of pointing the base URLs at the proxy.")
 @click.option("--join/--no-join", default=True, show_default=True,
-              help="Use a `firsttoken proxy` already running for the same upstreams (and database) when there is one.")
+              help="Use a `firsttoken proxy` already running for the same upstreams when there is one (with --db: only one writing that database).")
 @click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- CMD [ARGS]...")
@@ -73,11 +73,13 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
     db = resolve_db(db_path)
     forward_reason = "--forward" if force_forward else plan.forward_reason
     if print_env:
-        for line in _print_env(plan, db, forward_reason, env, join):
+        for line in _print_env(plan, db, forward_reason, env, join, any_db=db_path is None):
             click.echo(line)
         return
     run_id = secrets.token_hex(4)
-    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang)
+    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None)
+    if joined:
+        db = joined[1]  # the joined proxy records into its own database
     child_env = {**env, **r.env, "FIRSTTOKEN_RUN_ID": run_id}
     try:
         code = run_child(r.argv, child_env)
@@ -86,9 +88,10 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
         fail(str(e), 127)
     _stop(server)
     rows = _rows(db, run_id, settle=5.0 if joined else 0.0)
-    more = f"firsttoken logs --run {run_id}" + (f" --db {shlex.quote(db)}" if db_path else "")
+    own_db = os.path.realpath(db) != os.path.realpath(resolve_db(None))
+    more = f"firsttoken logs --run {run_id}" + (f" --db {shlex.quote(db)}" if db_path or own_db else "")
     via = r.how + (f" — {forward_reason}" if forward_reason and forward_reason != "--forward" else "")
-    via += f"; proxy {joined}" if joined else ""
+    via += f"; proxy {joined[0]}" if joined else ""
     for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes):
         click.echo(line, err=True)
     sys.stdout.flush()
@@ -96,16 +99,16 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
 
 
 def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
-           lang: str | None):
-    """(our ProxyServer or None, the joined proxy's URL or None, how the child is redirected)."""
+           lang: str | None, any_db: bool = False):
+    """(our ProxyServer or None, the joined proxy's (URL, database) or None, how the child is redirected)."""
     from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
 
     if not forward_reason and join:
-        found = find_running(plan, db)
+        found = find_running(plan, db, any_db=any_db)
         if found is not None:
-            url, routes = found
+            url, routes, proxy_db = found
             r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
-            return None, url, r
+            return None, (url, proxy_db), r
     opts = {"firsttoken_run_id": run_id}
     try:
         if forward_reason:
@@ -137,18 +140,21 @@ def _stop(server) -> None:
         server.stop()
 
 
-def find_running(plan: Plan, db: str) -> tuple[str, dict[str, Route]] | None:
-    """A running reverse proxy (state file) writing ``db`` with a route to every upstream the client uses."""
+def find_running(plan: Plan, db: str, any_db: bool = False) -> tuple[str, dict[str, Route], str] | None:
+    """(url, routes, database) of a running reverse proxy (the per-user registry) with a route to every
+    upstream the client uses, writing ``db`` — or, with ``any_db`` (no --db given), any database,
+    one writing ``db`` first."""
     from firsttoken.cli.proxy.state import read_states, state_routes
 
     want = {fam: r for fam, r in plan.routes().items() if fam in FAMILIES_USED.get(plan.client, ("anthropic", "openai"))}
-    for st in reversed(read_states(db)):
-        if st.get("forward") or os.path.realpath(str(st.get("db") or "")) != os.path.realpath(db):
+    for st in reversed(read_states(db)):  # those writing ``db`` come last: tried first
+        proxy_db = str(st.get("db") or "")
+        if st.get("forward") or not proxy_db or (not any_db and os.path.realpath(proxy_db) != os.path.realpath(db)):
             continue
         routes = state_routes(st) or []
         got = {fam: next((x for x in routes if x.url == r.url), None) for fam, r in want.items()}
         if routes and all(got.values()) and _listening(str(st.get("url") or "")):
-            return str(st["url"]).rstrip("/"), got
+            return str(st["url"]).rstrip("/"), got, proxy_db
     return None
 
 
@@ -180,7 +186,7 @@ def _rows(db: str, run_id: str, settle: float) -> list[dict]:
         time.sleep(0.25)
 
 
-def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool) -> list[str]:
+def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool, any_db: bool = False) -> list[str]:
     if forward_reason:
         from firsttoken.cli.proxy.state import read_states
 
@@ -192,9 +198,9 @@ def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool)
             note.append("no forward proxy runs: start one with `firsttoken proxy --forward` (it creates the CA)")
         r = Redirect(list(plan.argv), forward_env(url, ca, ca.parent / "firsttoken-ca-bundle.pem", env), "")
         return export_lines(plan, r, note)
-    found = find_running(plan, db) if join else None
+    found = find_running(plan, db, any_db=any_db) if join else None
     if found is not None:
-        url, routes = found
+        url, routes, _ = found
         note = [f"the firsttoken proxy at {url} serves these upstreams"]
     else:
         url, routes = DEFAULT_PROXY_URL, plan.routes()
