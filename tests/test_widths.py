@@ -262,3 +262,28 @@ def test_proxy_live_view_loses_nothing(tmp_path):
             wants = [sim.url + PREFIX, f"OPENAI_BASE_URL={url}/v1", str(db), r["id"][:8], LONG_MODEL, *top(r)]
             lost = missing(out, wants)
             assert not lost, f"proxy view at {cols} columns lost {lost}:\n{out}"
+
+
+# -- show for reasoning models (issue 11 #13) -----------------------------------------------------------------
+def test_show_splits_prefill_from_reasoning(traffic):
+    from firsttoken.cli.output import ms
+
+    rs = db_rows(traffic["db"])
+    thinking = [r for r in rs if r["model"] in ("deepseek-reasoner", "claude-sonnet-4-5")]
+    assert len(thinking) == 2
+    for r in thinking:  # the openai SDK's reasoning_content stream and an Anthropic thinking stream
+        assert r["first_token_ms"] is not None and r["ttfb_ms"] <= r["first_token_ms"] < r["ttft_ms"], r
+        out = screen(["show", r["id"], "--db", str(traffic["db"])], 100)
+        assert "starts at" in out and "gap (prefill)" not in out
+        prefill = next(ln for ln in out.splitlines() if ln.startswith("prefill "))
+        reasoning = next(ln for ln in out.splitlines() if ln.startswith("reasoning "))
+        # prefill: headers → first token of any kind; reasoning: first token → first visible token
+        assert prefill.split()[-2:] == [ms(r["ttfb_ms"]), ms(r["first_token_ms"] - r["ttfb_ms"])], prefill
+        assert reasoning.split()[-2:] == [ms(r["first_token_ms"]), ms(r["ttft_ms"] - r["first_token_ms"])], reasoning
+        assert prefill.index("░") < reasoning.index("▓")  # one after the other, not on top of each other
+        assert prefill.rstrip("░ ").rfind("░") <= reasoning.index("▓")
+    plain = next(r for r in rs if r["model"] == LONG_MODEL and r["ttft_ms"])
+    out = screen(["show", plain["id"], "--db", str(traffic["db"])], 100)
+    gap = next(ln for ln in out.splitlines() if ln.startswith("gap (prefill)"))
+    assert gap.split()[-2:] == [ms(plain["ttfb_ms"]), ms(plain["ttft_ms"] - plain["ttfb_ms"])]
+    assert not any(ln.startswith("reasoning ") for ln in out.splitlines())

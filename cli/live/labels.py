@@ -82,7 +82,7 @@ def recent_cols(lang: str, routes: bool = False) -> tuple[list[Col], dict[str, s
     """Finished requests: the id always (for `firsttoken show ID`), the route only with several routes."""
     L = lambda k: label(lang, f"col.{k}")  # noqa: E731
     cols = [
-        Col("time", L("time"), 70), Col("id", L("id"), R), Col("route", L("route"), 30),
+        Col("time", L("time"), 70), Col("id", L("id"), R), Col("route", L("route"), 75),
         Col("model", L("model"), R), Col("api", L("api"), 20), Col("st", L("st"), R, True),
         Col("prompt", L("prompt"), 55, True), Col("ttfb", L("ttfb"), 80, True), Col("ttft", L("ttft"), R, True),
         Col("gap", L("gap"), 65, True), Col("tpot", L("tpot"), 40, True), Col("out", L("out"), 45, True),
@@ -98,7 +98,7 @@ def recent_cols(lang: str, routes: bool = False) -> tuple[list[Col], dict[str, s
 def flight_cols(lang: str, routes: bool = False) -> tuple[list[Col], dict[str, str]]:
     L = lambda k: label(lang, f"col.{k}")  # noqa: E731
     cols = [
-        Col("elapsed", L("elapsed"), R, True), Col("id", L("id"), 50), Col("route", L("route"), 30),
+        Col("elapsed", L("elapsed"), R, True), Col("id", L("id"), 50), Col("route", L("route"), 75),
         Col("model", L("model"), R), Col("api", L("api"), 20), Col("phase", L("phase"), R),
         Col("ttfb", L("ttfb"), 60, True), Col("prompt", L("prompt"), 45, True), Col("tok", L("tok"), 90, True),
         Col("rate", L("rate"), 70, True),
