@@ -118,22 +118,27 @@ def markdown(lang: str | None = None) -> str:
             + markdown_lang("zh"))
 
 
-def table(lang: str):
-    from rich.table import Table
+def table(lang: str, width: int = 100):
+    """The catalog for a terminal: per code a line (code, severity, title), then its hint on
+    indented lines under it, wrapped to ``width`` (no column squeezes the text; nothing is cut)."""
+    from rich.console import Group
     from rich.text import Text
 
+    from firsttoken.cli.output import wrap
+
     t = _TEXT[lang]
-    tbl = Table(header_style="bold underline", box=None, pad_edge=False, padding=(0, 1), show_lines=False)
-    tbl.add_column(t["code"], no_wrap=True)
-    tbl.add_column(t["severity"], no_wrap=True)
-    tbl.add_column(t["title"], overflow="fold", ratio=1)
-    tbl.add_column(t["hint"], overflow="fold", ratio=3)
+    pad = max(len(c) for c in cat.CATALOG) + 2
+    lines = [Text(f"{t['code']:<{pad}}{t['severity']} · {t['title']}", style="bold underline")]
     for code, e in cat.CATALOG.items():
-        sev = Text(e.severity, style=SEVERITY_STYLE.get(e.severity, ""))
+        head = Text(f"{code:<{pad}}")
+        head.append(e.severity, style=SEVERITY_STYLE.get(e.severity, ""))
         if len(e.severities) > 1:
-            sev.append("/" + "/".join(e.severities[1:]), style="dim")
-        tbl.add_row(Text(code), sev, Text(cat.title(code, lang)), Text(hint_text(code, lang)))
-    return tbl
+            head.append("/" + "/".join(e.severities[1:]), style="dim")
+        head.append(" · ")
+        head.append(cat.title(code, lang))
+        lines += wrap(head, width, 0, pad)
+        lines += wrap(Text(f"→ {hint_text(code, lang)}", style="dim"), width, 4, 6)
+    return Group(*lines)
 
 
 def one(code: str, lang: str):
@@ -190,4 +195,5 @@ def diagnoses(code, lang, as_markdown, as_json):
         return
     from firsttoken.cli.options import console
 
-    console().print(one(code, lang) if code is not None else table(lang))
+    c = console()
+    c.print(one(code, lang) if code is not None else table(lang, c.width))

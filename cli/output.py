@@ -109,14 +109,54 @@ def fit_columns(cols: list[Col], rows: list[dict[str, Any]], width: int) -> list
     return [(c, need[c.key]) for c in cols if c.key in need]
 
 
+def wrap_spans(plain: str, room, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """Where to break ``plain[start:end]`` into lines: ``room(i)`` cells for line ``i``. Breaks
+    at a space when one is on the line (the space becomes the break), else folds the word;
+    ``\n`` always breaks. Every other character is in exactly one span: nothing is dropped."""
+    end = len(plain) if end is None else end
+    spans: list[tuple[int, int]] = []
+    i = start
+    while i < end:
+        if spans:  # a line never starts with the space it was broken at
+            while i < end and plain[i] == " ":
+                i += 1
+            if i >= end:
+                break
+        cap = max(1, room(len(spans)))
+        j, w, brk = i, 0, None
+        while j < end and plain[j] != "\n":
+            cw = cell_len(plain[j])
+            if w + cw > cap and j > i:
+                break
+            if plain[j] == " ":
+                brk = j
+            w += cw
+            j += 1
+        if j < end and plain[j] != "\n" and brk is not None and brk > i:
+            j = brk
+        spans.append((i, j))
+        i = j + 1 if j < end and plain[j] == "\n" else j
+    return spans or [(start, start)]
+
+
+def wrap(text: Text | str, width: int, indent: int = 0, rest: int | None = None) -> list[Text]:
+    """``text`` as lines no wider than ``width``: the first indented by ``indent``, the others by
+    ``rest`` (default: the same). Words move down; a word longer than a line folds; no
+    character but the spaces at the breaks is dropped."""
+    t = text if isinstance(text, Text) else Text(text)
+    rest = indent if rest is None else rest
+    out = []
+    for a, b in wrap_spans(t.plain, lambda i: width - (indent if i == 0 else rest)):
+        line = Text(" " * (indent if not out else rest), no_wrap=True)
+        piece = t[a:b]
+        piece.rstrip()
+        line.append_text(piece)
+        out.append(line)
+    return out
+
+
 def _fold(s: str, w: int) -> list[str]:
-    out, cur = [], ""
-    for ch in s:
-        if cur and cell_len(cur + ch) > w:
-            out.append(cur)
-            cur = ""
-        cur += ch
-    return out + [cur] if cur or not out else out
+    return [s[a:b].rstrip() for a, b in wrap_spans(s, lambda i: w)]
 
 
 def table_lines(chosen: list[tuple[Col, int]], row: dict[str, Any], styles: dict[str, str] | None = None,
@@ -144,19 +184,8 @@ def table_lines(chosen: list[tuple[Col, int]], row: dict[str, Any], styles: dict
 
 
 def indented(text: Text, width: int, indent: int) -> list[Text]:
-    """``text`` wrapped to ``width`` with every line indented by ``indent``: words move to the next
-    line, a word longer than the line is folded; no character is dropped."""
-    from rich.console import Console
-
-    room = max(8, width - indent)
-    console = Console(width=room, color_system=None, legacy_windows=False)
-    out = []
-    for ln in text.wrap(console, room, overflow="fold"):
-        ln.rstrip()
-        line = Text(" " * indent, no_wrap=True)
-        line.append_text(ln)
-        out.append(line)
-    return out
+    """``text`` wrapped to ``width`` with every line indented by ``indent`` (see ``wrap``)."""
+    return wrap(text, max(indent + 8, width), indent)
 
 
 def ms(v: float | None) -> str:

@@ -45,31 +45,42 @@ def _events_strip(offsets: list[float], start: float, total: float) -> Text:
 
 
 def timeline(r: dict[str, Any]) -> Table:
+    """The waterfall: one row per phase, each drawn from where it starts to where it ends; the
+    "starts at" column is that start (ms after the request was sent), "took" its length.
+    For a reasoning model the wait after the headers is split in two: prefill (headers → the
+    first token of any kind) and reasoning (first token → first visible token)."""
     total = r.get("total_ms") or max(
         [v for v in (r.get("ttft_ms"), r.get("ttfb_ms"), r.get("first_byte_ms")) if v] or [1.0]
     )
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     t.add_column("phase", no_wrap=True)
     t.add_column(f"0 → {output.ms(total)}", no_wrap=True)
-    t.add_column("at", justify="right", no_wrap=True)
+    t.add_column("starts at", justify="right", no_wrap=True)
     t.add_column("took", justify="right", no_wrap=True)
     ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
     conn = r.get("connect_ms")
+
+    def row(name: str, start: float, end: float, char: str, style: str) -> None:
+        t.add_row(name, _bar(start, end, total, char, style), output.ms(start), output.ms(end - start))
+
     if conn is not None:
-        t.add_row("connect", _bar(0, conn, total, "▒", "magenta"), "", output.ms(conn))
+        row("connect", 0, conn, "▒", "magenta")
     elif r.get("conn_reused"):
-        t.add_row("connect", Text("reused connection", style="dim"), "", "0")
+        t.add_row("connect", Text("reused connection", style="dim"), output.ms(0), "0")
     if ttfb is not None:
-        t.add_row("TTFB", _bar(conn or 0, ttfb, total, "█", "blue"), output.ms(ttfb), output.ms(ttfb - (conn or 0)))
-    if ft is not None and ttft is not None and ft < ttft:
-        t.add_row("reasoning", _bar(ft, ttft, total, "▓", "yellow"), output.ms(ft), output.ms(ttft - ft))
-    if ttft is not None and ttfb is not None:
-        t.add_row("gap (prefill)", _bar(ttfb, ttft, total, "░", "cyan"), output.ms(ttft), output.ms(ttft - ttfb))
+        row("TTFB (headers)", conn or 0, ttfb, "█", "blue")
+    reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
+    if reasoning:
+        row("prefill", ttfb, ft, "░", "cyan")
+        row("reasoning", ft, ttft, "▓", "yellow")
+    elif ttft is not None and ttfb is not None:
+        row("gap (prefill)", ttfb, ttft, "░", "cyan")
     offsets = r.get("event_offsets") or []
     if offsets:
-        t.add_row(f"stream ×{r.get('events', len(offsets))}", _events_strip(offsets, 0, total), output.ms(offsets[0]), output.ms(total - offsets[0]))
+        t.add_row(f"stream ×{r.get('events', len(offsets))}", _events_strip(offsets, 0, total), output.ms(offsets[0]),
+                  output.ms(total - offsets[0]))
     elif r.get("total_ms") is not None:
-        t.add_row("body", _bar(ttfb or 0, total, total, "█", "green"), output.ms(r.get("first_byte_ms")), output.ms(total - (ttfb or 0)))
+        row("body", ttfb or 0, total, "█", "green")
     return t
 
 
@@ -141,13 +152,13 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
     findings = r.get("findings") or []
     if findings:
         parts.append(Text("findings", style="bold"))
-        for f in findings:
-            line = Text(f"  {f['severity']:<5} ", style=SEVERITY_STYLE.get(f["severity"], ""))
+        for f in findings:  # wrapped under its own text, never back to column 0
+            line = Text(f"{f['severity']:<5} ", style=SEVERITY_STYLE.get(f["severity"], ""))
             line.append(f"{f['code']}: ", style="bold")
             line.append(f["message"])
+            parts += output.wrap(line, width, 2, 8)
             if f.get("hint"):
-                line.append(f"\n        → {f['hint']}", style="dim")
-            parts.append(line)
+                parts += output.wrap(Text(f"→ {f['hint']}", style="dim"), width, 8, 10)
     elif r.get("state") == "done":
         parts.append(Text("no findings: this request looks healthy", style="green"))
     else:
@@ -161,7 +172,7 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
 @json_option("summary")
 @lang_option
 def show(request_id, db_path, as_json, lang):
-    """One request as a timeline: connect, TTFB, prefill gap, streaming, tokens, findings.
+    """One request as a timeline: connect, TTFB, prefill, reasoning, streaming, tokens, findings.
     REQUEST_ID: an id or any unique prefix of one (`firsttoken logs` lists them); none: the latest request."""
     import json
 

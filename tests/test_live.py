@@ -413,3 +413,80 @@ def test_header_shows_the_proxys_own_load():
     assert "proxy:" not in screen(render(snapshot(), 160, "en"), 160)  # attached to a DB: not known
     for width in (60, 80):
         assert_fits(screen(render(busy, width, "en"), width), width)
+
+
+# -- columns, height and frames (issue 11 #10) -------------------------------------------------------------
+def _flights(n: int) -> list[FlightView]:
+    return [FlightView(id=f"fl{i:06d}xyz", elapsed_s=0.5 + i, phase=("prefill", "streaming")[i % 2], model="gpt-4o-mini",
+                       api="openai.chat", tokens=i or None, tok_per_s=2.0 if i else None) for i in range(n)]
+
+
+def _header(out: str, first: str) -> str:
+    return next(ln for ln in out.splitlines() if ln.split() and ln.split()[0] == first)
+
+
+def test_finished_rows_show_their_id_at_every_width():
+    s = snapshot()
+    for width in range(60, 201, 10):
+        out = screen(render(s, width, "en"), width)
+        head = [ln for ln in out.splitlines() if " id " in f" {ln} " and "model" in ln and "st" in ln.split()]
+        assert head, out
+        for r in s.recent:
+            assert r["id"][:8] in out, (width, out)
+
+
+def test_columns_depend_on_the_width_only():
+    for width in (60, 80, 100, 120, 160):
+        outs = [screen(render(snapshot(in_flight=_flights(n)), width, "en", height=60), width) for n in (1, 4, 21)]
+        assert len({_header(o, "elapsed") for o in outs}) == 1, width  # in flight: same columns
+        recent = {next(ln for ln in o.splitlines() if "model" in ln and ln.split()[0] in ("time", "id")) for o in outs}
+        assert len(recent) == 1, (width, recent)
+
+
+def test_route_column_only_with_several_routes():
+    one = screen(render(snapshot(), 160, "en"), 160)
+    assert "route" not in _header(one, "time")
+    s = snapshot()
+    s.routes.append(("http://127.0.0.1:8787/b", "https://b.example.com"))
+    assert "route" in _header(screen(render(s, 160, "en"), 160), "time")
+
+
+def test_in_flight_and_finished_share_the_height():
+    recent = [done_row(i) for i in range(8)] + [auth_error_row()]
+    s = snapshot(recent=recent, in_flight=_flights(21))
+    out = screen(render(s, 80, "en", height=29), 80)  # an 80x30 terminal, one line for the prompt
+    assert len(out.splitlines()) <= 29
+    finished = out[out.index("recently finished"):]
+    assert sum(1 for r in recent if r["id"][:8] in finished) >= 2, out  # rows, not an empty header
+    assert sum(1 for f in s.in_flight if seconds_text(f.elapsed_s) in out) >= 3, out
+    assert "more" in out  # what is not shown is counted
+
+
+def seconds_text(s: float) -> str:
+    from firsttoken.cli.live.layout import seconds
+
+    return seconds(s)
+
+
+def test_frames_skip_when_unchanged_and_redraw_only_changed_lines():
+    from firsttoken.cli.live.runner import SYNC_BEGIN, SYNC_END, LiveRunner
+
+    buf = io.StringIO()
+    con = Console(file=buf, width=120, height=40, force_terminal=True, color_system="truecolor")
+    s = snapshot(in_flight=[])
+    runner = LiveRunner(lambda: s, console=con, hz=4)
+    runner.start()
+    time.sleep(1.2)  # ~5 frames of the same picture
+    assert runner.frames == 1 and runner.skipped >= 3
+    first = len(buf.getvalue())
+    s.in_flight = _flights(1)  # a timer appears: a few lines change
+    time.sleep(0.4)
+    s.in_flight[0].elapsed_s += 1.0
+    time.sleep(0.4)
+    runner.stop()
+    text = buf.getvalue()
+    assert runner.frames >= 3
+    assert text.count(SYNC_BEGIN) == text.count(SYNC_END) >= 3
+    frames = [f.split(SYNC_END)[0] for f in text[first:].split(SYNC_BEGIN)[1:]]
+    # the last timer tick rewrites the changed line(s) only, not the whole area
+    assert len(frames[-1]) < first / 3, (len(frames[-1]), first)

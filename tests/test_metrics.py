@@ -122,7 +122,7 @@ def test_scraped_metrics_match_the_records(sim, proxy, db_path, metered):
     assert m.errors == 0
 
 
-def _rec(**kw) -> Record:
+def make_record(**kw) -> Record:
     base = dict(id="r1", started_at="2025-01-01T00:00:00Z", route="default", api="openai.chat",
                 upstream="https://api.openai.com", upstream_url="https://api.openai.com:443/v1/chat/completions",
                 model="gpt-4o", status=200, total_ms=1500.0, ttfb_ms=200.0, first_byte_ms=210.0,
@@ -135,16 +135,16 @@ def test_observe_labels_errors_findings_and_model_cap(monkeypatch):
     m = M.Metrics()
     srv = m.serve("127.0.0.1", 0)
     try:
-        m.observe(_rec(findings=[{"code": "slow_prefill", "severity": "warn", "message": "x"},
+        m.observe(make_record(findings=[{"code": "slow_prefill", "severity": "warn", "message": "x"},
                                  {"code": "usage_missing", "severity": "info", "message": "y"}],
                        usage_prompt_tokens=None, prompt_tokens_est=1234, usage_completion_tokens=7))
-        m.observe(_rec(id="r2", status=None, error="Connection refused", ttfb_ms=None, first_byte_ms=None,
+        m.observe(make_record(id="r2", status=None, error="Connection refused", ttfb_ms=None, first_byte_ms=None,
                        ttft_ms=None, event_offsets=[], upstream_url="https://x.openai.azure.com:443/openai/x"))
-        m.observe(_rec(id="r3", upstream_url="https://api.deepseek.com/chat/completions", stream=False,
+        m.observe(make_record(id="r3", upstream_url="https://api.deepseek.com/chat/completions", stream=False,
                        content_type="text/event-stream", stream_done=False, model=None))
-        m.observe(_rec(id="r4", api="openai.completions", upstream_url="http://127.0.0.1:9/v1/completions",
+        m.observe(make_record(id="r4", api="openai.completions", upstream_url="http://127.0.0.1:9/v1/completions",
                        upstream_error="boom", upstream_error_type="overloaded_error"))
-        m.observe(_rec(id="r5", api="anthropic.messages", upstream_url="http://10.0.0.2:8000/v1/messages"))
+        m.observe(make_record(id="r5", api="anthropic.messages", upstream_url="http://10.0.0.2:8000/v1/messages"))
         m.observe(Record(id="broken", started_at="x", api="openai.chat", event_offsets=None))  # tolerated
         got = scrape(srv.url)
     finally:
@@ -166,7 +166,7 @@ def test_observe_labels_errors_findings_and_model_cap(monkeypatch):
     monkeypatch.setattr(M, "MAX_MODELS", 5)
     cap = M.Metrics()
     for i in range(M.MAX_MODELS + 5):
-        cap.observe(_rec(id=str(i), model=f"m{i}"))
+        cap.observe(make_record(id=str(i), model=f"m{i}"))
     models = {lab["gen_ai_request_model"] for lab, _ in
               (s for s in _samples(cap) if s[0].get("gen_ai_request_model") is not None)}
     assert "_OTHER" in models and len(models) == M.MAX_MODELS + 1
@@ -191,7 +191,7 @@ def test_metrics_addon_serves_while_the_option_is_set():
         assert addon.server is None  # off by default
         tctx.configure(addon, firsttoken_metrics_port=0)
         assert addon.server is not None and addon.url.endswith("/metrics")
-        cap.listeners[0](_rec())  # the Capture listener feeds the registry
+        cap.listeners[0](make_record())  # the Capture listener feeds the registry
         assert value(scrape(addon.url), DUR + "_count") == 1
         busy = addon.server.port
         tctx.configure(addon, firsttoken_metrics_port=None)

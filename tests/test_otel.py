@@ -132,7 +132,7 @@ def pb_attrs(dp) -> dict:
     return out
 
 
-def _rec(**kw) -> Record:
+def make_record(**kw) -> Record:
     base = dict(id="r1", started_at="2025-01-01T00:00:00Z", route="default", api="openai.chat",
                 upstream="https://api.openai.com", upstream_url="https://api.openai.com:443/v1/chat/completions",
                 model="gpt-4o", status=200, total_ms=1500.0, ttfb_ms=200.0, first_byte_ms=210.0,
@@ -226,15 +226,15 @@ def test_attributes_follow_metrics_labels_and_leave_out_empty_ones(monkeypatch):
     assert set(O.ATTRIBUTES) == set(M.GENAI_LABELS)  # a new Prometheus label needs its OTel name here
     reader = InMemoryMetricReader()
     shared = M.Metrics()  # the Prometheus side, already holding one model name
-    shared.observe(_rec(id="prom", model="prom-model"))
+    shared.observe(make_record(id="prom", model="prom-model"))
     cap = Capture()
     otel = O.OtelMetrics([reader], metrics=shared).attach(cap)
     assert cap.listeners == [otel.observe]
-    otel.observe(_rec(status=None, error="Connection refused", ttfb_ms=None, first_byte_ms=None, ttft_ms=None,
+    otel.observe(make_record(status=None, error="Connection refused", ttfb_ms=None, first_byte_ms=None, ttft_ms=None,
                       event_offsets=[], usage_prompt_tokens=None, prompt_tokens_est=1234, usage_completion_tokens=None,
                       upstream_url="https://x.openai.azure.com/openai/deployments/x/chat/completions"))
-    otel.observe(_rec(id="r2", model=None, api="anthropic.messages", upstream_url="http://10.0.0.2:8000/v1/messages"))
-    otel.observe(_rec(id="r3", api="other", upstream_url="http://10.0.0.2:8000/v1/models"))  # ignored
+    otel.observe(make_record(id="r2", model=None, api="anthropic.messages", upstream_url="http://10.0.0.2:8000/v1/messages"))
+    otel.observe(make_record(id="r3", api="other", upstream_url="http://10.0.0.2:8000/v1/models"))  # ignored
     otel.observe(Record(id="broken", started_at="x", api="openai.chat", event_offsets=None))  # tolerated
     got = points(reader)
     _, dur = got[O.DURATION]
@@ -249,13 +249,13 @@ def test_attributes_follow_metrics_labels_and_leave_out_empty_ones(monkeypatch):
     assert sum(p.count for p in got[O.TTFC][1]) == 1 and sum(p.count for p in got[O.TPOC][1]) == 2
     assert otel.errors == 0
     monkeypatch.setattr(M, "MAX_MODELS", 2)  # one cap for both exports: a third model is "_OTHER" in OTel too
-    otel.observe(_rec(id="r4", model="third-model"))
+    otel.observe(make_record(id="r4", model="third-model"))
     assert {p.attributes.get("gen_ai.request.model") for p in points(reader)[O.DURATION][1]} == {
         "gpt-4o", None, "_OTHER"}
     otel.close()
     otel.close()  # idempotent
     assert cap.listeners == []  # detached
-    otel.observe(_rec(id="late"))  # after close: ignored, not an error
+    otel.observe(make_record(id="late"))  # after close: ignored, not an error
     assert otel.errors == 0
 
 
@@ -265,9 +265,9 @@ def test_attributes_follow_metrics_labels_and_leave_out_empty_ones(monkeypatch):
 def test_otlp_http_periodic_export_and_flush_on_close():
     with Receiver() as rcv:
         otel = O.OtelMetrics.otlp(rcv.url + "/v1/metrics", export_interval_s=0.2)
-        otel.observe(_rec())
+        otel.observe(make_record())
         assert rcv.got.wait(10), "no periodic export within 10 s"  # the reader's own thread sent it
-        otel.observe(_rec(id="r2", status=429, usage_completion_tokens=None))
+        otel.observe(make_record(id="r2", status=429, usage_completion_tokens=None))
         otel.close()  # collects and sends what is left
         got = rcv.metrics()
     assert set(got) == NAMES
@@ -296,7 +296,7 @@ def test_addon_option_env_fallback_and_flush_on_done(monkeypatch):
                 tctx.configure(addon, firsttoken_otlp_endpoint="grpc://127.0.0.1:4317")
             tctx.configure(addon, firsttoken_otlp_endpoint=rcv.url)  # a bare URL gets /v1/metrics
             assert addon.endpoint == rcv.url + "/v1/metrics"
-            cap.listeners[0](_rec())  # what the analysis thread calls
+            cap.listeners[0](make_record())  # what the analysis thread calls
             addon.done()  # shutdown flushes: the interval (60 s) never ran
             assert addon.otel is None
             assert set(rcv.metrics()) == NAMES
@@ -307,7 +307,7 @@ def test_addon_option_env_fallback_and_flush_on_done(monkeypatch):
             monkeypatch.setenv("OTEL_SERVICE_NAME", "team-proxy")
             tctx.configure(addon, firsttoken_otlp_endpoint="")
             assert addon.endpoint == rcv.url + "/v1/metrics"
-            cap.listeners[0](_rec(id="r2", model="from-env"))
+            cap.listeners[0](make_record(id="r2", model="from-env"))
             addon.done()
         assert len(cap.listeners) == 1  # attached once, however often restarted
     assert len(rcv.posts) > n and rcv.resource()["service.name"] == "team-proxy"

@@ -12,7 +12,7 @@ import httpx
 import openai
 import pytest
 from conftest import rows
-from test_otel import Receiver, _rec, needs_otel, no_otel_env  # noqa: F401 - the fixture keeps OTEL_* out
+from test_otel import Receiver, make_record, needs_otel, no_otel_env  # noqa: F401 - the fixture keeps OTEL_* out
 
 from firsttoken.addon import otel as O
 from firsttoken.cli.proxy.server import ProxyServer
@@ -139,7 +139,7 @@ def test_sdk_calls_through_the_proxy_become_genai_spans(sim, db_path):
 
 @needs_otel
 def test_span_attributes_conversation_and_failure_without_response():
-    rec = _rec(finish_reason="length", max_tokens=64,
+    rec = make_record(finish_reason="length", max_tokens=64,
                findings=[{"code": "stream.slow_first_token"}, {"code": "latency.slow_ttfb"}],
                top_code="stream.slow_first_token", top_severity="warning")
     rec.conversation_id = "conv-42"  # the conversations branch adds the column; spans carry it when there
@@ -149,19 +149,19 @@ def test_span_attributes_conversation_and_failure_without_response():
     assert a["firsttoken.findings"] == ["stream.slow_first_token", "latency.slow_ttfb"]
     assert a["firsttoken.top_finding"] == "stream.slow_first_token"
     assert a["server.address"] == "api.openai.com" and a["server.port"] == 443
-    assert "gen_ai.conversation.id" not in O.span_attributes(_rec())
+    assert "gen_ai.conversation.id" not in O.span_attributes(make_record())
 
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     mem = InMemorySpanExporter()
     traces = O.OtelTraces([SimpleSpanProcessor(mem)])
-    refused = _rec(id="r2", status=None, error="Connection refused", ttfb_ms=None, first_byte_ms=None, ttft_ms=None,
+    refused = make_record(id="r2", status=None, error="Connection refused", ttfb_ms=None, first_byte_ms=None, ttft_ms=None,
                    gap_ms=None, total_ms=3.5, usage_prompt_tokens=None, prompt_tokens_est=17,
                    usage_completion_tokens=None, event_offsets=[], model=None)
     traces.observe(refused)
-    traces.observe(_rec(id="r3", api="other"))  # not an LLM call
-    traces.observe(_rec(id="r4", started_at="not a time"))  # no wall-clock start: skipped, not an error
+    traces.observe(make_record(id="r3", api="other"))  # not an LLM call
+    traces.observe(make_record(id="r4", started_at="not a time"))  # no wall-clock start: skipped, not an error
     (sp,) = mem.get_finished_spans()
     assert sp.name == "chat" and sp.status.status_code.name == "ERROR" and sp.events == ()
     assert sp.attributes["error.type"] == "connection_refused" and "gen_ai.request.model" not in sp.attributes
@@ -170,7 +170,7 @@ def test_span_attributes_conversation_and_failure_without_response():
     assert traces.errors == 0
     traces.close()
     traces.close()  # idempotent
-    traces.observe(_rec(id="late"))
+    traces.observe(make_record(id="late"))
     assert len(mem.get_finished_spans()) == 1
 
 
@@ -204,7 +204,7 @@ def test_addon_env_switches_one_signal_off(monkeypatch):
         with taddons.context(addon) as tctx:
             tctx.configure(addon, firsttoken_otlp_endpoint=rcv.url + "/v1/metrics")  # the old form
             assert addon.otel is None and addon.traces_endpoint == rcv.url + "/v1/traces"
-            cap.listeners[0](_rec())
+            cap.listeners[0](make_record())
             addon.done()
         got, _ = spans(rcv)
     assert {p for p, _, _ in rcv.posts} == {"/v1/traces"}

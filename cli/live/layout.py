@@ -1,24 +1,24 @@
 """Laying text out for the live view: small formatters, and lines that never exceed a width.
 
-Columns are measured and the least useful ones dropped until the rest fit (``fit_columns``);
-cells are truncated with an ellipsis; only free text wraps (``wrap_text``), optionally capped.
+Tables use the one column-fitting scheme of ``cli/output.py`` (``fit_columns`` drops columns
+by priority, ``table_lines`` wraps a cell that is wider than its column: no character is cut).
+Here the columns are chosen from the *width alone* (``stable_columns`` measures a nominal row,
+not the data), so a frame never shows other columns than the one before it just because other
+requests are in flight. Free text wraps with an indent (``wrap_text``); the live area caps a
+finding at two lines (its full text is in the scrollback above and in ``firsttoken show ID``,
+and the row shows the ID).
 """
 
 from __future__ import annotations
 
-import io
+from typing import Any
 
 from rich.cells import cell_len
-from rich.console import Console
 from rich.text import Text
 
-from firsttoken.cli.live.labels import Col
+from firsttoken.cli.output import GAP, Col, fit_columns, table_lines, wrap
 
 SPARK = "▁▂▃▄▅▆▇█"
-GAP = 2
-
-_WRAP_CONSOLE = Console(file=io.StringIO(), width=400, color_system=None, force_terminal=False)
-
 
 # -- small formatters ---------------------------------------------------------------------
 def seconds(s: float) -> str:
@@ -51,89 +51,60 @@ def sparkline(values: list[float], width: int = 16) -> str:
     return "".join(SPARK[min(7, int((v - lo) / (hi - lo) * 7 + 0.5))] for v in vals)
 
 
-def fit_cell_text(text: str | Text, width: int, style: str = "") -> Text:
-    t = text.copy() if isinstance(text, Text) else Text(text, style=style)
-    t.no_wrap = True
-    t.overflow = "ellipsis"
-    if width <= 0:
-        return Text("")
-    if t.cell_len > width:
-        t.truncate(width, overflow="ellipsis")
-    return t
-
-
-def elide_middle(s: str, width: int) -> str:
-    if cell_len(s) <= width or width < 5:
-        return s
-    keep = width - 1
-    head, tail = keep // 3, keep - keep // 3
-    return s[:head] + "…" + s[len(s) - tail:]
-
-
+# -- free text ------------------------------------------------------------------------------
 def wrap_text(text: Text, width: int, max_lines: int | None = None) -> list[Text]:
-    width = max(1, width)
-    lines = list(text.wrap(_WRAP_CONSOLE, width, overflow="fold"))
+    """``text`` wrapped to ``width`` (``output.wrap``). ``max_lines``: the live area's cap, marked
+    with a final "…" (only for findings, whose full text is in the scrollback and `show ID`)."""
+    return hanging(text, width, 0, 0, max_lines)
+
+
+def hanging(text: Text, width: int, indent: int = 0, rest: int | None = None, max_lines: int | None = None) -> list[Text]:
+    """``text`` wrapped to ``width``: its first line indented by ``indent``, the others by
+    ``rest`` (default: the same). Nothing is cut unless ``max_lines`` caps it (see wrap_text)."""
+    lines = wrap(text, max(width, max(indent, rest or 0) + 8), indent, rest)
     if max_lines is not None and len(lines) > max_lines:
         lines = lines[:max_lines]
         last = lines[-1]
         if last.cell_len >= width:
             last.truncate(width - 1, overflow="crop")
         last.append("…")
-    for ln in lines:
-        ln.rstrip()
-        ln.no_wrap = True
     return lines
 
 
 def rule_line(title: str, width: int) -> Text:
     head = f"── {title} "
-    t = Text()
+    t = Text(no_wrap=True)
     t.append(head, style="bold")
     fill = width - cell_len(head)
     if fill > 0:
         t.append("─" * fill, style="dim")
-    return fit_cell_text(t, width)
+    return t
 
 
-def fit_columns(cols: list[Col], rows: list[dict[str, Text]], width: int) -> list[tuple[Col, int]]:
-    """The columns that fit in ``width`` (most important first), in their original order."""
-    nat = {}
-    for c in cols:
-        w = max([cell_len(c.header)] + [r[c.key].cell_len for r in rows if c.key in r])
-        nat[c.key] = min(w, c.max_w) if c.max_w else w
-    chosen: set[str] = set()
-    used = 0
-    for c in sorted(cols, key=lambda c: -c.prio):  # sorted() is stable: ties keep their order
-        need = nat[c.key] + (GAP if chosen else 0)
-        if used + need <= width:
-            chosen.add(c.key)
-            used += need
-    if not chosen and cols:  # not even the most important column fits: truncate it
-        top = max(cols, key=lambda c: c.prio)
-        return [(top, max(1, width))]
-    return [(c, nat[c.key]) for c in cols if c.key in chosen]
+# -- tables ---------------------------------------------------------------------------------
+def stable_columns(cols: list[Col], nominal: dict[str, str], rows: list[dict[str, Any]], width: int,
+                   grow: str | None = None) -> list[tuple[Col, int]]:
+    """The columns for ``width``, chosen from ``nominal`` (a typical widest cell per column),
+    never from the rows: the set of columns depends on the width (and the labels) only.
+    Room left over goes to the ``grow`` column (the model) up to its widest cell in ``rows``;
+    a cell still wider than its column wraps (``table_lines``)."""
+    chosen = fit_columns(cols, [nominal], width)
+    if grow is not None:
+        used = sum(w for _, w in chosen) + GAP * max(0, len(chosen) - 1)
+        want = max([cell_len(str(r.get(grow) or "")) for r in rows] + [0])
+        chosen = [(c, w + max(0, min(want - w, width - used))) if c.key == grow else (c, w) for c, w in chosen]
+    return chosen
+
+
+def header_row(cols: list[Col]) -> dict[str, str]:
+    return {c.key: c.header for c in cols}
+
+
+def row_lines(chosen: list[tuple[Col, int]], cells: dict[str, Any], styles: dict[str, str] | None = None,
+              bold: bool = False) -> list[Text]:
+    """One row as one or more lines (``output.table_lines``)."""
+    return table_lines(chosen, cells, styles, bold=bold)
 
 
 def columns_width(chosen: list[tuple[Col, int]]) -> int:
     return sum(w for _, w in chosen) + GAP * max(0, len(chosen) - 1)
-
-
-def cells_line(chosen: list[tuple[Col, int]], cells: dict[str, Text], bold: bool = False) -> Text:
-    out = Text(no_wrap=True, overflow="ellipsis", style="bold" if bold else "")
-    for i, (c, w) in enumerate(chosen):
-        if i:
-            out.append(" " * GAP)
-        cell = fit_cell_text(cells.get(c.key) or Text(""), w)
-        pad = " " * (w - cell.cell_len)
-        if c.right:
-            out.append(pad)
-            out.append_text(cell)
-        else:
-            out.append_text(cell)
-            out.append(pad)
-    out.rstrip()
-    return out
-
-
-def header_cells(cols: list[Col]) -> dict[str, Text]:
-    return {c.key: Text(c.header) for c in cols}

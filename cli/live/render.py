@@ -1,17 +1,15 @@
 """The live terminal view, as a pure function: ``render(snapshot, width, lang)``.
 
-Everything is laid out by hand into lines that are never wider than ``width``: columns are
-measured, the least useful ones are dropped until the rest fit, and only the finding text
-wraps (inside its own column when there is room, else on indented lines under its row).
-Colours are styles only; with NO_COLOR (or a console without colour) the text is the same.
+Everything is laid out into lines that are never wider than ``width`` and never lose a
+character: tables use the one column-fitting scheme (``output.fit_columns``: columns dropped
+by priority, cells wrapped), with columns chosen from the width alone so they do not change
+from frame to frame; the header's routes, base URLs and database path wrap with an indent.
+With a ``height``, the in-flight and the finished lists share the room, so neither is ever
+reduced to an empty header. Colours are styles only; with NO_COLOR the text is the same.
 
 Also here, because the runner and the tests share them: ``scroll_entry`` (one finished
 request as printed into the scrollback above the live area) and ``summary`` (the per-model
 table printed when the proxy stops).
-
-The parts live next door: ``live_labels`` (the en/zh labels and column specs),
-``live_layout`` (formatters, fitting and wrapping), ``live_tables`` (the three tables).
-Their names are re-exported here, so ``from .live import ...`` keeps working.
 """
 
 from __future__ import annotations
@@ -24,20 +22,16 @@ from rich.text import Text
 
 from firsttoken.addon.diagnose.thresholds import PROXY_DELAY_MS
 from firsttoken.cli import output
-from firsttoken.cli.live.labels import LABELS, Col, counted, label, phase_label
+from firsttoken.cli.live.labels import LABELS, counted, label, phase_label
 from firsttoken.cli.live.layout import (
     GAP,
     SPARK,
     api_short,
-    columns_width,
-    elide_middle,
-    fit_cell_text,
-    fit_columns,
+    hanging,
     rule_line,
     seconds,
     sparkline,
     uptime,
-    wrap_text,
 )
 from firsttoken.cli.live.state import LiveSnapshot, ModelStats, is_error
 from firsttoken.cli.live.tables import (
@@ -54,49 +48,48 @@ from firsttoken.cli.live.tables import (
 
 DEFAULT_RECENT = 8
 DEFAULT_IN_FLIGHT = 12
+#: with a height, each list keeps at least this many lines when the other one is long
+MIN_SHARE = 3
 
 
 # -- finished requests, one at a time --------------------------------------------------------------
 def scroll_entry(r: dict[str, Any], width: int, lang: str = "en") -> Group:
-    """One finished request for the scrollback: labelled fields that fit, then its finding."""
+    """One finished request for the scrollback: labelled fields that fit (the id, model, status
+    and TTFT always; a long line wraps), then its finding and hint in full."""
     L = lambda k: label(lang, f"col.{k}")  # noqa: E731
     st = output.status_text(r)
     fields: list[tuple[int, Text]] = [
         (10, Text(output.local_time(r.get("started_at")), style="dim")),
-        (2, Text((r.get("id") or "")[:8], style="dim")),
+        (100, Text((r.get("id") or "")[:8], style="dim")),
         (3, Text(r.get("route") or "–")),
-        (9, fit_cell_text(r.get("model") or "–", 28)),
+        (100, Text(r.get("model") or "–")),
         (1, Text(api_short(r.get("api")))),
-        (10, Text(st, style="red" if is_error(r) else "green")),
+        (100, Text(st, style="red" if is_error(r) else "green")),
         (9, Text(f"{L('ttfb')} {output.ms(r.get('ttfb_ms'))}")),
-        (10, Text(f"{L('ttft')} {output.ms(r.get('ttft_ms'))}", style="bold")),
+        (100, Text(f"{L('ttft')} {output.ms(r.get('ttft_ms'))}", style="bold")),
         (8, Text(f"{L('gap')} {output.ms(r.get('gap_ms'))}")),
         (5, Text(f"{L('tpot')} {output.ms(r.get('tpot_ms'))}")),
         (7, Text(f"{L('prompt')} {output.prompt_tokens(r)}")),
         (6, Text(f"{L('out')} {output.output_tokens(r)}")),
         (8, Text(f"{L('total')} {output.ms(r.get('total_ms'))}")),
     ]
-    keep: set[int] = set()
-    used = 0
+    keep = {i for i, (p, _) in enumerate(fields) if p >= 100}
+    used = sum(fields[i][1].cell_len for i in keep) + GAP * (len(keep) - 1)
     for i in sorted(range(len(fields)), key=lambda i: -fields[i][0]):
-        need = fields[i][1].cell_len + (GAP if keep else 0)
-        if used + need <= width:
+        if i not in keep and used + GAP + fields[i][1].cell_len <= width:
             keep.add(i)
-            used += need
-    line = Text(no_wrap=True)
+            used += GAP + fields[i][1].cell_len
+    line = Text()
     for i, (_, t) in enumerate(fields):
         if i in keep:
             if line.cell_len:
                 line.append(" " * GAP)
             line.append_text(t)
-    lines = [fit_cell_text(line, width)]
+    lines = hanging(line, width, 0, 2)
     msg, hint = finding_parts(r, lang)
     for part, indent in ((msg, 2), (hint, 4)):
         if part is not None:
-            for w in wrap_text(part, width - indent):
-                t = Text(" " * indent, no_wrap=True)
-                t.append_text(w)
-                lines.append(fit_cell_text(t, width))
+            lines += hanging(part, width, indent)
     return Group(*lines)
 
 
@@ -110,6 +103,7 @@ def summary(models: list[ModelStats], width: int, lang: str = "en") -> Group:
 
 # -- the header ----------------------------------------------------------------------------------------------
 def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
+    """Counters, the routes, the base URL(s) to paste and the database: wrapped, never cut."""
     L = lambda k, **kw: label(lang, k, **kw)  # noqa: E731
     top = Text()
     top.append("firsttoken", style="bold magenta")
@@ -127,35 +121,46 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
         top.append(" · ")
         top.append(L("proxy_load", lag=f"{lag:.0f}", cpu=f"{cpu * 100:.0f}"),
                    style="yellow" if lag >= PROXY_DELAY_MS else "dim")
-    lines = [top]
+    lines = hanging(top, width, 0, 2)
     for where, upstream in s.routes:
-        t = Text("  ")
+        t = Text()
         t.append(where, style="bold")
         t.append("  →  ", style="dim")
         t.append(upstream)
-        lines.append(t)
+        lines += hanging(t, width, 2, 4)
     if s.base_url:
-        prefix = f"  {L('base')}: "
-        if cell_len(prefix + s.base_url) <= width:
-            lines.append(Text().append(prefix, style="dim").append(s.base_url))
-        else:  # one variable per line rather than a truncated URL
-            for i, part in enumerate(p for p in s.base_url.split("  ") if p):
+        prefix = f"{L('base')}: "
+        parts = [p for p in s.base_url.split("  ") if p]
+        if cell_len(prefix) + cell_len(s.base_url) + 2 <= width:
+            lines.append(Text("  ").append(prefix, style="dim").append(s.base_url))
+        else:  # one variable per line, each wrapped under the first
+            for i, part in enumerate(parts):
                 lead = prefix if i == 0 else " " * cell_len(prefix)
-                lines.append(Text().append(lead, style="dim").append(part))
+                lines += hanging(Text().append(lead, style="dim").append(part), width, 2, 4 + cell_len(prefix))
     if s.db_path:
-        prefix = f"  {L('db')}: "
-        suffix = f"  ({L('read_only')})" if s.attached else ""
-        room = width - cell_len(prefix) - cell_len(suffix)
-        t = Text().append(prefix, style="dim")
-        t.append(elide_middle(s.db_path, room))
-        t.append(suffix, style="dim")
-        lines.append(t)
+        t = Text().append(f"{L('db')}: ", style="dim").append(s.db_path)
+        if s.attached:
+            t.append(f"  ({L('read_only')})", style="dim")
+        lines += hanging(t, width, 2, 4)
     if s.note:
-        lines.append(Text(f"  {s.note}", style="yellow"))
-    return [fit_cell_text(ln, width) for ln in lines]
+        lines += hanging(Text(s.note, style="yellow"), width, 2, 4)
+    return lines
 
 
 # -- the whole view --------------------------------------------------------------------------------------------
+def _share(need_a: int, need_b: int, room: int) -> tuple[int, int]:
+    """Split ``room`` lines between two lists that need ``need_a`` and ``need_b``: each gets what
+    it needs when it can, and never less than a fair half (or ``MIN_SHARE``) of what is there."""
+    if need_a + need_b <= room:
+        return need_a, need_b
+    half = max(MIN_SHARE, room // 2)
+    if need_a <= half:
+        return need_a, max(0, room - need_a)
+    if need_b <= half:
+        return max(0, room - need_b), need_b
+    return room - room // 2, room // 2
+
+
 def render(
     snapshot: LiveSnapshot,
     width: int,
@@ -168,26 +173,24 @@ def render(
     """The live area for a terminal ``width`` columns wide (and at most ``height`` lines tall)."""
     width = max(20, int(width))
     s = snapshot
+    routes = len(s.routes) > 1  # a route column only when there is a choice of routes
     head = header_lines(s, width, lang)
 
-    def flight_section(k: int) -> list[Text]:
-        if not s.in_flight:
-            return [rule_line(label(lang, "sec_in_flight"), width), Text(label(lang, "none_in_flight"), style="dim")]
-        fl = s.in_flight[:k]
-        lines = [rule_line(f"{label(lang, 'sec_in_flight')} ({len(s.in_flight)})", width)] + flight_lines(fl, width, lang)
-        if len(s.in_flight) > len(fl):
-            lines.append(Text(label(lang, "more", n=len(s.in_flight) - len(fl)), style="dim"))
-        return lines
-
-    k_flight = max_in_flight
-    flight = flight_section(k_flight)
+    flights = s.in_flight[:max_in_flight] if max_in_flight > 0 else []
+    if s.in_flight:
+        flight_title = rule_line(f"{label(lang, 'sec_in_flight')} ({len(s.in_flight)})", width)
+        flight_head, *flight_rows = flight_lines(flights, width, lang, routes)
+    else:
+        flight_title = rule_line(label(lang, "sec_in_flight"), width)
+        flight_head, flight_rows = [Text(label(lang, "none_in_flight"), style="dim")], []
 
     rows = s.recent[-max_recent:] if max_recent > 0 else []
     recent_title = rule_line(label(lang, "sec_recent"), width)
     if rows:
-        recent_head, entries = recent_entries(rows, width, lang)
+        recent_head, entries = recent_entries(rows, width, lang, routes=routes)
+        recent_head = [recent_head]
     else:
-        recent_head, entries = Text(label(lang, "none_recent"), style="dim"), []
+        recent_head, entries = [Text(label(lang, "none_recent"), style="dim")], []
 
     models = [rule_line(label(lang, "sec_models", n=s.window), width)]
     if s.models:
@@ -195,22 +198,29 @@ def render(
     else:
         models.append(Text(label(lang, "none_models"), style="dim"))
 
-    if height is not None:
-        # Too tall for the terminal: drop the oldest finished rows first, then in-flight rows,
-        # then models (the live area must never scroll).
-        def total() -> int:
-            return len(head) + len(flight) + 2 + sum(len(e) for e in entries) + len(models)
+    def more(shown: int) -> list[Text]:
+        n = len(s.in_flight) - shown
+        return [Text(label(lang, "more", n=n), style="dim")] if n > 0 else []
 
-        while entries and total() > height:
+    if height is not None:
+        # The lists share what the header and the titles leave (the per-model table takes
+        # at most a third of it when room is short), so neither becomes an empty header.
+        fixed = len(head) + 2 + len(flight_head) + len(recent_head)
+        need_f = sum(len(r) for r in flight_rows) + len(more(len(flight_rows)))
+        need_r = sum(len(e) for e in entries)
+        if need_f + need_r + len(models) > height - fixed:  # percentiles: at most a third
+            models = models[: max(1, (height - fixed) // 3)]
+        room = max(0, height - fixed - len(models))
+        got_f, got_r = _share(need_f, need_r, room)
+        while flight_rows and sum(len(r) for r in flight_rows) + len(more(len(flight_rows))) > got_f:
+            flight_rows.pop()
+        while entries and sum(len(e) for e in entries) > got_r:
+            if len(entries) == 1:  # the newest finished request, as much of it as fits (its row first)
+                entries[0] = entries[0][: max(1, got_r)]
+                break
             entries.pop(0)
-        if rows and not entries:
-            recent_head = Text("")
-        while k_flight > 1 and len(s.in_flight) > 1 and total() > height:
-            k_flight = min(k_flight, len(s.in_flight)) - 1
-            flight = flight_section(k_flight)
-        while len(models) > 2 and total() > height:
-            models.pop()
-    out: list[Text] = head + flight + [recent_title, recent_head] + [ln for e in entries for ln in e] + models
+    out: list[Text] = head + [flight_title] + flight_head + [ln for r in flight_rows for ln in r] + more(len(flight_rows))
+    out += [recent_title] + recent_head + [ln for e in entries for ln in e] + models
     if height is not None:
         out = out[: max(1, height)]
     return Group(*out)
@@ -218,7 +228,6 @@ def render(
 
 __all__ = [
     "DEFAULT_IN_FLIGHT", "DEFAULT_RECENT", "FINDING_MIN", "GAP", "INLINE_FINDING_MIN_WIDTH", "LABELS", "PHASE_STYLE",
-    "SEVERITY_MARK", "SEVERITY_STYLE", "SPARK", "Col", "api_short", "columns_width", "counted", "finding_parts",
-    "fit_columns", "header_lines", "label", "model_lines", "phase_label", "render", "scroll_entry", "seconds",
-    "sparkline", "summary", "uptime",
+    "SEVERITY_MARK", "SEVERITY_STYLE", "SPARK", "api_short", "counted", "finding_parts", "header_lines", "label",
+    "model_lines", "phase_label", "render", "scroll_entry", "seconds", "sparkline", "summary", "uptime",
 ]

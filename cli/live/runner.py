@@ -25,7 +25,10 @@ from typing import Any
 
 import click
 from rich.console import Console, Group
+from rich.control import Control
 from rich.live import Live
+from rich.live_render import LiveRender
+from rich.segment import ControlType, Segment
 from rich.text import Text
 
 from firsttoken.addon.diagnose.lang import LANGS, resolve
@@ -35,6 +38,52 @@ from firsttoken.cli.live.state import DEFAULT_WINDOW, DbSource, LiveSnapshot, Ta
 log = logging.getLogger("firsttoken")
 
 MAX_HZ = 4.0
+
+
+class DiffRender(LiveRender):
+    """rich's live area, redrawn line by line: a frame rewrites only the lines that changed
+    (an elapsed timer, a counter), not the whole area. Only on the view's own thread and only
+    while ``diff`` is set; a print into the scrollback (or from any other thread) erases and
+    redraws the whole area as rich always does."""
+
+    def __init__(self, renderable: Any, **kw: Any) -> None:
+        super().__init__(renderable, **kw)
+        self.diff = False
+        self.owner: int | None = None
+        self._prev: list[list[Segment]] | None = None
+        self._prev_width: int | None = None
+
+    def _diffing(self) -> bool:
+        return self.diff and self.owner == threading.get_ident() and self._prev is not None
+
+    def position_cursor(self) -> Control:
+        if self._diffing() and self._shape is not None:
+            _, height = self._shape
+            return Control(ControlType.CARRIAGE_RETURN, *([(ControlType.CURSOR_UP, height - 1)] if height > 1 else []))
+        self._prev = None  # the area is erased: the next drawing is complete
+        return super().position_cursor()
+
+    def __rich_console__(self, console: Any, options: Any):  # noqa: ANN201 - rich's protocol
+        diff = self._diffing() and self._prev_width == options.max_width
+        lines = console.render_lines(self.renderable, options, style=console.get_style(self.style), pad=False)
+        lines = lines[: options.size.height]  # the view never draws more than the terminal's height
+        self._shape = Segment.get_shape(lines)
+        prev = self._prev or []
+        erase = Control((ControlType.ERASE_IN_LINE, 2)).segment
+        for i, line in enumerate(lines):
+            if i:
+                yield Segment.line()
+            if diff and i < len(prev) and prev[i] == line:
+                continue  # unchanged: the cursor only moves past it
+            yield erase
+            yield from line
+        if diff and len(prev) > len(lines):  # a shorter frame: blank what is left of the old one
+            extra = len(prev) - len(lines)
+            for _ in range(extra):
+                yield Segment.line()
+                yield erase
+            yield Control((ControlType.CURSOR_UP, extra)).segment
+        self._prev, self._prev_width = lines, options.max_width
 
 
 class LiveRunner:
@@ -67,8 +116,11 @@ class LiveRunner:
         self._started = threading.Event()
         self._thread: threading.Thread | None = None
         self.busy_s = 0.0  # time spent building + rendering frames
-        self._last_key: tuple | None = None
+        self._last_key: Any = None
+        self._render: DiffRender | None = None
         self.error: str | None = None
+        self.frames = 0  # frames drawn
+        self.skipped = 0  # frames not drawn: the picture had not changed
 
     # -- from other threads ------------------------------------------------------------------
     def push(self, record: Any) -> None:
@@ -95,6 +147,11 @@ class LiveRunner:
     def _run(self) -> None:
         live = Live(console=self.console, auto_refresh=False, transient=self.transient,
                     redirect_stdout=True, redirect_stderr=True, vertical_overflow="crop")
+        render = None
+        if isinstance(getattr(live, "_live_render", None), LiveRender):  # rich's one live area, diffed
+            render = live._live_render = DiffRender(live._live_render.renderable, vertical_overflow="crop")
+            render.owner = threading.get_ident()
+        self._render = render
         try:
             live.start()
         finally:
@@ -128,6 +185,10 @@ class LiveRunner:
             return None
 
     def _frame(self, live: Live) -> None:
+        """Print what finished into the scrollback and redraw the live area — only when the
+        drawing changed, and as one synchronized update (``SYNC_BEGIN`` … ``SYNC_END``: the
+        terminal shows the whole frame at once instead of erasing and rewriting line by line;
+        terminals without the mode ignore it)."""
         width, height = self.console.size
         done = []
         while True:
@@ -135,30 +196,55 @@ class LiveRunner:
                 done.append(self._q.get_nowait())
             except queue.Empty:
                 break
-        if done:
-            entries = []
-            for i, r in enumerate(done):
-                entries.append(self._safe(lambda r=r: view.scroll_entry(slim(r), width, self.lang)))
-                if i % 8 == 7:
-                    time.sleep(0)  # hand the GIL to the proxy's loop if it is waiting
-            live.console.print(Group(*[e for e in entries if e is not None]))
-            time.sleep(0)
+        entries = []
+        for i, r in enumerate(done):
+            entries.append(self._safe(lambda r=r: view.scroll_entry(slim(r), width, self.lang)))
+            if i % 8 == 7:
+                time.sleep(0)  # hand the GIL to the proxy's loop if it is waiting
+        body: Any = None
         snap = self._safe(self.build)
         if snap is not None:
-            # Nothing in flight and nothing new: the frame would only differ in its uptime
-            # (whole seconds), so most idle frames cost one snapshot and no drawing.
-            key = (snap.requests, snap.errors, int(snap.uptime_s), snap.note, len(snap.routes), width, height)
-            if not snap.in_flight and not done and key == self._last_key:
-                return
-            self._last_key = None if snap.in_flight else key
             time.sleep(0)
             body = self._safe(lambda: view.render(snap, width, self.lang, height=max(5, height - 1)))
             time.sleep(0)
-            if body is not None:
-                live.update(body, refresh=True)
-                return
-        self._last_key = None
-        live.update(Text(f"firsttoken: live view error ({self.error}); traffic is unaffected", style="red"), refresh=True)
+        if body is None:
+            body = Text(f"firsttoken: live view error ({self.error}); traffic is unaffected", style="red")
+        key = (width, height, drawing_key(body))
+        if not done and key == self._last_key:
+            self.skipped += 1
+            return  # the same picture: nothing to write
+        self._last_key = key
+        self.frames += 1
+        self._write(SYNC_BEGIN)
+        try:
+            if done:
+                live.console.print(Group(*[e for e in entries if e is not None]))
+            if self._render is not None:
+                self._render.diff = True
+            live.update(body, refresh=True)
+        finally:
+            if self._render is not None:
+                self._render.diff = False
+            self._write(SYNC_END)
+
+    def _write(self, code: str) -> None:
+        if self.console.is_terminal and not self.console.is_dumb_terminal:
+            f = self.console.file
+            f.write(code)
+            f.flush()
+
+
+#: synchronized output (DEC mode 2026): the terminal holds the screen until the frame is complete
+SYNC_BEGIN, SYNC_END = "\x1b[?2026h", "\x1b[?2026l"
+
+
+def drawing_key(body: Any) -> Any:
+    """What a frame looks like (text and styles of its lines): equal keys draw the same screen."""
+    if isinstance(body, Group):
+        return tuple(drawing_key(r) for r in body.renderables)
+    if isinstance(body, Text):
+        return (body.plain, str(body.style), tuple(body.spans))
+    return id(body)
 
 
 def stop_line(requests: int, errors: int, db: str | None, lang: str, attached: bool = False,

@@ -1,8 +1,10 @@
 """The tables of the live view, as lines of ``Text``: finished requests, in flight, per model.
 
-Each table is built the same way: cells per row, ``fit_columns`` to the width, then one
-line per row. A finished request's top finding (and its hint) goes in its own column when
-the terminal is wide enough, else on indented lines under its row.
+Each table is built the same way: cells per row, ``stable_columns`` for the width (the columns
+depend on the width only, never on which requests are shown), then ``table_lines`` per row (a
+cell wider than its column wraps; nothing is cut). A finished request's top finding (and its
+hint) goes in a last column when the terminal is wide enough, else on indented lines under
+its row; in the live area each is capped at two lines (the scrollback and ``show ID`` have it all).
 """
 
 from __future__ import annotations
@@ -16,13 +18,13 @@ from firsttoken.cli.live.labels import flight_cols, label, model_cols, phase_lab
 from firsttoken.cli.live.layout import (
     GAP,
     api_short,
-    cells_line,
     columns_width,
-    fit_cell_text,
-    fit_columns,
-    header_cells,
+    hanging,
+    header_row,
+    row_lines,
     seconds,
     sparkline,
+    stable_columns,
     wrap_text,
 )
 from firsttoken.cli.live.state import FlightView, ModelStats, is_error
@@ -32,6 +34,8 @@ PHASE_STYLE = {"connecting": "dim", "waiting_headers": "blue", "prefill": "cyan"
 #: below this width the finding goes on its own lines under the row
 INLINE_FINDING_MIN_WIDTH = 140
 FINDING_MIN = 48
+#: lines of a finding's message (and of its hint) in the live area
+FINDING_CAP = 2
 
 
 # -- findings -----------------------------------------------------------------------------------
@@ -53,113 +57,118 @@ def finding_parts(r: dict[str, Any], lang: str) -> tuple[Text | None, Text | Non
 
 
 # -- finished requests ------------------------------------------------------------------------------
-def _recent_cells(r: dict[str, Any]) -> dict[str, Text]:
-    st = output.status_text(r)
+def _recent_cells(r: dict[str, Any]) -> dict[str, str]:
     return {
-        "time": Text(output.local_time(r.get("started_at"))),
-        "id": Text((r.get("id") or "")[:8], style="dim"),
-        "route": Text(r.get("route") or "–"),
-        "model": Text(r.get("model") or "–"),
-        "api": Text(api_short(r.get("api"))),
-        "st": Text(st, style="red" if is_error(r) else "green"),
-        "prompt": Text(output.prompt_tokens(r)),
-        "ttfb": Text(output.ms(r.get("ttfb_ms"))),
-        "ttft": Text(output.ms(r.get("ttft_ms")), style="bold"),
-        "gap": Text(output.ms(r.get("gap_ms"))),
-        "tpot": Text(output.ms(r.get("tpot_ms"))),
-        "out": Text(output.output_tokens(r)),
-        "total": Text(output.ms(r.get("total_ms"))),
+        "time": output.local_time(r.get("started_at")),
+        "id": (r.get("id") or "")[:8],
+        "route": r.get("route") or "–",
+        "model": r.get("model") or "–",
+        "api": api_short(r.get("api")),
+        "st": output.status_text(r),
+        "prompt": output.prompt_tokens(r),
+        "ttfb": output.ms(r.get("ttfb_ms")),
+        "ttft": output.ms(r.get("ttft_ms")),
+        "gap": output.ms(r.get("gap_ms")),
+        "tpot": output.ms(r.get("tpot_ms")),
+        "out": output.output_tokens(r),
+        "total": output.ms(r.get("total_ms")),
     }
 
 
-def recent_entries(rows: list[dict[str, Any]], width: int, lang: str, capped: bool = True) -> tuple[Text, list[list[Text]]]:
+def recent_entries(rows: list[dict[str, Any]], width: int, lang: str, capped: bool = True,
+                   routes: bool = False) -> tuple[Text, list[list[Text]]]:
     """The header line and, per row, its lines (the row, then any finding/hint lines)."""
-    cols = recent_cols(lang)
+    cols, nominal = recent_cols(lang, routes)
     cells = [_recent_cells(r) for r in rows]
     inline = width >= INLINE_FINDING_MIN_WIDTH
-    chosen = fit_columns(cols, cells, width - (FINDING_MIN + GAP) if inline else width)
+    room = width - (FINDING_MIN + GAP) if inline else width
+    chosen = stable_columns(cols, nominal, [], room)
     used = columns_width(chosen)
     fw = width - used - GAP
     inline = inline and fw >= FINDING_MIN
-    head = cells_line(chosen, header_cells(cols), bold=True)
+    if not inline:
+        chosen = stable_columns(cols, nominal, cells, width, grow="model")
+    else:  # the model column takes what the finding column does not need
+        chosen = stable_columns(cols, nominal, cells, width - (FINDING_MIN + GAP), grow="model")
+        used = columns_width(chosen)
+        fw = width - used - GAP
+    [head] = row_lines(chosen, header_row(cols), bold=True)
     if inline:
         head.append(" " * (used - head.cell_len + GAP))
         head.append(label(lang, "col.finding"), style="bold")
+    cap = FINDING_CAP if capped else None
     entries: list[list[Text]] = []
-    cap_msg, cap_hint = (2, 2) if capped else (None, None)
     for r, c in zip(rows, cells):
-        line = cells_line(chosen, c)
+        lines = row_lines(chosen, c, styles={"id": "dim", "ttft": "bold", "st": "red" if is_error(r) else "green"})
         msg, hint = finding_parts(r, lang)
-        lines = [line]
         if inline:
             extra = []
             if msg is not None:
-                extra += wrap_text(msg, fw, cap_msg)
+                extra += wrap_text(msg, fw, cap)
             elif r.get("state", "done") == "done":
                 extra.append(Text(label(lang, "ok"), style="green"))
             if hint is not None:
-                extra += wrap_text(hint, fw, cap_hint)
+                extra += wrap_text(hint, fw, cap)
             for i, e in enumerate(extra):
-                if i == 0:
-                    line.append(" " * (used - line.cell_len + GAP))
-                    line.append_text(e)
+                if i < len(lines):  # beside the row's own (wrapped) lines
+                    lines[i].append(" " * (used - lines[i].cell_len + GAP))
+                    lines[i].append_text(e)
                 else:
                     cont = Text(" " * (used + GAP), no_wrap=True)
                     cont.append_text(e)
                     lines.append(cont)
         else:
             for part, indent in ((msg, 2), (hint, 4)):
-                if part is None:
-                    continue
-                for w in wrap_text(part, width - indent, cap_msg if part is msg else cap_hint):
-                    t = Text(" " * indent, no_wrap=True)
-                    t.append_text(w)
-                    lines.append(t)
-        entries.append([fit_cell_text(ln, width) for ln in lines])
-    return fit_cell_text(head, width), entries
+                if part is not None:
+                    lines += hanging(part, width, indent, max_lines=cap)
+        entries.append(lines)
+    return head, entries
 
 
 # -- in flight -----------------------------------------------------------------------------------------
-def _flight_cells(f: FlightView, lang: str) -> dict[str, Text]:
+def _flight_cells(f: FlightView, lang: str) -> dict[str, str]:
     return {
-        "elapsed": Text(seconds(f.elapsed_s), style="bold"),
-        "id": Text(f.id[:8], style="dim"),
-        "route": Text(f.route or "–"),
-        "model": Text(f.model or "–"),
-        "api": Text(api_short(f.api)),
-        "phase": Text(phase_label(f.phase, lang), style=PHASE_STYLE.get(f.phase or "", "")),
-        "ttfb": Text(output.ms(f.ttfb_ms)),
-        "prompt": Text(output.num(f.prompt_tokens_est, est=True)),
-        "tok": Text("–" if f.tokens is None else f"{f.tokens:,}"),
-        "rate": Text("–" if f.tok_per_s is None else f"{f.tok_per_s:.1f}"),
+        "elapsed": seconds(f.elapsed_s),
+        "id": f.id[:8],
+        "route": f.route or "–",
+        "model": f.model or "–",
+        "api": api_short(f.api),
+        "phase": phase_label(f.phase, lang),
+        "ttfb": output.ms(f.ttfb_ms),
+        "prompt": output.num(f.prompt_tokens_est, est=True),
+        "tok": "–" if f.tokens is None else f"{f.tokens:,}",
+        "rate": "–" if f.tok_per_s is None else f"{f.tok_per_s:.1f}",
     }
 
 
-def flight_lines(flights: list[FlightView], width: int, lang: str) -> list[Text]:
-    cols = flight_cols(lang)
+def flight_lines(flights: list[FlightView], width: int, lang: str, routes: bool = False) -> list[list[Text]]:
+    """The header line, then each request's lines."""
+    cols, nominal = flight_cols(lang, routes)
     cells = [_flight_cells(f, lang) for f in flights]
-    chosen = fit_columns(cols, cells, width)
-    return [fit_cell_text(cells_line(chosen, header_cells(cols), bold=True), width)] + [
-        fit_cell_text(cells_line(chosen, c), width) for c in cells
-    ]
+    chosen = stable_columns(cols, nominal, [], width)
+    out = [row_lines(chosen, header_row(cols), bold=True)]
+    for f, c in zip(flights, cells):
+        out.append(row_lines(chosen, c, styles={"elapsed": "bold", "id": "dim",
+                                                "phase": PHASE_STYLE.get(f.phase or "", "")}))
+    return out
 
 
 # -- per model --------------------------------------------------------------------------------------------
-def _model_cells(m: ModelStats) -> dict[str, Text]:
+def _model_cells(m: ModelStats) -> dict[str, str]:
     return {
-        "model": Text(m.model), "n": Text(str(m.n)),
-        "err": Text(str(m.errors), style="red" if m.errors else ""),
-        "ttfb50": Text(output.ms(m.ttfb_p50)), "ttfb95": Text(output.ms(m.ttfb_p95)),
-        "ttft50": Text(output.ms(m.ttft_p50), style="bold"), "ttft95": Text(output.ms(m.ttft_p95)),
-        "gap50": Text(output.ms(m.gap_p50)), "gap95": Text(output.ms(m.gap_p95)),
-        "trend": Text(sparkline(m.ttft_series), style="cyan"),
+        "model": m.model, "n": str(m.n), "err": str(m.errors),
+        "ttfb50": output.ms(m.ttfb_p50), "ttfb95": output.ms(m.ttfb_p95),
+        "ttft50": output.ms(m.ttft_p50), "ttft95": output.ms(m.ttft_p95),
+        "gap50": output.ms(m.gap_p50), "gap95": output.ms(m.gap_p95),
+        "trend": sparkline(m.ttft_series),
     }
 
 
 def model_lines(models: list[ModelStats], width: int, lang: str, trend: bool = True) -> list[Text]:
-    cols = model_cols(lang, trend)
+    cols, nominal = model_cols(lang, trend)
     cells = [_model_cells(m) for m in models]
-    chosen = fit_columns(cols, cells, width)
-    return [fit_cell_text(cells_line(chosen, header_cells(cols), bold=True), width)] + [
-        fit_cell_text(cells_line(chosen, c), width) for c in cells
-    ]
+    chosen = stable_columns(cols, nominal, cells, width, grow="model")
+    out = row_lines(chosen, header_row(cols), bold=True)
+    for m, c in zip(models, cells):
+        out += row_lines(chosen, c, styles={"err": "red" if m.errors else "", "ttft50": "bold", "trend": "cyan"})
+    return out
