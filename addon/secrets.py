@@ -128,9 +128,13 @@ SECRET_FIELDS = frozenset({
 #: ... and names ending like these (``openai_api_key``, ``azureApiKey``, ``github_token``)
 _SECRET_SUFFIXES = ("apikey", "secret", "password", "accesstoken", "authtoken", "apitoken", "privatekey",
                     "secretkey", "accesskey", "sessiontoken", "refreshtoken")
-#: ``"name": "value"`` / ``'name': 'value'`` (JSON, a Python repr quoted in an error), also
-#: inside an escaped JSON string (``\\"name\\": \\"value\\"``)
-_FIELD = re.compile(r"""(?P<q>\\{0,3}["'])(?P<name>[A-Za-z_][\w\-]{0,63})(?P=q)\s*:\s*(?P<vq>\\{0,3}["'])(?P<value>(?:(?!(?P=vq))(?:\\.|.)){1,4096}?)(?P=vq)""")
+#: the head of ``"name": "value"`` / ``'name': 'value'`` (JSON, a Python repr quoted in an error),
+#: also inside an escaped JSON string (``\\"name\\": \\"value\\"``). Only the head is a regex:
+#: the value's end is found by a scan (see ``_value_end``), linear in the text. A regex for the
+#: value backtracked exponentially on real Claude Code bodies (escaped JSON inside strings).
+_FIELD_HEAD = re.compile(r"""(?P<q>\\{0,3}["'])(?P<name>[A-Za-z_][\w\-]{0,63})(?P=q)\s*:\s*(?P<vq>\\{0,3}["'])""")
+#: the longest value redaction looks at
+FIELD_VALUE_MAX = 4096
 #: ``name=value`` in a form body or a query string quoted back
 _PAIR = re.compile(r"(?P<pre>(?:^|[?&\s,;]))(?P<name>[A-Za-z_][\w\-]{0,63})=(?P<value>[^&\s\"',;]{1,4096})")
 
@@ -160,12 +164,40 @@ def body_secrets(body: Any, _depth: int = 0) -> list[str]:
     return out
 
 
-def _field(m: re.Match[str]) -> str:
-    head = m.group(0)[: m.start("value") - m.start(0)]
-    if is_secret_field(m.group("name")):
-        return head + "[REDACTED]" + m.group("vq")
-    # a value may itself quote JSON (an error message echoing the body): look inside it
-    return head + _FIELD.sub(_field, m.group("value")) + m.group("vq")
+def _value_end(text: str, start: int, quote: str) -> int | None:
+    """Where a quoted value that began at ``start`` ends: the next ``quote`` not escaped by a
+    backslash (an odd run of backslashes before it), within FIELD_VALUE_MAX; None if none."""
+    stop = min(len(text), start + FIELD_VALUE_MAX + len(quote))
+    i = start
+    while True:
+        j = text.find(quote, i, stop)
+        if j < 0:
+            return None
+        k = j
+        while k > start and text[k - 1] == "\\":
+            k -= 1
+        if (j - k) % 2 == 0:
+            return j if j > start else None
+        i = j + 1
+
+
+def _redact_fields(text: str) -> str:
+    """The values of credential-named fields replaced by ``[REDACTED]``. Every field head in the
+    text is looked at, so a value that itself quotes JSON (an error message echoing the body) is
+    searched too: the scan only skips what it redacted."""
+    out, pos = [], 0
+    for m in _FIELD_HEAD.finditer(text):
+        if m.start() < pos or not is_secret_field(m.group("name")):
+            continue
+        end = _value_end(text, m.end(), m.group("vq"))
+        if end is None:
+            continue
+        out += [text[pos:m.end()], "[REDACTED]"]
+        pos = end
+    if not out:
+        return text
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _pair(m: re.Match[str]) -> str:
@@ -184,7 +216,7 @@ def redact_text(text: str, secrets: list[str] | None = None) -> str:
     if "=" in text:
         text = _PAIR.sub(_pair, text)
     if ":" in text:
-        text = _FIELD.sub(_field, text)
+        text = _redact_fields(text)
     return _KEYLIKE.sub("[REDACTED]", text)
 
 

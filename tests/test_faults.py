@@ -490,3 +490,23 @@ def test_a_20_mb_sse_event_is_too_large_to_analyse_not_malformed(tmp_path):
     assert "response.malformed" not in codes
     assert row["oversize_events"] == 1 and codes["response.event_too_large"]["severity"] == "warn"
     assert row["stream_done"] == 1 and row["events"] >= 1
+
+
+def test_redaction_is_linear_on_backslash_runs_and_keeps_its_reach():
+    """A regex for quoted values backtracked exponentially on a run of backslashes (real Claude
+    Code bodies quote escaped JSON): --save-bodies hung the analysis thread. The scan is linear."""
+    import time
+
+    from firsttoken.addon.secrets import redact_text
+
+    hostile = '{"k": "' + "\\" * 4000 + "x " + '{"note": "' + "\\\\" * 3000
+    t0 = time.perf_counter()
+    redact_text(hostile * 20)
+    assert time.perf_counter() - t0 < 1.0
+    # what it must still find: a plain field, an escaped quote inside the value, escaped JSON
+    # inside a string (an error message echoing the body), and a Python repr
+    assert redact_text('{"api_key": "ab\\"cd-1234"}') == '{"api_key": "[REDACTED]"}'
+    echoed = '{"error": "bad body: {\\"apiKey\\": \\"0123456789abcdef\\", \\"model\\": \\"m\\"}"}'
+    out = redact_text(echoed)
+    assert "0123456789abcdef" not in out and '\\"model\\": \\"m\\"' in out
+    assert "hunter22" not in redact_text("got {'password': 'hunter22', 'user': 'x'}")
