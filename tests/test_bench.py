@@ -18,5 +18,5 @@ def test_bench_json():
     d = doc["paths"]["direct"]
     assert d["added_ttft_ms"] == 0 and 0 < d["ttfb_ms"] <= d["ttft_ms"]
     ft = doc["paths"]["firsttoken"]
-    assert ft["ttft_ms"] > 0 and ft["added_ttft_ms"] == round(ft["ttft_ms"] - d["ttft_ms"], 3)
+    assert ft["ttft_ms"] > 0 and abs(ft["added_ttft_ms"] - (ft["ttft_ms"] - d["ttft_ms"])) < 0.002  # each rounded to µs
     assert doc["prompt_size"]["big_body_bytes"] > 500_000 and doc["tokenizer"]["tokens"] > 100_000
