@@ -326,7 +326,8 @@ class ConversationIndex:
             if parts.client_turn is not None:
                 new = parts.client_turn != conv.client_turn
             else:
-                new = parts.new_turn and parts.user_turns != conv.user_turns
+                extends = previous is not None and parts.messages[:len(previous.messages)] == previous.messages
+                new = parts.new_turn and (parts.user_turns != conv.user_turns or not extends)
             if new or conv.turn == 0:
                 conv.turn += 1
             conv.client_turn = parts.client_turn

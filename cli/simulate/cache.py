@@ -30,7 +30,7 @@ def _units(api: str, body: dict[str, Any]) -> tuple[list[str], int]:
     else:
         msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
         head = [None, body.get("tools")]
-    raw = [json.dumps(u, sort_keys=True, default=str) for u in [*head, *msgs]]
+    raw = [json.dumps(u, sort_keys=True, default=str) for u in [*head, *msgs] if u not in (None, "", [])]
     units = [_strip(r) for r in raw]
     if api != "anthropic":
         return units, len(units)
