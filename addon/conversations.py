@@ -210,7 +210,7 @@ def divergence(prev: Parts | None, cur: Parts) -> dict[str, Any] | None:
         at = first_difference(prev.system, cur.system)
         window = cur.system[max(0, at - 40): at + 40]
         return {"part": "system", "offset": at, "volatile": bool(_VOLATILE.search(window)),
-                "before": prev.system[at: at + 40], "after": cur.system[at: at + 40]}
+                "before": prev.system[max(0, at - 20): at + 20], "after": cur.system[max(0, at - 20): at + 20]}
     if cur.tools != prev.tools:
         if sorted(cur.tools) == sorted(prev.tools):
             return {"part": "tools_order", "tools": len(cur.tools)}

@@ -96,6 +96,8 @@ LAZY_COMMANDS = {
     "live": "live.runner:live",
     "report": "report.command:report",
     "run": "run.command:run",
+    "session": "sessions:session",
+    "sessions": "sessions:sessions",
     "show": "show:show",
     "simulate": "simulate.command:simulate",
     "stats": "stats:stats",

@@ -217,3 +217,86 @@ def test_index_is_bounded_and_keeps_routes_apart():
         idx.assign(route="a", family="anthropic", model="m", path="/v1/messages",
                    parts=prompt_parts("anthropic.messages", {"messages": [{"role": "user", "content": str(i)}]}), t0=4.0 + i)
     assert len(idx) == 3
+
+
+# ---- sessions / session / stats ---------------------------------------------------------------
+
+def _cli(*args, width=160):
+    from click.testing import CliRunner
+
+    from firsttoken.cli.main import cli
+    return CliRunner(env={"COLUMNS": str(width)}).invoke(cli, list(args), catch_exceptions=False)
+
+
+def _agent_conversation(proxy_url):
+    """A tool loop in one Claude Code-like session, a side call, and a timestamp that moves."""
+    c = anthropic.Anthropic(base_url=proxy_url, api_key="sk-ant-test-000000000000000000000", max_retries=0)
+    meta = {"user_id": json.dumps({"device_id": "d", "account_uuid": "", "session_id": "5f0c2a8e-1b7d-4c3e-9a6f-2d8b7e4c1a90"})}
+
+    def system(stamp):
+        return [{"type": "text", "text": _big_system(stamp), "cache_control": {"type": "ephemeral"}}]
+    msgs = [{"role": "user", "content": "What does a.txt say?"}]
+    r = c.messages.create(model="sim-tool-1", max_tokens=32, system=system("09:00:00"), tools=[TOOL_AN],
+                          messages=msgs, metadata=meta)
+    call = next(b for b in r.content if b.type == "tool_use")
+    time.sleep(SLEEP_S)
+    msgs += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in r.content]},
+             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "hello"}]}]
+    r = c.messages.create(model="sim-1", max_tokens=32, system=system("09:00:00"), tools=[TOOL_AN], messages=msgs,
+                          metadata=meta)
+    c.messages.create(model="sim-haiku-1", max_tokens=8, messages=[{"role": "user", "content": "Title: a.txt"}],
+                      metadata=meta)
+    msgs += [{"role": "assistant", "content": r.content[0].text}, {"role": "user", "content": "And b.txt?"}]
+    c.messages.create(model="sim-1", max_tokens=32, system=system("09:00:04"), tools=[TOOL_AN], messages=msgs,
+                      metadata=meta)
+
+
+def test_sessions_and_session_views(cache_proxy, db_path):
+    _agent_conversation(cache_proxy.url)
+    cache_proxy.flush()
+    listed = _cli("sessions", "--db", str(db_path), "--json")
+    assert listed.exit_code == 0
+    (s,) = [json.loads(ln) for ln in listed.output.splitlines()]
+    assert (s["requests"], s["main_requests"], s["side_requests"], s["turns"]) == (4, 3, 1, 2)
+    assert s["models"][0] == "sim-1" and "sim-haiku-1" in s["models"]
+    assert 0 < s["cached_share"] < 1 and s["client_ms"] >= SLEEP_S * 1000 - GAP_TOLERANCE_MS
+    for width in (60, 80, 120, 200):
+        out = _cli("sessions", "--db", str(db_path), width=width).output
+        assert s["id"] in out, out
+        out = _cli("session", s["id"][:5], "--db", str(db_path), width=width).output
+        assert max(len(ln) for ln in out.splitlines()) <= width, out
+        assert "side" in out and "cache.miss" in out.replace("\n", "") or width < 120, out
+        assert "went to the model" in " ".join(out.split()), out
+    doc = json.loads(_cli("session", s["id"], "--db", str(db_path), "--json").output)
+    kinds = [(r["turn"], r["request_kind"]) for r in doc["requests_detail"]]
+    assert kinds == [(1, "main"), (1, "main"), (1, "side"), (2, "main")]
+    assert doc["requests_detail"][-1]["top_code"] == "cache.miss"
+    bad = _cli("session", "zzzz", "--db", str(db_path))
+    assert bad.exit_code == 1 and "firsttoken sessions" in bad.output
+
+
+def test_stats_fits_ttft_against_uncached_tokens(db_path):
+    """With prompt caching, prefill follows the uncached tokens: that fit must win on R²."""
+    cfg = dict(FAST, prefill_ms_per_1k_tokens=120, prompt_cache=True)
+    with SimServer(SimConfig(**cfg)) as sim:
+        p = ProxyServer([sim.url], str(db_path), port=0)
+        p.start()
+        try:
+            c = openai.OpenAI(base_url=p.url + "/v1", api_key="sk-test-00000000000000000000000", max_retries=0)
+            for size in (300, 700, 1100, 1500, 1900):
+                system = f"size {size}. " + "Rules of the house apply. " * size
+                for _ in range(2):  # the first misses, the repeat hits the cache
+                    for _ in c.chat.completions.create(
+                            model="sim-1", stream=True, stream_options={"include_usage": True},
+                            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hi"}]):
+                        pass
+            p.flush()
+        finally:
+            p.stop()
+    res = json.loads(_cli("stats", "--db", str(db_path), "--json").output)
+    (g,) = res["groups"]
+    assert g["uncached_fit"]["cached_requests"] == 5
+    assert g["uncached_fit"]["ttft_fit_r2"] > g["ttft_fit_r2"]
+    assert g["better_fit"] == "uncached"
+    text = _cli("stats", "--db", str(db_path)).output
+    assert "TTFT follows uncached input tokens better" in " ".join(text.split())

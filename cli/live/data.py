@@ -104,6 +104,7 @@ class LiveSnapshot:
     window: int = DEFAULT_WINDOW
     attached: bool = False  # True: read from the database of a proxy running elsewhere
     note: str | None = None  # e.g. "database not created yet"
+    conversation: str | None = None  # the active conversation's turn progress, one line
 
 
 # -- statistics ------------------------------------------------------------------------

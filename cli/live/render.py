@@ -145,6 +145,8 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
         lines.append(t)
     if s.note:
         lines.append(Text(f"  {s.note}", style="yellow"))
+    if s.conversation:
+        lines.append(Text(f"  {s.conversation}", style="dim"))
     return [fit_cell_text(ln, width) for ln in lines]
 
 
