@@ -788,3 +788,29 @@ def _quiet_post(url, body, fault):
         raw_post(url, body, fault=fault)
     except httpx.HTTPError:
         pass
+
+
+# ---- prompt cache ---------------------------------------------------------------------------------------------
+
+def test_cache_miss_names_the_reordered_tools(db_path):
+    """Against a simulator that caches prompt prefixes: the same tools in another order bust the cache."""
+    tools = [{"type": "function", "function": {"name": n, "description": f"the {n} tool " * 200,
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for n in ("read", "write", "grep")]
+    with SimServer(SimConfig(**FAST, prompt_cache=True)) as sim:
+        p = ProxyServer([sim.url], str(db_path), port=0)
+        p.start()
+        try:
+            c = oai(p.url + "/v1")
+            msgs = [{"role": "user", "content": "List the files."}]
+            for order in (tools, tools, tools[::-1]):
+                answer = c.chat.completions.create(model="gpt-4o-mini", tools=order, messages=msgs)
+                msgs = msgs + [{"role": "assistant", "content": answer.choices[0].message.content or "ok"},
+                               {"role": "user", "content": "Go on."}]
+            p.flush()
+        finally:
+            p.stop()
+    rs = rows(db_path)
+    assert rs[1]["usage_cached_tokens"] > 0
+    f = has(rs[2], "cache.miss", "warn", variant="tools_order")
+    assert "different order" in f["message"] and "sort them by name" in f["hint"]
