@@ -19,10 +19,12 @@ from collections.abc import Callable
 from typing import Any
 
 from firsttoken.addon import tokens
+from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
+from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import stale_in_flight
@@ -55,6 +57,11 @@ class Analyzer:
         self.settings = settings
         self.on_done = on_done
         self.prefixes = tokens.PrefixTracker()
+        self.conversations = ConversationIndex()
+        #: record id -> (conversation, prompt change) between a request's parse and its finish
+        self._pending: collections.OrderedDict[str, tuple[Any, dict[str, Any]]] = collections.OrderedDict()
+        #: the prompt change of the record being diagnosed (read by the cache rules through Ctx)
+        self.prompt_change: dict[str, Any] | None = None
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
         self.q: queue.Queue[Any] = queue.Queue()
@@ -130,15 +137,34 @@ class Analyzer:
         if len(body) > SUBPROCESS_MIN:
             facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
         if facts is None:
-            facts = request_facts(body, flight.body_encoding, rec.api)
+            facts = request_facts(body, flight.body_encoding, rec.api, rec.path)
         # credentials in the body (``"api_key": "…"``): redacted wherever they reappear
         flight.secrets += facts.pop("secrets", None) or []
+        parts = facts.pop("conversation", None)
         for k, v in facts.items():
             setattr(rec, k, v)
         if rec.prefix_hash:
             rec.prefix_seen_before = self.prefixes.seen(rec.prefix_hash)
+        self._place(flight, parts)
         if not flight.finished:
             self.writer.put({k: getattr(rec, k) for k in _PARSE_FIELDS})
+
+    def _place(self, flight: Flight, parts: Any) -> None:
+        """Conversation, turn and kind of one request (see conversations.py); keeps what the
+        cache rules need until the request finishes."""
+        rec = flight.record
+        family = "anthropic" if "/messages" in (rec.path or "") else family_of_api(rec.api)
+        a = self.conversations.assign(route=rec.route, family=family, model=rec.model, path=rec.path,
+                                      parts=parts, t0=flight.clock.t0)
+        if a is None:
+            return
+        rec.conversation_id, rec.turn, rec.request_kind = a.conversation_id, a.turn, a.request_kind
+        change = {"id": rec.id, "previous": a.previous is not None, "since_previous_s": a.since_previous_s,
+                  "divergence": divergence(a.previous, parts) if a.request_kind == "main" else None,
+                  "cache_marker": parts.cache_marker}
+        self._pending[rec.id] = (a.conversation, change)
+        while len(self._pending) > 10_000:  # a finish that never came
+            self._pending.popitem(last=False)
 
     def _finish(self, flight: Flight) -> None:
         rec, tap = flight.record, flight.tap
@@ -176,7 +202,15 @@ class Analyzer:
         if self.settings.save_bodies:
             self._save_bodies(flight)
         rec.state, rec.phase = "done", "done"
-        rec.findings = diagnose(rec, self)
+        conv, self.prompt_change = self._pending.pop(rec.id, (None, None))
+        if conv is not None:
+            rec.client_gap_ms = self.conversations.client_gap_ms(conv, flight.clock.t0)
+            end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
+            self.conversations.ended(conv, end if end is not None else flight.clock.t0)
+        try:
+            rec.findings = diagnose(rec, self)
+        finally:
+            self.prompt_change = None
         if rec.findings:
             rec.top_code = rec.findings[0]["code"]
             rec.top_severity = rec.findings[0]["severity"]
@@ -268,7 +302,7 @@ def _redact(text: str | None, secrets: list[str]) -> str | None:
 _PARSE_FIELDS = (
     "id", "model", "stream", "max_tokens", "request_error", "tokenizer", "tokens_exact",
     "prompt_tokens_est", "system_tokens", "tools_tokens", "last_user_tokens", "messages",
-    "images", "prefix_hash", "prefix_tokens", "prefix_seen_before",
+    "images", "prefix_hash", "prefix_tokens", "prefix_seen_before", "conversation_id", "turn", "request_kind",
 )
 
 
@@ -304,7 +338,7 @@ def peek_request_facts(body: bytes | bytearray, content_encoding: str | None = N
             out["stream"] = m.group(1) == b"true"
     return out
 
-def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str) -> dict[str, Any]:
+def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str, path: str | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if content_encoding:
         try:
@@ -341,6 +375,9 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
         if isinstance(v, int) and not isinstance(v, bool):
             out["max_tokens"] = v
             break
+    # what grouping into conversations and the cache rules need (count_tokens has the Messages shape)
+    shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else api
+    out["conversation"] = prompt_parts(shape, body)
     if api == "other":
         return out
     tc = tokens.count_request(api, body, out.get("model"))

@@ -34,6 +34,11 @@ class Record:
     max_tokens: int | None = None
     experiment: str | None = None
     run_id: str | None = None  # the `firsttoken run` this request belonged to
+    # conversation (see addon/conversations.py)
+    conversation_id: str | None = None  # the client's session, else the chain of growing message lists
+    turn: int | None = None  # the conversation's turn: a new user message starts one, tool results continue it
+    request_kind: str | None = None  # main | side (small-model call) | count_tokens
+    client_gap_ms: float | None = None  # since the conversation's previous request ended (tools, typing)
     # response
     status: int | None = None
     content_type: str | None = None

@@ -102,6 +102,8 @@ LAZY_COMMANDS = {
     "prune": "prune:prune",
     "report": "report.command:report",
     "run": "run.command:run",
+    "session": "sessions:session",
+    "sessions": "sessions:sessions",
     "show": "show:show",
     "simulate": "simulate.command:simulate",
     "stats": "stats:stats",

@@ -23,6 +23,12 @@ def fit_text(g: dict[str, Any]) -> Text:
              f"R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,}")
     if g.get("ttft_fit_warning"):
         t.append(f"\n⚠ {g['ttft_fit_warning']}", style="yellow")
+    u = g.get("uncached_fit")
+    if u and u.get("ttft_slope_ms_per_1k") is not None:
+        t.append(f"\nvs uncached tokens: {u['ttft_intercept_ms']:.0f} ms + {u['ttft_slope_ms_per_1k']:.0f} ms per 1k, "
+                 f"R² {u['ttft_fit_r2']:.2f} ({u['cached_requests']:,} cache hits)")
+        better = "uncached input tokens" if g.get("better_fit") == "uncached" else "all input tokens"
+        t.append(f"\n→ TTFT follows {better} better", style="bold")
     return t
 
 

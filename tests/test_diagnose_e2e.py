@@ -836,3 +836,29 @@ def test_proxy_saturated_when_the_proxy_itself_held_the_request(proxy, db_path):
     assert f["params"]["delay_ms"] >= 250 and row["proxy_lag_ms"] >= 250
     # the wait happened before the proxy read the request: total_ms alone misses it, plus the lag does not
     assert abs(row["total_ms"] + row["proxy_lag_ms"] - client_total) < 40 + 0.1 * client_total
+
+
+# ---- prompt cache ---------------------------------------------------------------------------------------------
+
+def test_cache_miss_names_the_reordered_tools(db_path):
+    """Against a simulator that caches prompt prefixes: the same tools in another order bust the cache."""
+    tools = [{"type": "function", "function": {"name": n, "description": f"the {n} tool " * 200,
+                                               "parameters": {"type": "object", "properties": {}}}}
+             for n in ("read", "write", "grep")]
+    with SimServer(SimConfig(**FAST, prompt_cache=True)) as sim:
+        p = ProxyServer([sim.url], str(db_path), port=0)
+        p.start()
+        try:
+            c = oai(p.url + "/v1")
+            msgs = [{"role": "user", "content": "List the files."}]
+            for order in (tools, tools, tools[::-1]):
+                answer = c.chat.completions.create(model="gpt-4o-mini", tools=order, messages=msgs)
+                msgs = msgs + [{"role": "assistant", "content": answer.choices[0].message.content or "ok"},
+                               {"role": "user", "content": "Go on."}]
+            p.flush()
+        finally:
+            p.stop()
+    rs = rows(db_path)
+    assert rs[1]["usage_cached_tokens"] > 0
+    f = has(rs[2], "cache.miss", "warn", variant="tools_order")
+    assert "different order" in f["message"] and "sort them by name" in f["hint"]

@@ -45,9 +45,9 @@ def healthy(**kw) -> Record:
     return Record(**base)
 
 
-def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=()):
+def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None):
     s = Settings(warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang_)
-    return types.SimpleNamespace(settings=s, recent=collections.deque(recent, maxlen=500))
+    return types.SimpleNamespace(settings=s, recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change)
 
 
 def codes(findings, severities=("error", "warn", "info")):
@@ -76,6 +76,12 @@ def with_(*dicts, **kw):
         out.update(d)
     out.update(kw)
     return out
+
+
+#: a conversation's third main request, 2,000 tokens, nothing read from the cache
+CACHE_MISS = dict(prompt_tokens_est=2000, usage_prompt_tokens=2000, usage_cached_tokens=0, request_kind="main",
+                  turn=2, conversation_id="c0ffee000001")
+CHANGE = {"previous": True, "since_previous_s": 4.0}
 
 
 def buffered_offsets():
@@ -192,11 +198,23 @@ CASES = [
      "proxy.saturated", "warn"),
     ("proxy-starved", dict(ttft_ms=420.0, proxy_delay_ms=90.0, proxy_lag_ms=60.0, proxy_cpu=0.15),
      "proxy.saturated", "warn"),
+
+
+    *[(f"cache-miss-{d.get('part', 'none')}", dict(CACHE_MISS, change_=dict(CHANGE, divergence=d, cache_marker=True)),
+       "cache.miss", "warn") for d in (
+        {"part": "system", "offset": 1843, "volatile": True, "before": "at 10:00:01", "after": "at 10:00:07"},
+        {"part": "system", "offset": 12, "volatile": False, "before": "be brief", "after": "be terse"},
+        {"part": "tools_order", "tools": 3}, {"part": "tools", "added": ["grep"], "removed": []},
+        {"part": "messages", "index": 2, "previous_messages": 5}, {})],
+    ("cache-miss-no-marker", with_(CACHE_MISS, ANTHROPIC, change_=dict(CHANGE, divergence=None, cache_marker=False)),
+     "cache.miss", "warn"),
 ]
 
 
 def _run(overrides, **ctx_kw):
     overrides = dict(overrides)
+    if "change_" in overrides:
+        ctx_kw["prompt_change"] = dict(overrides.pop("change_"), id="r1")
     warn = overrides.pop("warn_", None)
     if warn:
         ctx_kw.setdefault("warn_prompt_tokens", warn)
@@ -641,3 +659,21 @@ def test_proxy_saturated_only_when_the_proxy_delayed_the_request():
     starved = [f for f in _run(dict(proxy_delay_ms=90.0, proxy_lag_ms=60.0, proxy_cpu=0.15)) if f["code"] == "proxy.saturated"]
     assert busy[0]["params"]["variant"] == "busy" and "CPU-bound" in busy[0]["message"]
     assert starved[0]["params"]["variant"] == "starved" and "other processes" in starved[0]["message"]
+
+
+def test_cache_miss_needs_a_recent_repeat_and_a_reported_zero():
+    change = dict(CHANGE, divergence={"part": "tools_order", "tools": 2}, cache_marker=True)
+    assert "cache.miss" in codes(_run(dict(CACHE_MISS, change_=change)))
+    assert "cache.miss" not in codes(_run(dict(CACHE_MISS, usage_cached_tokens=1500, change_=change)))  # a hit
+    assert "cache.miss" not in codes(_run(dict(CACHE_MISS, usage_cached_tokens=None, change_=change)))  # no caching info
+    assert "cache.miss" not in codes(_run(dict(CACHE_MISS, change_=dict(change, previous=False))))  # first request
+    assert "cache.miss" not in codes(_run(dict(CACHE_MISS, change_=dict(change, since_previous_s=900.0))))  # expired
+    assert "cache.miss" not in codes(_run(dict(CACHE_MISS, prompt_tokens_est=300, usage_prompt_tokens=300,
+                                               change_=change)))  # below the cacheable minimum
+    assert "cache.miss" not in codes(_run(dict(CACHE_MISS, request_kind="side", change_=change)))
+    # the prompt change of another record is never applied
+    other = diagnose(healthy(**CACHE_MISS), ctx(prompt_change=dict(change, id="someone-else")))
+    assert "cache.miss" not in codes(other)
+    # the specific finding replaces the generic repeated-prefix one
+    both = _run(dict(CACHE_MISS, prefix_tokens=1900, prefix_seen_before=1, change_=change))
+    assert "cache.miss" in codes(both) and "prompt.repeated_prefix" not in codes(both)

@@ -46,6 +46,11 @@ class Ctx:
             self.recent = list(recent) if recent is not None else []
         except Exception:
             self.recent = []
+        # where this request's prompt stopped matching the previous one of its conversation
+        # (the analysis thread's ``prompt_change``, only for this very record)
+        change = getattr(context, "prompt_change", None)
+        self.prompt_change: dict[str, Any] | None = (
+            change if isinstance(change, dict) and change.get("id") == getattr(rec, "id", None) else None)
         self.findings: list[dict[str, Any]] = []
 
     # -- findings ---------------------------------------------------------------------

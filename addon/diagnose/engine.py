@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from firsttoken.addon.diagnose import auth, connectivity, latency, limits, paths, streams
+from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx
 from firsttoken.addon.diagnose.lang import resolve
 
@@ -35,6 +35,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "connectivity": ("Connectivity", "连接"),
     "streams": ("Streams and response bodies", "流与响应体"),
     "latency": ("Latency verdicts and prompt size", "延迟判定与提示词大小"),
+    "cache": ("Prompt cache", "提示词缓存"),
 }
 
 #: label codes used inside params (key facts, prompt parts)
@@ -59,6 +60,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     *connectivity.ENTRIES,
     *streams.ENTRIES,
     *latency.ENTRIES,
+    *cache.ENTRIES,
 ]
 
 
@@ -206,6 +208,7 @@ ORDER: tuple[Rule, ...] = (
     *limits.FALLBACKS,
     *paths.FALLBACKS,
     *streams.RULES,
+    *cache.RULES,
     *latency.RULES,
 )
 

@@ -112,7 +112,7 @@ def rule_prompt_large(rec: Any, c: Ctx) -> None:
 
 
 def rule_repeated_prefix(rec: Any, c: Ctx) -> None:
-    if rec.status is None or rec.status >= 300 or c.errors():
+    if rec.status is None or rec.status >= 300 or c.errors() or c.has("cache.miss"):
         return
     if (rec.prefix_tokens or 0) < REPEATED_PREFIX_TOKENS or (rec.prefix_seen_before or 0) < 1:
         return

@@ -48,6 +48,11 @@ PROMPT_LARGE_FLOOR = 64_000
 PROXY_DELAY_MS = 50.0
 #: ... is "CPU-bound" when the proxy process used at least this much of a core meanwhile (else: starved)
 PROXY_BUSY_CPU = 0.7
+#: cache.miss: the conversation's previous request started at most this many seconds before
+#: (prompt caches expire: Anthropic after 5 minutes, OpenAI after 5-10 minutes of inactivity) ...
+CACHE_TTL_S = 300.0
+#: ... and the prompt has at least this many tokens (the providers' minimum cacheable prefix)
+CACHE_MIN_TOKENS = 1024
 
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of token events arriving together at the end", "stream.buffered：在末尾集中到达的 token 事件比例"),
@@ -69,6 +74,8 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("PROXY_BUSY_CPU", PROXY_BUSY_CPU, "proxy.saturated: CPU use of the proxy process (1.0 = one core) from which it counts as CPU-bound", "proxy.saturated：代理进程的 CPU 占用（1.0 = 一个核）达到此值即视为 CPU 瓶颈"),
     ("COLD_CONNECT_MS", COLD_CONNECT_MS, "latency.cold_connection: new connection took at least this long (ms)", "latency.cold_connection：新建连接至少耗时（毫秒）"),
     ("REPEATED_PREFIX_TOKENS", REPEATED_PREFIX_TOKENS, "prompt.repeated_prefix: stable prefix of at least this many tokens", "prompt.repeated_prefix：稳定前缀至少这么多 token"),
+    ("CACHE_TTL_S", CACHE_TTL_S, "cache.miss: the conversation's previous request at most this many seconds before", "cache.miss：同一会话的上一个请求在这么多秒之内"),
+    ("CACHE_MIN_TOKENS", CACHE_MIN_TOKENS, "cache.miss: prompts of at least this many tokens (the minimum cacheable prefix)", "cache.miss：提示词至少这么多 token（可缓存前缀的最小长度）"),
     ("--stall-ms", 1000, "stream.stall: longest gap between token events above this (ms); proxy option, default shown", "stream.stall：token 事件间最长间隔超过此值（毫秒）；代理选项，此处为默认值"),
     ("PROMPT_WINDOW_SHARE", PROMPT_WINDOW_SHARE, "prompt.large: share of the model's context window (automatic limit)", "prompt.large：占模型上下文窗口的比例（自动阈值）"),
     ("PROMPT_LARGE_FLOOR", PROMPT_LARGE_FLOOR, "prompt.large: limit for models whose context window is not known", "prompt.large：上下文窗口未知的模型所用的阈值"),

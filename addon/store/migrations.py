@@ -261,3 +261,14 @@ def m011_error_rule(db: sqlite_utils.Database) -> None:
     db.execute("CREATE INDEX idx_requests_stats_errors ON requests (model, top_code, status, state, error, top_severity) "
                f"WHERE {M011_ERROR_BARE}")
     rebuild_stats_totals(db, err)
+
+
+@migration
+def m012_conversations(db: sqlite_utils.Database) -> None:
+    """Conversations and turns (``firsttoken sessions`` / ``session ID``)."""
+    db["requests"].add_column("conversation_id", str)
+    db["requests"].add_column("turn", int)
+    db["requests"].add_column("request_kind", str)
+    db["requests"].add_column("client_gap_ms", float)
+    db.execute("CREATE INDEX IF NOT EXISTS idx_requests_conversation ON requests (conversation_id, started_at) "
+               "WHERE conversation_id IS NOT NULL")

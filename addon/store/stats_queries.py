@@ -359,6 +359,7 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     for g, code, n in code_rows:
         code_map.setdefault(g, []).append((code, n))
     fits = {r[0]: fit_from_sums(*r[1:]) for r in fit_rows}
+    uncached = uncached_fits(db, filters, gsql, include_cold) if fit else {}
     groups = []
     for g, (count, in_flight, cold, errors) in counts.items():
         finished = count - in_flight
@@ -376,6 +377,11 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
                 g, {"n": 0, **{f"p{q:g}": None for q in qs}})
         if fit:
             entry.update(fits.get(g) or fit_from_sums(0, 0, 0, 0, 0, 0))
+            if g in uncached:
+                entry["uncached_fit"] = uncached[g]
+                r2_all, r2_unc = entry.get("ttft_fit_r2"), uncached[g].get("ttft_fit_r2")
+                if r2_all is not None and r2_unc is not None:
+                    entry["better_fit"] = "uncached" if r2_unc > r2_all else "all"
         groups.append(entry)
     if by == "hour" and group_expr is None:
         groups.sort(key=lambda e: str(e["group"]))
@@ -391,6 +397,26 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
         "indexed": fast, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
         "groups": groups,
     }
+
+
+UNCACHED = "(usage_prompt_tokens - usage_cached_tokens)"
+
+
+def uncached_fits(db: sqlite_utils.Database, filters: Filters, gsql: str, include_cold: bool) -> dict[Any, dict[str, Any]]:
+    """Per group, TTFT = a + b x UNCACHED input tokens (the server's prompt tokens minus its cache
+    reads), for groups where the server reported cached tokens at least once: with prompt caching
+    the prefill grows with what was not cached. Each fit also says how many requests had a cache hit."""
+    where, params = filters.where()
+    w = _and(where, "ttft_ms IS NOT NULL", "usage_prompt_tokens IS NOT NULL", "usage_cached_tokens IS NOT NULL",
+             "" if include_cold else WARM)
+    out: dict[Any, dict[str, Any]] = {}
+    for g, hits, *sums in db.execute(
+            f"SELECT {gsql} AS g, total(usage_cached_tokens > 0), count(*), total({UNCACHED}), total(ttft_ms), "
+            f"total({UNCACHED} * ttft_ms), total({UNCACHED} * {UNCACHED}), total(ttft_ms * ttft_ms) "
+            f"FROM requests{w} GROUP BY g", params).fetchall():
+        if hits:
+            out[g] = dict(fit_from_sums(*sums), cached_requests=int(hits))
+    return out
 
 
 _CODE = "coalesce(top_code, CASE WHEN status IS NULL THEN 'no_response' ELSE 'http_' || status END)"

@@ -105,6 +105,7 @@ class LiveSnapshot:
     attached: bool = False  # True: read from the database of a proxy running elsewhere
     note: str | None = None  # e.g. "database not created yet"
     load: dict[str, Any] | None = None  # the proxy's own load (in-process only): LoadWatch.snapshot()
+    conversation: str | None = None  # the active conversation's turn progress, one line
 
 
 # -- statistics ------------------------------------------------------------------------

@@ -144,6 +144,8 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
         lines += hanging(t, width, 2, 4)
     if s.note:
         lines += hanging(Text(s.note, style="yellow"), width, 2, 4)
+    if s.conversation:
+        lines += hanging(Text(s.conversation, style="dim"), width, 2, 4)
     return lines
 
 

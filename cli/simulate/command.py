@@ -33,11 +33,13 @@ from firsttoken.cli.simulate.server import SimServer
     type=click.Choice(["openai", "anthropic"]),
     help="Serve only this API family (repeatable); the other's paths answer 404. Default: both.",
 )
+@click.option("--prompt-cache", is_flag=True,
+              help="Report cached tokens for the part of a prompt an earlier request sent (Anthropic: up to cache_control).")
 @click.option("--quiet", is_flag=True, help="Do not log each request.")
 def simulate(
     host: str, port: int, ttfb_ms: float, prefill_base_ms: float, prefill_ms_per_1k: float, tpot_ms: float,
     output_tokens: int, fill_max_tokens: bool, ignore_max_tokens: bool, reasoning_tokens: int, jitter: float, seed: int | None,
-    stall_ms: float, api_key: str | None, prefix: str, protocols: tuple[str, ...], quiet: bool,
+    stall_ms: float, api_key: str | None, prefix: str, protocols: tuple[str, ...], prompt_cache: bool, quiet: bool,
 ) -> None:  # fmt: skip
     """Serve a simulated LLM upstream (OpenAI + Anthropic APIs) with realistic timing and injectable faults."""
     try:
@@ -47,6 +49,7 @@ def simulate(
             ignore_max_tokens=ignore_max_tokens,
             reasoning_tokens=reasoning_tokens, jitter=jitter, seed=seed, stall_ms=stall_ms, api_key=api_key,
             prefix=prefix, protocols=protocols or ("openai", "anthropic"), verbose=not quiet,
+            prompt_cache=prompt_cache,
         )  # fmt: skip
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

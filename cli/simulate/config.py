@@ -87,6 +87,7 @@ class SimConfig:
     stall_ms: float = 1500.0
     max_fill_tokens: int = 8192
     verbose: bool = False  # print one line per request on stderr
+    prompt_cache: bool = False  # report cached tokens for the prefix earlier requests sent (cache.py)
 
     def __post_init__(self) -> None:
         p = (self.prefix or "").strip()

@@ -67,13 +67,15 @@ def answer(h: SimHandler, api: str, body: dict[str, Any], faults: frozenset[str]
         _full(h, gen, sched)
 
 
-def _plan(gen: Gen, sched: Schedule) -> None:
+def _plan(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     gen.set_prompt_tokens(count_prompt_tokens(gen.api, gen.body))
+    if h.sim.config.prompt_cache and "cache_hit" not in gen.faults:
+        gen.cached_tokens = h.sim.prompt_cache.cached_tokens(gen.api, gen.body, gen.prompt_tokens)
     sched.plan(gen.prompt_tokens - gen.cached_tokens, gen.n_output, stall="stall" in gen.faults)
 
 
 def _full(h: SimHandler, gen: Gen, sched: Schedule) -> None:
-    _plan(gen, sched)
+    _plan(h, gen, sched)
     body = SHAPES[gen.api][1](gen)
     if not sleep_until(sched.end_at, h.sim.stop_event):
         return
@@ -108,7 +110,7 @@ def _stream(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     headers["Cache-Control"] = "no-cache"
     out = h.start_stream(200, headers, gzip=gzip, buffered="buffered" in faults)
     # Headers are out: only now do the expensive part (the prefill sleep absorbs it).
-    _plan(gen, sched)
+    _plan(h, gen, sched)
     stream_fn, _, error_fn = SHAPES[gen.api]
     evs = stream_fn(gen)
     if "truncated" in faults:

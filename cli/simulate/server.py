@@ -13,6 +13,7 @@ from typing import Any
 
 from firsttoken.cli.simulate import faults as errors
 from firsttoken.cli.simulate import tokens
+from firsttoken.cli.simulate.cache import PromptCache
 from firsttoken.cli.simulate.config import FAULT_HEADER, FAULTS, SimConfig, UnknownFault, parse_faults
 from firsttoken.cli.simulate.engine import answer, proto_of
 from firsttoken.cli.simulate.timing import Jitter, Schedule, sleep_until
@@ -275,6 +276,7 @@ class SimServer:
         self.host = host
         self._requested_port = port
         self.jitter = Jitter(self.config.jitter, self.config.seed)
+        self.prompt_cache = PromptCache()
         self.stop_event = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None

@@ -1,0 +1,350 @@
+"""Conversations and turns: which requests belong together, and where a prompt changed.
+
+Pure and in memory (runs on the analysis thread). Two steps:
+
+* :func:`prompt_parts` reads one parsed request body into a small :class:`Parts`: the session id
+  the client sent (Claude Code's ``metadata.user_id``, Codex's ``prompt_cache_key`` /
+  ``client_metadata``, a ``session_id`` / ``conversation_id`` in ``metadata``), a hash per
+  message (cache hints stripped), the system text, the tool names, whether the request carries a
+  ``cache_control`` marker, and whether its last message is a new user message (not a tool result).
+* :class:`ConversationIndex` assigns each request a conversation (by session id, else by the
+  message prefix chain: a request whose messages extend an earlier request's continues it), a
+  turn number (a new user message starts one; tool results continue it), a kind (``main``,
+  ``side`` for small-model calls without the conversation's tools, ``count_tokens``) and the
+  client-side time since the previous request of the conversation ended.
+
+It keeps, per conversation, only the last request's parts (system text, tool names, message
+hashes), so :func:`divergence` can say where a prompt stopped matching the previous one. Nothing
+here is written to disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from firsttoken.addon.tokens.prefix import canonical_json
+
+#: conversations remembered (least recently used forgotten first)
+MAX_CONVERSATIONS = 256
+#: system text kept per conversation, to find where it changed
+MAX_SYSTEM_CHARS = 256 * 1024
+#: ends of requests kept per conversation (for the client-side gap of overlapping requests)
+MAX_ENDS = 8
+#: a conversation without a session id is continued only within this many seconds
+CHAIN_TTL_S = 3600.0
+KINDS = ("main", "side", "count_tokens")
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_CLAUDE_USER_ID = re.compile(r"_session_(" + _UUID + r")")
+_SESSION_KEYS = ("session_id", "conversation_id", "thread_id", "sessionId", "conversationId")
+
+
+@dataclass
+class Parts:
+    """What one request's prompt looks like, reduced to what grouping and cache diagnosis need."""
+
+    session: str | None = None  # the client's own session / conversation id
+    client_turn: str | None = None  # the client's own turn id (Codex)
+    system: str = ""  # system / instructions / leading system messages, as text
+    tools: list[str] = field(default_factory=list)  # tool names, in order
+    messages: list[str] = field(default_factory=list)  # one 16-hex hash per message (cache hints stripped)
+    user_turns: int = 0  # user messages that are not tool results
+    new_turn: bool = False  # the last message is a user message that is not a tool result
+    has_tools: bool = False
+    cache_marker: bool = False  # an Anthropic ``cache_control`` anywhere
+
+
+def _hash(value: Any) -> str:
+    try:
+        data = canonical_json(value)
+    except (TypeError, ValueError, RecursionError):
+        data = repr(value)
+    return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+
+
+def _text(content: Any) -> str:
+    """The text of a system prompt / message content (a string or a list of text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, dict):
+        return _text(content.get("text") if "text" in content else content.get("content"))
+    if isinstance(content, list):
+        return "\n".join(_text(b) for b in content)
+    return ""
+
+
+def session_of(body: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(session id, turn id) the client put in the body, else (None, None).
+
+    Claude Code: ``metadata.user_id`` = ``user_<hash>_account_<uuid>_session_<uuid>`` (older) or a
+    JSON string ``{"device_id":…, "session_id": "<uuid>"}`` (2.x). Codex: ``prompt_cache_key`` and
+    ``client_metadata.session_id`` / ``turn_id``. Others: ``metadata.session_id`` / ``conversation_id``."""
+    turn = None
+    meta = body.get("metadata")
+    cm = body.get("client_metadata")
+    if isinstance(cm, dict) and isinstance(cm.get("turn_id"), str):
+        turn = cm["turn_id"]
+    for d in (meta, cm):
+        if not isinstance(d, dict):
+            continue
+        uid = d.get("user_id")
+        if isinstance(uid, str):
+            m = _CLAUDE_USER_ID.search(uid)
+            if m:
+                return m.group(1), turn
+            if uid.startswith("{"):
+                try:
+                    inner = json.loads(uid)
+                except ValueError:
+                    inner = None
+                if isinstance(inner, dict) and isinstance(inner.get("session_id"), str) and inner["session_id"]:
+                    return inner["session_id"][:200], turn
+        for k in _SESSION_KEYS:
+            if isinstance(d.get(k), str) and d[k]:
+                return d[k][:200], turn
+    key = body.get("prompt_cache_key")
+    if isinstance(key, str) and key:
+        return key[:200], turn
+    return None, turn
+
+
+def _is_tool_result(m: Any) -> bool:
+    """A message that answers a tool call (continues a turn) rather than a new user message."""
+    if not isinstance(m, dict):
+        return False
+    if m.get("role") == "tool" or m.get("type") in ("function_call_output", "custom_tool_call_output",
+                                                    "computer_call_output", "function_call"):
+        return True
+    content = m.get("content")
+    return (m.get("role") == "user" and isinstance(content, list) and bool(content)
+            and all(isinstance(b, dict) and b.get("type") == "tool_result" for b in content))
+
+
+def _is_user(m: Any) -> bool:
+    return isinstance(m, dict) and m.get("role") == "user" and not _is_tool_result(m)
+
+
+def _tool_names(tools: Any) -> list[str]:
+    out = []
+    for t in tools if isinstance(tools, list) else []:
+        if isinstance(t, dict):
+            fn = t.get("function")
+            name = t.get("name") or (fn.get("name") if isinstance(fn, dict) else None) or t.get("type")
+            out.append(str(name)[:200] if name else "?")
+    return out
+
+
+def prompt_parts(api: str, body: Any) -> Parts | None:
+    """The :class:`Parts` of one parsed request body (None for a body that is not a chat)."""
+    if not isinstance(body, dict):
+        return None
+    p = Parts()
+    p.session, p.client_turn = session_of(body)
+    if api == "openai.responses":
+        inp = body.get("input")
+        msgs = [{"role": "user", "content": inp}] if isinstance(inp, str) else inp if isinstance(inp, list) else []
+        system = [_text(body.get("instructions"))] if body.get("instructions") else []
+    elif api in ("openai.chat", "anthropic.messages"):
+        msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
+        system = [_text(body.get("system"))] if api == "anthropic.messages" and body.get("system") else []
+    else:
+        return None
+    # leading system / developer messages are the system prompt (OpenAI shapes)
+    i = 0
+    while i < len(msgs) and isinstance(msgs[i], dict) and msgs[i].get("role") in ("system", "developer"):
+        system.append(_text(msgs[i].get("content")))
+        i += 1
+    msgs = msgs[i:]
+    p.system = "\n".join(system)[:MAX_SYSTEM_CHARS]
+    p.tools = _tool_names(body.get("tools"))
+    p.has_tools = bool(p.tools)
+    p.messages = [_hash(_without_ids(m)) for m in msgs]
+    p.user_turns = sum(1 for m in msgs if _is_user(m))
+    last = next((m for m in reversed(msgs) if not (isinstance(m, dict) and m.get("role") == "assistant")), None)
+    p.new_turn = _is_user(last)
+    p.cache_marker = api == "anthropic.messages" and '"cache_control"' in json.dumps(
+        [body.get("system"), body.get("tools"), msgs], default=str)
+    return p
+
+
+def _without_ids(m: Any) -> Any:
+    """A Responses input item without its ``id`` (an echo of the server's item id, not content)."""
+    if isinstance(m, dict) and "id" in m and m.get("type") in ("message", "reasoning"):
+        return {k: v for k, v in m.items() if k != "id"}
+    return m
+
+
+# ---- where two prompts differ ------------------------------------------------------------------
+
+_VOLATILE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}|\d{1,2}:\d{2}:\d{2}|\b1[6-9]\d{8,11}\b"  # times, unix stamps
+    r"|" + _UUID + r"|\b[0-9a-f]{16,}\b|\d{4}-\d{2}-\d{2}", re.IGNORECASE)
+
+
+def first_difference(a: str, b: str) -> int:
+    """The index of the first character where ``a`` and ``b`` differ (len of the shorter if one
+    is a prefix of the other)."""
+    lo, hi = 0, min(len(a), len(b))  # a[:lo] == b[:lo] holds; binary search (comparisons in C)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def divergence(prev: Parts | None, cur: Parts) -> dict[str, Any] | None:
+    """Where ``cur``'s cacheable prefix stops matching ``prev``'s (the previous request of the
+    same conversation), in cache order: system prompt, tools, then messages. None when ``cur``
+    repeats ``prev``'s whole prefix (its messages extend ``prev``'s)."""
+    if prev is None:
+        return None
+    if cur.system != prev.system:
+        at = first_difference(prev.system, cur.system)
+        window = cur.system[max(0, at - 40): at + 40]
+        return {"part": "system", "offset": at, "volatile": bool(_VOLATILE.search(window)),
+                "before": prev.system[max(0, at - 20): at + 20], "after": cur.system[max(0, at - 20): at + 20]}
+    if cur.tools != prev.tools:
+        if sorted(cur.tools) == sorted(prev.tools):
+            return {"part": "tools_order", "tools": len(cur.tools)}
+        added = [t for t in cur.tools if t not in prev.tools]
+        removed = [t for t in prev.tools if t not in cur.tools]
+        return {"part": "tools", "added": added[:5], "removed": removed[:5]}
+    n = min(len(prev.messages), len(cur.messages))
+    for i in range(n):
+        if prev.messages[i] != cur.messages[i]:
+            return {"part": "messages", "index": i, "previous_messages": len(prev.messages)}
+    if len(cur.messages) < len(prev.messages):
+        return {"part": "messages", "index": len(cur.messages), "previous_messages": len(prev.messages)}
+    return None
+
+
+# ---- the index ---------------------------------------------------------------------------------
+
+@dataclass
+class Conversation:
+    id: str
+    key: tuple[str, str]  # (route, API family)
+    session: str | None
+    turn: int = 0
+    user_turns: int = -1
+    client_turn: str | None = None
+    main_model: str | None = None
+    main_has_tools: bool = False
+    last: Parts | None = None  # the last main request's parts
+    last_seen: float = 0.0  # perf_counter of the last request's start
+    ends: list[float] = field(default_factory=list)  # perf_counter ends of recent requests
+
+
+@dataclass
+class Assignment:
+    conversation_id: str
+    turn: int
+    request_kind: str
+    previous: Parts | None  # the previous main request's parts (for cache diagnosis)
+    since_previous_s: float | None  # since the previous request of the conversation started
+    conversation: Conversation
+
+
+def conversation_id_for(route: str, family: str, session: str) -> str:
+    """A stable id for a client session (the same after a proxy restart)."""
+    return hashlib.blake2b(f"{route}\0{family}\0{session}".encode("utf-8", "surrogatepass"),
+                           digest_size=6).hexdigest()
+
+
+class ConversationIndex:
+    """Recent conversations in bounded memory; used on one thread (the analysis thread)."""
+
+    def __init__(self, maxsize: int = MAX_CONVERSATIONS) -> None:
+        self.maxsize = max(1, maxsize)
+        self._convs: OrderedDict[str, Conversation] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._convs)
+
+    def get(self, conversation_id: str) -> Conversation | None:
+        return self._convs.get(conversation_id)
+
+    def _chain_match(self, key: tuple[str, str], parts: Parts, now: float) -> Conversation | None:
+        """The conversation whose last request's messages ``parts`` extends (the longest)."""
+        best = None
+        for conv in reversed(self._convs.values()):
+            last = conv.last
+            if (conv.key != key or conv.session is not None or last is None or not last.messages
+                    or now - conv.last_seen > CHAIN_TTL_S):
+                continue
+            n = len(last.messages)
+            if len(parts.messages) > n and parts.messages[:n] == last.messages:
+                if best is None or n > len(best.last.messages):
+                    best = conv
+        return best
+
+    def assign(self, *, route: str | None, family: str, model: str | None, path: str | None,
+               parts: Parts | None, t0: float) -> Assignment | None:
+        """Place one request (at its parse); None when it is not a chat request."""
+        key = (route or "default", family)
+        count_tokens = "/count_tokens" in (path or "")
+        if parts is None:
+            return None
+        conv = None
+        if parts.session:
+            cid = conversation_id_for(key[0], key[1], parts.session)
+            conv = self._convs.get(cid)
+            if conv is None:
+                conv = Conversation(id=cid, key=key, session=parts.session)
+        else:
+            conv = self._chain_match(key, parts, t0)
+            if conv is None:
+                conv = Conversation(id=uuid.uuid4().hex[:12], key=key, session=None)
+        self._convs[conv.id] = conv
+        self._convs.move_to_end(conv.id)
+        while len(self._convs) > self.maxsize:
+            self._convs.popitem(last=False)
+        since = t0 - conv.last_seen if conv.last_seen else None
+        conv.last_seen = t0
+
+        # side calls: small-model calls (titles, summaries) without the main requests' tools
+        if count_tokens:
+            kind = "count_tokens"
+        elif conv.main_model is None or (parts.has_tools and not conv.main_has_tools):
+            kind = "main"
+        elif conv.main_has_tools:
+            kind = "main" if parts.has_tools else "side"
+        else:
+            kind = "main" if model == conv.main_model else "side"
+        previous = conv.last
+        if kind == "main":
+            conv.main_model = model
+            conv.main_has_tools = conv.main_has_tools or parts.has_tools
+            if parts.client_turn is not None:
+                new = parts.client_turn != conv.client_turn
+            else:
+                extends = previous is not None and parts.messages[:len(previous.messages)] == previous.messages
+                new = parts.new_turn and (parts.user_turns != conv.user_turns or not extends)
+            if new or conv.turn == 0:
+                conv.turn += 1
+            conv.client_turn = parts.client_turn
+            conv.user_turns = parts.user_turns
+            conv.last = parts
+        return Assignment(conv.id, max(conv.turn, 1), kind, previous, since, conv)
+
+    @staticmethod
+    def ended(conv: Conversation, end: float) -> None:
+        """A request of ``conv`` ended at perf_counter ``end``."""
+        conv.ends.append(end)
+        if len(conv.ends) > MAX_ENDS:
+            del conv.ends[0]
+
+    @staticmethod
+    def client_gap_ms(conv: Conversation, t0: float) -> float | None:
+        """Time between the end of the conversation's latest request that ended before ``t0``
+        and ``t0``: the client's own time (tool execution, the user typing). None for the first."""
+        before = [e for e in conv.ends if e <= t0]
+        return round((t0 - max(before)) * 1000.0, 3) if before else None
