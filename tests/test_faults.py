@@ -128,13 +128,18 @@ def small_disk(tmp_path: Path, size_kib: int = 4096):
 def fill(directory: Path) -> Path:
     """Fill the filesystem of ``directory`` until writes fail (ENOSPC)."""
     f = directory / "filler"
-    with open(f, "wb") as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 65536)
-                fh.flush()
-        except OSError:
-            pass
+    fd = os.open(f, os.O_WRONLY | os.O_CREAT, 0o600)  # unbuffered: no flush left to fail at close
+    try:
+        block = b"\0" * 65536
+        while True:
+            try:
+                os.write(fd, block)
+            except OSError:
+                if len(block) == 1:
+                    break
+                block = block[: len(block) // 2]  # fill the last pages too
+    finally:
+        os.close(fd)
     return f
 
 
