@@ -44,7 +44,7 @@ def cells(r: dict[str, Any]) -> dict[str, str]:
         "id": r["id"][:8],
         "route": r.get("route") or "–",
         "model": r.get("model") or "–",
-        "api": (r.get("api") or "other").replace("openai.", "oai.").replace("anthropic.", "ant."),
+        "api": output.api_short(r.get("api")),
         "st": output.status_text(r),
         "prompt": output.prompt_tokens(r),
         "TTFB": output.ms(r.get("ttfb_ms")),

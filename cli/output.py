@@ -9,7 +9,7 @@ import csv
 import datetime as _dt
 import json
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,9 +32,20 @@ def localize(findings: list[dict[str, Any]] | None, lang: str) -> list[dict[str,
     return [render_finding(f, lang) if isinstance(f, dict) and f.get("code") else f for f in findings or []]
 
 
-def top_finding(r: dict[str, Any], hint: bool = True) -> tuple[Text | None, Text | None]:
+def api_short(api: str | None) -> str:
+    """``oai.chat``, ``ant.messages``: the API column's short form in every table."""
+    return (api or "other").replace("openai.", "oai.").replace("anthropic.", "ant.")
+
+
+def more_findings_en(n: int) -> str:
+    return f"(+{n} more)"
+
+
+def top_finding(r: dict[str, Any], hint: bool = True,
+                more: Callable[[int], str] = more_findings_en) -> tuple[Text | None, Text | None]:
     """(``✖ code: message (+n more)``, ``→ hint``) of a row's top finding, styled; a failed request
-    without findings shows its error. Findings are shown as stored: ``localize`` them first."""
+    without findings shows its error. Findings are shown as stored: ``localize`` them first.
+    ``more`` words the count of further findings (the live view's, in its language)."""
     r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     findings = r.get("findings") or []
     if findings:
@@ -43,7 +54,7 @@ def top_finding(r: dict[str, Any], hint: bool = True) -> tuple[Text | None, Text
         msg = Text(f"{SEVERITY_MARK.get(sev, '•')} {f.get('code')}: {f.get('message') or ''}".rstrip(),
                    style=SEVERITY_STYLE.get(sev, ""))
         if len(findings) > 1:
-            msg.append(f" (+{len(findings) - 1} more)", style="dim")
+            msg.append(" " + more(len(findings) - 1), style="dim")
         tip = Text(f"→ {f['hint']}", style="dim") if hint and f.get("hint") else None
         return msg, tip
     if r.get("error"):

@@ -157,8 +157,10 @@ def stale_in_flight(db: sqlite_utils.Database, own_pid: int, limit: int = 10_000
     return out
 
 
-def pid_alive(pid: int) -> bool:
-    if pid <= 0:
+def pid_alive(pid: object) -> bool:
+    """Whether a process with this id runs (a proxy's own state entry, an in-flight row's owner).
+    On Windows there is no cheap check: True (the port test in doctor tells the rest)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     if os.name == "nt":
         return True

@@ -37,10 +37,6 @@ def uptime(s: float) -> str:
     return seconds(s)
 
 
-def api_short(api: str | None) -> str:
-    return (api or "other").replace("openai.", "oai.").replace("anthropic.", "ant.")
-
-
 def sparkline(values: list[float], width: int = 16) -> str:
     vals = [v for v in values if v is not None][-width:]
     if not vals:

@@ -26,7 +26,6 @@ from firsttoken.cli.live.labels import LABELS, counted, label, phase_label
 from firsttoken.cli.live.layout import (
     GAP,
     SPARK,
-    api_short,
     hanging,
     rule_line,
     seconds,
@@ -38,13 +37,12 @@ from firsttoken.cli.live.tables import (
     FINDING_MIN,
     INLINE_FINDING_MIN_WIDTH,
     PHASE_STYLE,
-    SEVERITY_MARK,
-    SEVERITY_STYLE,
     finding_parts,
     flight_lines,
     model_lines,
     recent_entries,
 )
+from firsttoken.cli.output import SEVERITY_MARK, SEVERITY_STYLE
 
 DEFAULT_RECENT = 8
 DEFAULT_IN_FLIGHT = 12
@@ -63,7 +61,7 @@ def scroll_entry(r: dict[str, Any], width: int, lang: str = "en") -> Group:
         (100, Text((r.get("id") or "")[:8], style="dim")),
         (3, Text(r.get("route") or "–")),
         (100, Text(r.get("model") or "–")),
-        (1, Text(api_short(r.get("api")))),
+        (1, Text(output.api_short(r.get("api")))),
         (100, Text(st, style="red" if is_error(r) else "green")),
         (9, Text(f"{L('ttfb')} {output.ms(r.get('ttfb_ms'))}")),
         (100, Text(f"{L('ttft')} {output.ms(r.get('ttft_ms'))}", style="bold")),
@@ -230,6 +228,6 @@ def render(
 
 __all__ = [
     "DEFAULT_IN_FLIGHT", "DEFAULT_RECENT", "FINDING_MIN", "GAP", "INLINE_FINDING_MIN_WIDTH", "LABELS", "PHASE_STYLE",
-    "SEVERITY_MARK", "SEVERITY_STYLE", "SPARK", "api_short", "counted", "finding_parts", "header_lines", "label",
+    "SEVERITY_MARK", "SEVERITY_STYLE", "SPARK", "counted", "finding_parts", "header_lines", "label",
     "model_lines", "phase_label", "render", "scroll_entry", "seconds", "sparkline", "summary", "uptime",
 ]

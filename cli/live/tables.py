@@ -17,7 +17,6 @@ from firsttoken.cli import output
 from firsttoken.cli.live.labels import flight_cols, label, model_cols, phase_label, recent_cols
 from firsttoken.cli.live.layout import (
     GAP,
-    api_short,
     columns_width,
     hanging,
     header_row,
@@ -28,7 +27,6 @@ from firsttoken.cli.live.layout import (
     wrap_text,
 )
 from firsttoken.cli.live.state import FlightView, ModelStats, is_error
-from firsttoken.cli.output import SEVERITY_MARK, SEVERITY_STYLE
 
 PHASE_STYLE = {"connecting": "dim", "waiting_headers": "blue", "prefill": "cyan", "waiting_body": "cyan", "streaming": "green"}
 #: below this width the finding goes on its own lines under the row
@@ -40,20 +38,8 @@ FINDING_CAP = 2
 
 # -- findings -----------------------------------------------------------------------------------
 def finding_parts(r: dict[str, Any], lang: str) -> tuple[Text | None, Text | None]:
-    """(message, hint) of the top finding, styled; an error without findings shows the error."""
-    findings = r.get("findings") or []
-    if findings:
-        f = findings[0]
-        sev = f.get("severity") or "info"
-        msg = Text(f"{SEVERITY_MARK.get(sev, '•')} {f.get('code')}: {f.get('message') or ''}".rstrip(),
-                   style=SEVERITY_STYLE.get(sev, ""))
-        if len(findings) > 1:
-            msg.append(" " + label(lang, "more_findings", n=len(findings) - 1), style="dim")
-        hint = Text(f"→ {f['hint']}", style="dim") if f.get("hint") else None
-        return msg, hint
-    if r.get("error"):
-        return Text(f"{SEVERITY_MARK['error']} {r['error']}", style="bold red"), None
-    return None, None
+    """(message, hint) of the top finding, styled: output.top_finding, in the view's language."""
+    return output.top_finding(r, more=lambda n: label(lang, "more_findings", n=n))
 
 
 # -- finished requests ------------------------------------------------------------------------------
@@ -63,7 +49,7 @@ def _recent_cells(r: dict[str, Any]) -> dict[str, str]:
         "id": (r.get("id") or "")[:8],
         "route": r.get("route") or "–",
         "model": r.get("model") or "–",
-        "api": api_short(r.get("api")),
+        "api": output.api_short(r.get("api")),
         "st": output.status_text(r),
         "prompt": output.prompt_tokens(r),
         "ttfb": output.ms(r.get("ttfb_ms")),
@@ -132,7 +118,7 @@ def _flight_cells(f: FlightView, lang: str) -> dict[str, str]:
         "id": f.id[:8],
         "route": f.route or "–",
         "model": f.model or "–",
-        "api": api_short(f.api),
+        "api": output.api_short(f.api),
         "phase": phase_label(f.phase, lang),
         "ttfb": output.ms(f.ttfb_ms),
         "prompt": output.num(f.prompt_tokens_est, est=True),

@@ -21,7 +21,7 @@ from typing import Any
 
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
-from firsttoken.addon.store.db import DIR_MODE, FILE_MODE, private_dir
+from firsttoken.addon.store.db import DIR_MODE, FILE_MODE, pid_alive, private_dir
 
 STATE_DIR_ENV = "FIRSTTOKEN_STATE_DIR"
 
@@ -156,15 +156,4 @@ def _save(path: Path, entry: dict[str, Any]) -> None:
 
 
 def _alive(p: dict[str, Any]) -> bool:
-    pid = p.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    if os.name == "nt":
-        return True  # no cheap check; the port test in doctor tells the rest
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(p.get("pid"))
