@@ -20,6 +20,28 @@ _KEYLIKE = re.compile(
 )
 
 
+#: what each key fact says, in words every message uses (doctor's checks, the auth findings):
+#: a predicate of "the key" in English and Chinese
+KEY_FACT_TEXT: dict[str, dict[str, str]] = {
+    "empty": {"en": "is empty", "zh": "为空"},
+    "newline": {"en": "contains a line break (pasted with its newline?)", "zh": "包含换行符（连换行一起粘贴了？）"},
+    "escaped_newline": {"en": "contains a literal \\n (an escaped line break)", "zh": "包含字面的 \\n（被转义的换行）"},
+    "quoted": {"en": "is wrapped in quotes (the quotes became part of the value)", "zh": "被引号包住（引号成了值的一部分）"},
+    "unexpanded_variable": {"en": "looks like an unexpanded variable ($VAR / ${VAR})", "zh": "像是没有展开的变量（$VAR / ${VAR}）"},
+    "leading_whitespace": {"en": "starts with whitespace", "zh": "开头有空白"},
+    "trailing_whitespace": {"en": "ends with whitespace (a pasted space or newline)", "zh": "末尾有空白（粘贴进来的空格或换行）"},
+    "inner_whitespace": {"en": "contains a space inside", "zh": "中间有空格"},
+    "non_ascii": {"en": "contains non-ASCII characters (a smart quote or dash from a web page?)",
+                  "zh": "包含非 ASCII 字符（从网页复制来的弯引号或破折号？）"},
+}
+
+
+def key_fact_text(fact: str, lang: str = "en") -> str:
+    """The words for one key fact (the fact's name when it has none)."""
+    entry = KEY_FACT_TEXT.get(fact)
+    return (entry.get(lang) or entry["en"]) if entry else fact
+
+
 @dataclass
 class KeyFingerprint:
     header: str | None = None  # which header(s) carried a credential, e.g. "authorization+x-api-key"

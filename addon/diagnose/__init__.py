@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from firsttoken.addon.diagnose.context import SEVERITY_ORDER
 from firsttoken.addon.diagnose.engine import CATALOG, render, render_finding, title
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
-
-SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 
 __all__ = ["CATALOG", "SEVERITY_ORDER", "diagnose", "render", "render_finding", "resolve_lang", "title"]
 

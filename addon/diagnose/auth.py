@@ -96,12 +96,12 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("auth.whitespace", "auth", _E, (_W,), {
         "en": ("Whitespace or line break in the key",
                "The key contains whitespace, a line break or a literal \\n (error on 401/403, else warning).",
-               "The API key ({fingerprint}, {length} chars, in {header}) contains {facts}; {host} answered {status}.",
+               "The API key ({fingerprint}, {length} chars, in {header}) {facts}; {host} answered {status}.",
                "Re-set {env} without spaces, line breaks or a literal \\n: in a .env file write {env}=sk-... with nothing after it; "
                "in a shell: export {env}=\"$(printf %s \"${env}\" | tr -d '[:space:]')\"."),
         "zh": ("密钥中有空白或换行",
                "密钥含空白、换行或字面 \\n（401/403 时为错误，否则为警告）。",
-               "API 密钥（{fingerprint}，{length} 个字符，位于 {header}）包含{facts}；{host} 返回 {status}。",
+               "API 密钥（{fingerprint}，{length} 个字符，位于 {header}）{facts}；{host} 返回 {status}。",
                "重新设置 {env}，去掉空格、换行和字面的 \\n：.env 文件中写成 {env}=sk-...，后面不要有任何字符；"
                "在 shell 中：export {env}=\"$(printf %s \"${env}\" | tr -d '[:space:]')\"。"),
     }),

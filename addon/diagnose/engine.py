@@ -21,6 +21,7 @@ from typing import Any
 from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx
 from firsttoken.addon.diagnose.lang import resolve
+from firsttoken.addon.secrets import KEY_FACT_TEXT
 
 LANGS = ("en", "zh")
 SEVERITIES = ("error", "warn", "info")
@@ -40,11 +41,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 
 #: label codes used inside params (key facts, prompt parts)
 LABELS: dict[str, dict[str, str]] = {
-    "leading_whitespace": {"en": "leading whitespace", "zh": "开头有空白"},
-    "trailing_whitespace": {"en": "trailing whitespace", "zh": "末尾有空白"},
-    "newline": {"en": "a line break", "zh": "换行符"},
-    "escaped_newline": {"en": "a literal \\n (an escaped line break)", "zh": "字面的 \\n（被转义的换行）"},
-    "inner_whitespace": {"en": "a space inside the key", "zh": "密钥中间有空格"},
+    **KEY_FACT_TEXT,  # key facts: the words doctor uses too
     "system": {"en": "the system prompt", "zh": "系统提示词"},
     "tools": {"en": "the tool definitions", "zh": "工具定义"},
     "history": {"en": "the earlier turns", "zh": "之前的对话轮次"},

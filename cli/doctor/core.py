@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from firsttoken.addon.forward import is_loopback
 from firsttoken.addon.routing import Route
-from firsttoken.addon.secrets import facts_for, mask
+from firsttoken.addon.secrets import KEY_FACT_TEXT, facts_for, key_fact_text, mask
 from firsttoken.cli.doctor.net import Net
 from firsttoken.cli.env.target import DEFAULT_PORT
 
@@ -24,17 +24,8 @@ BASE_URL_VARS = {"OPENAI_BASE_URL": "openai", "OPENAI_API_BASE": "openai", "ANTH
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 #: the facts that break a key or URL, most telling first
-FACT_TEXT = {
-    "empty": "is empty",
-    "newline": "contains a line break (pasted with its newline?)",
-    "escaped_newline": "contains a literal \\n",
-    "quoted": "is wrapped in quotes (the quotes became part of the value)",
-    "unexpanded_variable": "looks like an unexpanded variable ($VAR / ${VAR})",
-    "leading_whitespace": "starts with whitespace",
-    "trailing_whitespace": "ends with whitespace (a pasted space or newline)",
-    "inner_whitespace": "contains a space inside",
-    "non_ascii": "contains non-ASCII characters (a smart quote or dash from a web page?)",
-}
+#: a key fact -> its words (the one table, shared with the auth findings)
+FACT_TEXT = {fact: key_fact_text(fact) for fact in KEY_FACT_TEXT}
 
 
 @dataclass
