@@ -149,7 +149,7 @@ def report(db_path, html_path, include_cold, top, **kw):
 
     db = reader(db_path)
     try:
-        page = build(db, make_filters(kw), include_cold, top, source=resolve_db(db_path))
+        page = build(db, make_filters(kw), include_cold is not False, top, source=resolve_db(db_path))
     except ValueError as e:  # NothingToReport included: no file is written
         fail(str(e))
     with open(html_path, "w", encoding="utf-8") as fh:
