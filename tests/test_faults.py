@@ -515,3 +515,85 @@ def test_redaction_is_linear_on_backslash_runs_and_keeps_its_reach():
     out = redact_text(echoed)
     assert "0123456789abcdef" not in out and '\\"model\\": \\"m\\"' in out
     assert "hunter22" not in redact_text("got {'password': 'hunter22', 'user': 'x'}")
+
+
+# -- a database another process holds locked ---------------------------------------------------------------
+def test_a_locked_database_delays_rows_but_loses_none(sim, tmp_path):
+    """Another process holds the write lock (a long VACUUM, a bulk import): requests are
+    forwarded as usual, rows wait, and every one is written once the lock is released."""
+    import sqlite3
+
+    db = tmp_path / "locked.db"
+    p = ProxyServer([sim.url], str(db), port=0)
+    p.start()
+    try:
+        httpx.post(p.url + "/v1/chat/completions", json=CHAT, timeout=10)
+        p.flush()
+        holder = sqlite3.connect(db, timeout=1, isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        t0 = time.monotonic()
+        n = 20
+        for _ in range(n):
+            assert httpx.post(p.url + "/v1/chat/completions", json=CHAT, timeout=10).status_code == 200
+        forwarded_s = time.monotonic() - t0
+        time.sleep(1.5)  # the writer meets the lock meanwhile
+        holder.execute("COMMIT")
+        holder.close()
+        assert wait_for(lambda: len([r for r in rows(db) if r["state"] == "done"]) == n + 1, timeout=20)
+    finally:
+        p.stop()
+    print(f"\nlocked database: {n} requests forwarded in {forwarded_s:.2f} s while locked; {n + 1}/{n + 1} rows written")
+    assert forwarded_s < 10  # the lock never held traffic back
+
+
+# -- memory over a long stream ------------------------------------------------------------------------------
+def test_memory_stays_flat_over_a_long_stream(tmp_path):
+    """A 256 MiB SSE stream (the tap keeps bounded copies, never the body) must not grow the
+    proxy's memory with the stream: the proxy runs in its own process and its RSS is read."""
+    n_events = 256 * 2**20 // 4096
+    event = b'data: {"choices":[{"delta":{"content":"' + b"x" * 4040 + b'"}}]}\n\n'
+
+    def answer(body):
+        n = 16 if b"warm" in body else n_events
+
+        def gen():
+            yield b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+            batch = event * 16
+            for _ in range(n // 16):
+                yield b"%x\r\n%s\r\n" % (len(batch), batch)
+            yield b"0\r\n\r\n"
+        return gen()
+
+    up = Upstream(answer)
+    port = free_port()
+    proc = subprocess.Popen([FT, "proxy", "--no-live", "--port", str(port), "-u", up.url, "--db", str(tmp_path / "m.db")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        from firsttoken.cli.loopback import wait_port
+
+        wait_port(port, proc)
+
+        def rss_mb() -> float:
+            with open(f"/proc/{proc.pid}/status") as f:
+                return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS")) / 1024
+
+        warm = {**CHAT, "messages": [{"role": "user", "content": "warm"}]}
+        httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=warm, timeout=30)  # imports, tokenizer
+        before, peak, got = rss_mb(), 0.0, 0
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", json=CHAT, timeout=120) as r:
+            for i, chunk in enumerate(r.iter_raw()):
+                got += len(chunk)
+                if i % 200 == 0:
+                    peak = max(peak, rss_mb())
+        peak = max(peak, rss_mb())
+        time.sleep(3)  # the analysis of the finished stream (output tokens counted) runs now
+        after = rss_mb()
+        peak = max(peak, after)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(30)
+        up.close()
+    print(f"\nlong stream: {got / 2**20:.0f} MiB streamed; proxy RSS {before:.0f} MB before, peak {peak:.0f} MB, "
+          f"{after:.0f} MB after its analysis")
+    assert got >= n_events * len(event)
+    assert peak - before < 120, (before, peak)  # bounded copies, not the 256 MiB body
