@@ -96,6 +96,9 @@ def test_report_has_the_charts_and_tables(page):
         assert f">{heading}" in page
     # scatter per model + scatter per route (the rows use two routes) + TTFT split + TTFB / gap percentiles
     assert page.count("<svg") == 5 and ">Per route" in page
+    # different models on each route: no verdict on what a route adds, but how to get one
+    assert "The routes served different models" in page and "firsttoken compare --route" in page
+    assert "of TTFB over" not in page and "TTFB is the same" not in page
     assert "TTFT = TTFB + gap" in page
     assert "rate.limited" in page and "latency.cold_connection" in page
     assert "ms/1k tokens" in page and "gpt-4o-mini" in page

@@ -173,7 +173,8 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) 
     and fit, and with two routes the bisection `firsttoken compare` prints."""
     from firsttoken.cli.compare import verdict
 
-    groups = sq.compute(db, filters, by="route", include_cold=include_cold)["groups"]
+    shown = tuple(m for m in sq.METRICS if m[0] in ("ttfb", "gap", "ttft"))  # only what the table shows
+    groups = sq.compute(db, filters, by="route", include_cold=include_cold, metrics=shown)["groups"]
     name = lambda g: g if g is not None else "(no route)"  # noqa: E731
     colors = {g["group"]: H.PALETTE[i % len(H.PALETTE)] for i, g in enumerate(groups)}
     pts = sq.scatter_points(db, filters, {g["group"]: g["ttft_ms"]["n"] for g in groups}, include_cold=include_cold,
@@ -188,7 +189,7 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) 
         g["ttft_slope_se_ms_per_1k"] = sq.slope_se(g)
         se = g["ttft_slope_se_ms_per_1k"]
         slope = "–" if g["ttft_slope_ms_per_1k"] is None else (
-            f"{g['ttft_slope_ms_per_1k']:.0f}" + (f" ± {se:.0f}" if se is not None and se != float("inf") else ""))
+            f"{g['ttft_slope_ms_per_1k']:.0f}" + (f" ± {se:.{0 if se >= 10 else 1}f}" if se is not None and se != float("inf") else ""))
         sw = f'<span class="sw" style="background:{colors[g["group"]]}"></span>'
         rows.append([("html", f'<span class="nw">{sw}{H.esc(name(g["group"]))}</span>'), f"{g['count']:,}",
                      f"{(g['error_rate'] or 0) * 100:.1f}%",
@@ -198,7 +199,16 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) 
     text = ""
     if len(groups) == 2:
         a, b = groups
-        text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b)["text"])}</b></p>'
+        served = [sq.group_values(db, dataclasses.replace(filters, route=g["group"]), "model", 10) for g in groups]
+        if _same_models(*served):  # the bisection holds only for the same requests through both routes
+            text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b)["text"])}</b></p>'
+        else:
+            text = (f'<p class="dim">The routes served different models ({H.esc(name(a["group"]))}: '
+                    f'{H.esc(", ".join(map(str, served[0])))}; {H.esc(name(b["group"]))}: '
+                    f'{H.esc(", ".join(map(str, served[1])))}), so their curves differ by model as much as by route. '
+                    f'To see what one route adds, send the same requests through both: '
+                    f'<code>firsttoken compare --route {H.esc(name(a["group"]))} --route {H.esc(name(b["group"]))}</code>, '
+                    f'then <code>firsttoken report --experiment NAME</code>.</p>')
     warnings = "".join(f'<p class="warn">⚠ {H.esc(name(g["group"]))}: {H.esc(g["ttft_fit_warning"])}</p>'
                        for g in groups if g["ttft_fit_warning"])
     return (legend + H.scatter_svg(pts, fits, colors, linked=linked, names={r: name(r) for r in pts},
@@ -209,6 +219,11 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) 
             + '<p class="dim">One colour per upstream route (dots: a sample of its requests; line: its least-squares '
               'fit TTFT = intercept + slope × prompt tokens, slope ± its standard error). A route that adds TTFB '
               '(a gateway, a longer network path) lifts its line; one that prefills differently tilts it.</p>')
+
+
+def _same_models(a: list, b: list) -> bool:
+    """Whether two routes served the same models (both lists complete: fewer than 10 each)."""
+    return len(a) < 10 and sorted(map(str, a)) == sorted(map(str, b))
 
 
 def _cache_section(groups: list[dict], name) -> str:
