@@ -62,3 +62,35 @@ def one_row(proxy: ProxyServer, db_path) -> dict:
     rs = rows(db_path)
     assert len(rs) == 1, f"expected one row, got {len(rs)}"
     return rs[0]
+
+
+#: two simulated upstreams behind one proxy: the same prefill, the gateway adds 100 ms of TTFB
+ROUTE_SIMS = {"direct": dict(ttfb_ms=30, prefill_base_ms=10, prefill_ms_per_1k_tokens=250, tpot_ms=2, output_tokens=4),
+              "gateway": dict(ttfb_ms=130, prefill_base_ms=10, prefill_ms_per_1k_tokens=250, tpot_ms=2, output_tokens=4)}
+ROUTE_SIZES = (50, 200, 350, 500)  # repetitions of a 6-token phrase in the system prompt
+
+
+@pytest.fixture(scope="session")
+def two_route_db(tmp_path_factory):
+    """A database of requests through two named routes of one proxy, tagged experiment ``ab``:
+    per route and size, a first request (cache miss) and its repeat (the simulator's prompt cache
+    reports the repeated prefix as cached), streamed with the openai SDK."""
+    import openai
+
+    path = tmp_path_factory.mktemp("routes") / "routes.db"
+    with SimServer(SimConfig(**ROUTE_SIMS["direct"], prompt_cache=True)) as direct, \
+            SimServer(SimConfig(**ROUTE_SIMS["gateway"], prompt_cache=True)) as gateway, \
+            ProxyServer([f"direct={direct.url}", f"gateway={gateway.url}"], str(path), port=0) as proxy:
+        clients = {name: openai.OpenAI(base_url=f"{proxy.url}/{name}/v1", api_key="sk-test-00000000000000000000000",
+                                       max_retries=0) for name in ROUTE_SIMS}
+        for size in ROUTE_SIZES:
+            system = f"size {size}. " + "Rules of the house apply. " * size
+            for _ in range(2):  # the first misses the cache, the repeat hits it
+                for client in clients.values():  # interleaved, so drift hits both routes alike
+                    for _ in client.chat.completions.create(
+                            model="sim-1", stream=True, stream_options={"include_usage": True},
+                            messages=[{"role": "system", "content": system}, {"role": "user", "content": "hi"}],
+                            extra_headers={"x-firsttoken-experiment": "ab"}):
+                        pass
+        proxy.flush()
+    return path

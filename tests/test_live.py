@@ -276,6 +276,39 @@ def test_db_source_reads_in_flight_and_finished_rows_read_only(tmp_path):
     db.conn.close()
 
 
+def test_db_source_shows_the_active_conversation(tmp_path):
+    """`live --db` reads the active conversation from the database: the same line as the view
+    inside the proxy, following a new turn as it finishes."""
+    import openai
+
+    path = tmp_path / "ft.db"
+    with SimServer(SimConfig(ttfb_ms=10, prefill_base_ms=5, prefill_ms_per_1k_tokens=0, tpot_ms=1, output_tokens=4,
+                             prompt_cache=True)) as sim, ProxyServer([sim.url], str(path), port=0) as p:
+        client = openai.OpenAI(base_url=p.url + "/v1", api_key="sk-test-00000000000000000000000", max_retries=0)
+        src = DbSource(path)
+        src.poll()
+        assert src.snapshot().conversation is None  # nothing recorded yet
+        msgs = [{"role": "system", "content": "You read files. " * 50}, {"role": "user", "content": "What is in a.txt?"}]
+        for question in ("And b.txt?", "And c.txt?"):
+            answer = client.chat.completions.create(model="gpt-4o-mini", messages=msgs)
+            msgs += [{"role": "assistant", "content": answer.choices[0].message.content}, {"role": "user", "content": question}]
+        p.flush()
+        src.poll()
+        line = src.snapshot().conversation
+        assert line == from_capture(p.capture, listen_url=p.url).conversation  # one rule, both sources
+        cid = rows(path)[-1]["conversation_id"]
+        assert cid and line.startswith(f"conversation {cid} · turn 2 · 2 requests")
+        assert re.search(r" · cached [1-9]\d*%$", line)  # the repeat of the system prompt was cached
+
+        client.chat.completions.create(model="gpt-4o-mini", messages=msgs)  # the user's next turn
+        p.flush()
+        assert src.poll()
+        s = src.snapshot()
+        assert s.conversation.startswith(f"conversation {cid} · turn 3 · 3 requests")
+        assert s.conversation in screen(render(s, 120, "en"), 120)
+        src.close()
+
+
 # -- the real CLI under a pseudo-terminal ----------------------------------------------------------------
 class Pty(PseudoTerminal):
     """A command on a pseudo-terminal; ``text()`` is everything it printed, escape codes removed."""

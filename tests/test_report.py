@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
+from conftest import ROUTE_SIMS
 
 from firsttoken.addon.store.db import open_db
 from firsttoken.cli.bench.db import generate
@@ -93,7 +94,8 @@ def test_report_has_the_charts_and_tables(page):
     assert {"svg", "circle", "line", "rect", "table"} <= c.tags
     for heading in ("Per model", "TTFT against prompt tokens", "Percentiles", "Findings", "Slowest"):
         assert f">{heading}" in page
-    assert page.count("<svg") == 4  # scatter + TTFT split + TTFB / gap percentiles
+    # scatter per model + scatter per route (the rows use two routes) + TTFT split + TTFB / gap percentiles
+    assert page.count("<svg") == 5 and ">Per route" in page
     assert "TTFT = TTFB + gap" in page
     assert "rate.limited" in page and "latency.cold_connection" in page
     assert "ms/1k tokens" in page and "gpt-4o-mini" in page
@@ -154,3 +156,100 @@ def test_nothing_to_report_is_an_error_and_writes_nothing(tmp_path, args, says):
     assert res.exit_code == 1
     assert says in " ".join(res.output.split()) and "no report written" in res.output
     assert not out.exists()
+
+
+def _report(db, tmp_path, *args) -> str:
+    out = tmp_path / f"r{len(list(tmp_path.glob('*.html')))}.html"
+    res = CliRunner().invoke(report, ["--db", str(db), "--html", str(out), *args])
+    assert res.exit_code == 0, res.output
+    return out.read_text(encoding="utf-8")
+
+
+def _route_chart(page: str) -> str:
+    i = page.index('aria-label="TTFT versus prompt tokens per route"')
+    return page[i:page.index("</svg>", i)]
+
+
+def _route_table(page: str) -> dict[str, list[str]]:
+    i = page.index("<th>route</th>")
+    body = page[i:page.index("</table>", i)]
+    out = {}
+    for tr in re.findall(r"<tr>(.*?)</tr>", body):
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", tr)]
+        out[cells[0]] = cells
+    return out
+
+
+def _ms(text: str) -> float:
+    v = float(re.match(r"[\d.,]+", text).group(0).replace(",", ""))
+    return v * 1000 if text.rstrip().endswith(" s") else v
+
+
+def test_report_draws_one_curve_per_route(two_route_db, tmp_path):
+    """Two simulated upstreams behind one proxy: a curve each (dots + fit line, own colour, in
+    the legend), their TTFB and fit side by side, and the gateway's added TTFB named."""
+    page = _report(two_route_db, tmp_path)
+    svg = _route_chart(page)
+    colours = re.findall(r'<g fill="(#[0-9a-f]{6})"', svg)
+    assert len(colours) == len(set(colours)) == 2
+    for c in colours:  # each route's dots in its colour, and its fitted line
+        group = svg[svg.index(f'<g fill="{c}"'):]
+        group = group[:group.index("</g>")]
+        assert group.count("<circle") == 8
+        assert f'stroke="{c}" stroke-width="2.5"' in svg
+    titles = re.findall(r"<title>[^<]* · (direct|gateway) · TTFT", svg)
+    assert titles.count("direct") == titles.count("gateway") == 8
+    legend = page[page.index(">Per route"):page.index("<svg", page.index(">Per route"))]
+    assert "direct" in legend and "gateway" in legend
+    rows = _route_table(page)
+    assert set(rows) == {"direct", "gateway"}
+    added = ROUTE_SIMS["gateway"]["ttfb_ms"] - ROUTE_SIMS["direct"]["ttfb_ms"]
+    ttfb = {r: _ms(rows[r][3].split(" / ")[0]) for r in rows}
+    assert ttfb["gateway"] - ttfb["direct"] == pytest.approx(added, rel=0.25)
+    for r in rows:  # requests, slope and intercept filled in
+        assert rows[r][1] == "8" and re.match(r"\d+", rows[r][6]) and rows[r][7] != "–"
+    m = re.search(r"route gateway adds (\d+) ms of TTFB over direct", page)
+    assert m and int(m.group(1)) == pytest.approx(added, rel=0.25)
+
+
+def test_report_fits_ttft_against_uncached_tokens(two_route_db, tmp_path):
+    """Half the requests repeat a prompt the simulator had cached: prefill follows the uncached
+    tokens, and the report says so beside the all-tokens fit, with both R²."""
+    page = _report(two_route_db, tmp_path, "--route", "direct")
+    i = page.index(">TTFT against uncached input tokens")
+    section = page[i:page.index("<h2>", i)]
+    cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", section)]
+    model, hits, all_fit, unc_fit, better = cells
+    assert model == "sim-1" and hits == "4"
+    r2_all = float(re.search(r"R² ([\d.]+)", all_fit).group(1))
+    r2_unc = float(re.search(r"R² ([\d.]+)", unc_fit).group(1))
+    assert r2_unc > r2_all and r2_unc > 0.9
+    assert better.startswith("uncached input tokens") and f"R² {r2_unc:.2f} vs {r2_all:.2f}" in better
+    per_model = page[page.index(">Per model"):page.index("<svg")]
+    assert "vs uncached tokens:" in per_model and "TTFT follows uncached input tokens better" in per_model
+
+
+@pytest.mark.parametrize("args,routes", [
+    (["--route", "direct"], None),  # one route: nothing to compare
+    (["--by", "model"], None),  # asked for per model only
+    (["--route", "direct", "--by", "route"], ["direct"]),  # asked for
+    (["--experiment", "ab", "--route", "gateway"], ["gateway"]),  # a compare experiment's rows
+])
+def test_report_compares_routes_when_there_are_routes_to_compare(two_route_db, tmp_path, args, routes):
+    page = _report(two_route_db, tmp_path, *args)
+    if routes is None:
+        assert ">Per route" not in page and "per route" not in page
+    else:
+        assert ">Per route" in page and sorted(_route_table(page)) == routes
+        assert "of TTFB over" not in page and "TTFB is the same" not in page  # no verdict with one route
+
+
+def test_routes_with_different_models_get_no_verdict(tmp_path):
+    """bench-db's rows: claude on one route, four other models on the other. What one route adds
+    cannot be told from them; the page says how to measure it instead."""
+    path = tmp_path / "m.db"
+    generate(path, 400, days=1, seed=4)
+    page = _report(path, tmp_path)
+    assert sorted(_route_table(page)) == ["anthropic", "openai"]
+    assert "The routes served different models" in page and "firsttoken compare --route" in page
+    assert "of TTFB over" not in page and "TTFB is the same" not in page

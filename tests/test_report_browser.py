@@ -46,6 +46,17 @@ window.addEventListener('load', function () {
     if (s.getBoundingClientRect().right > window.innerWidth) r.sw = Math.max(r.sw, 99999);
   });
   r.radii = [Math.min.apply(null, r.radii), Math.max.apply(null, r.radii)];
+  var routes = document.querySelector('svg[aria-label="TTFT versus prompt tokens per route"]');
+  r.routeColours = []; r.routeLines = 0; r.routeDots = 0;
+  if (routes) {
+    routes.querySelectorAll('g').forEach(function (g) {
+      r.routeColours.push(g.getAttribute('fill'));
+      r.routeDots += g.querySelectorAll('circle').length;
+    });
+    routes.querySelectorAll('line[stroke-width="2.5"]').forEach(function (l) {
+      if (l.getBoundingClientRect().width > 20) r.routeLines++;  // a drawn line, not a point
+    });
+  }
   var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(r);
   document.body.appendChild(pre);
 });
@@ -84,6 +95,18 @@ def probed(tmp_path_factory):
     return probe
 
 
+@pytest.fixture(scope="module")
+def probed_routes(two_route_db, tmp_path_factory):
+    """The report of two routes through one proxy (conftest ``two_route_db``), with the probe."""
+    d = tmp_path_factory.mktemp("browser-routes")
+    out = d / "routes.html"
+    res = CliRunner().invoke(report, ["--db", str(two_route_db), "--html", str(out)])
+    assert res.exit_code == 0, res.output
+    probe = d / "probed.html"
+    probe.write_text(out.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    return probe
+
+
 def render(probe, width: int) -> dict:
     exe = chromium()
     profile = probe.parent / f"profile-{width}"
@@ -108,3 +131,12 @@ def test_report_fits_and_links_in_a_browser(probed, width):
     assert r["circles"] > 100 and r["untitled"] == 0
     # dots stay visible when the chart is scaled down to the window (r=4.5 in the chart's own units)
     assert r["radii"][0] >= (3.5 if width == 800 else 4)
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_route_curves_fit_in_a_browser(probed_routes, width):
+    r = render(probed_routes, width)
+    assert r["sw"] <= width, f"the page is {r['sw']} px wide in a {width} px window: it scrolls sideways"
+    assert len(r["routeColours"]) == len(set(r["routeColours"])) == 2  # one colour per route
+    assert r["routeDots"] == 16 and r["routeLines"] == 2  # every request a dot, every route its line
+    assert r["untitled"] == 0 and r["radii"][0] >= (3.5 if width == 800 else 4)

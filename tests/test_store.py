@@ -41,3 +41,32 @@ def test_writer_upserts_partial_rows_and_keeps_good_rows_of_a_bad_batch(tmp_path
     assert conn.execute("SELECT state, phase, status FROM requests WHERE id = 'r1'").fetchone() == ("done", "done", 200)
     assert conn.execute("SELECT code, severity FROM findings WHERE request_id = 'r1'").fetchall() == [("x.y", "warn")]
     assert w.failed == 1 and "no_such_column" in (w.last_error or "")
+
+
+def _totals(db) -> list[tuple]:
+    cur = db.execute("SELECT * FROM stats_totals WHERE n > 0 ORDER BY model, cold")
+    return [tuple(round(v, 3) if isinstance(v, float) else v for v in r) for r in cur.fetchall()]
+
+
+def _schema(db) -> list[tuple]:
+    return db.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
+
+
+def test_bulk_load_ends_as_if_the_rows_were_written_one_by_one(tmp_path):
+    """Into an empty database BulkLoad takes the indexes and triggers off and rebuilds them; into
+    one that has rows it keeps them (the triggers keep the running totals). Both end the same."""
+    from firsttoken.cli.bench.db import generate
+
+    generate(tmp_path / "empty.db", 2000, seed=5)  # the fast path: indexes off, rebuilt
+    kept = open_db(tmp_path / "kept.db")
+    kept["requests"].insert({"id": "first", "started_at": "2026-01-01T00:00:00+00:00", "state": "done",
+                             "model": "m-first", "ttft_ms": 10.0, "conn_reused": 1})
+    kept.conn.commit()
+    generate(tmp_path / "kept.db", 2000, seed=5)  # not empty: every index and trigger stays on
+    kept = open_db(tmp_path / "kept.db")
+    kept.execute("DELETE FROM requests WHERE id = 'first'")
+    kept.conn.commit()
+    bulk = open_db(tmp_path / "empty.db", write=False)
+    assert _schema(bulk) == _schema(kept) and any(t == "trigger" for t, _, _ in _schema(bulk))
+    assert _totals(bulk) == _totals(kept) and len(_totals(bulk)) >= 5
+    assert bulk.execute("SELECT count(*) FROM findings").fetchone() == kept.execute("SELECT count(*) FROM findings").fetchone()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import sqlite_utils
@@ -81,3 +82,29 @@ def session(db: sqlite_utils.Database, id_prefix: str) -> tuple[dict[str, Any], 
     cur = db.execute("SELECT * FROM requests WHERE conversation_id = ? ORDER BY started_at", [cid])
     names = [d[0] for d in cur.description]
     return summary, [decode_row(dict(zip(names, r))) for r in cur.fetchall()]
+
+
+#: what the live view's conversation line needs of each request (``cli/live/data.conversation_line``)
+ACTIVE_FIELDS = ("id", "started_at", "conversation_id", "turn", "request_kind", "usage_cached_tokens", "usage_prompt_tokens")
+
+
+def active_rows(conn: sqlite3.Connection, limit: int = 200) -> list[dict[str, Any]]:
+    """The finished requests (oldest first, at most ``limit`` newest) of the conversation of the
+    newest finished request that has one: the live view's "active conversation" when it follows a
+    proxy's database. Empty when none has a conversation, or the database predates conversations
+    (the reader never migrates it)."""
+    try:
+        row = conn.execute("SELECT conversation_id FROM requests WHERE state = 'done' AND conversation_id IS NOT NULL "
+                           "ORDER BY started_at DESC LIMIT 1").fetchone()
+        if row is None:
+            return []
+        cur = conn.execute(f"SELECT {', '.join(ACTIVE_FIELDS)} FROM requests WHERE conversation_id = ? AND state = 'done' "
+                           "ORDER BY started_at DESC LIMIT ?", [row[0], limit])
+    except sqlite3.OperationalError as e:
+        if "no such column" in str(e):
+            return []
+        raise
+    names = [d[0] for d in cur.description]
+    out = [dict(zip(names, r)) for r in cur.fetchall()]
+    out.reverse()
+    return out

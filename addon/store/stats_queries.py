@@ -426,19 +426,28 @@ _MS_NAMES = {name for name, _ in METRICS}
 # ------------------------------------------------------------------ report helpers
 
 def scatter_points(db: sqlite_utils.Database, filters: Filters, counts: dict[Any, int], per_model: int = 800,
-                   include_cold: bool = True) -> dict[Any, list[tuple[float, float, str]]]:
-    """(prompt tokens, TTFT, request id) per model, about per_model points each: every k-th row by rowid."""
+                   include_cold: bool = True, by: str = "model") -> dict[Any, list[tuple[float, float, str]]]:
+    """(prompt tokens, TTFT, request id) per group of ``by`` (model, route...; ``counts`` keyed by
+    its values), about per_model points each: every k-th row by rowid."""
     where, params = filters.where()
     out: dict[Any, list[tuple[float, float, str]]] = {}
     for model, n in counts.items():
         if not n:
             continue
         k = max(1, n // per_model)
-        w = _and(where, "model IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL",
+        w = _and(where, f"{GROUPS[by]} IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL",
                  "" if include_cold else WARM, "rowid % ? = 0")
         rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
         out[model] = [(x, y, i) for x, y, i in rows.fetchall()]
     return out
+
+
+def group_values(db: sqlite_utils.Database, filters: Filters, by: str, limit: int = 2) -> list[Any]:
+    """Up to ``limit`` distinct values of ``by`` (model, route...) among the matching requests:
+    whether there is more than one route to compare, without aggregating anything."""
+    where, params = filters.where()
+    return [v for (v,) in db.execute(f"SELECT DISTINCT {GROUPS[by]} FROM requests{where} LIMIT ?",
+                                     [*params, limit]).fetchall()]
 
 
 def finding_breakdown(db: sqlite_utils.Database, filters: Filters, total: int) -> list[dict[str, Any]]:

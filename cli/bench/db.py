@@ -2,8 +2,8 @@
 
 The rows look like a month of traffic through the proxy (five models, two routes, ~3 % errors
 with their findings, ~5 % cold connections, prompt sizes 50-12k tokens, TTFT growing with the
-prompt), written in time order with ``executemany`` into a database migrated like any other,
-so every index the commands rely on is there. The timings are the same calls the commands
+prompt), written in time order by the store's ``BulkLoad`` into a database migrated like any
+other, so every index the commands rely on is there. The timings are the same calls the commands
 make (``stats_queries.compute``, ``queries.recent``), run in this process.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 import click
 
 from firsttoken.addon.store import queries, stats_queries
+from firsttoken.addon.store.bulk import BulkLoad, any_model, request_count
 from firsttoken.addon.store.db import open_db
-from firsttoken.addon.store.migrations import rebuild_stats_totals
 from firsttoken.addon.store.queries import Filters
 
 # model -> (ttfb ms, prefill base ms, prefill ms per 1k prompt tokens, tpot ms)
@@ -128,39 +128,20 @@ def generate(path: str | os.PathLike, n: int = 1_000_000, days: float = 30.0, se
     """Create (or append to) a firsttoken database with n synthetic rows. Returns timings."""
     t0 = time.perf_counter()
     db = open_db(path)  # creates + migrates, so the schema and its indexes are the real ones
-    conn = db.conn
-    conn.execute("PRAGMA synchronous = OFF")
-    conn.execute("PRAGMA cache_size = -1000000")
-    # Loading into indexed tables row by row is slow; on an empty database take the secondary
-    # indexes off and rebuild them afterwards from their own CREATE statements (one sort each).
-    empty = conn.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
-    # (the stats_totals triggers likewise: the totals are recomputed in one pass at the end)
-    indexes = conn.execute("SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') "
-                           "AND sql IS NOT NULL AND tbl_name IN ('requests', 'findings')").fetchall() if empty else []
-    for kind, name, _ in indexes:
-        conn.execute(f'DROP {kind.upper()} "{name}"')
-    sql = f"INSERT INTO requests ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+    load = BulkLoad(db, COLUMNS)  # on an empty database: indexes off while loading, rebuilt at the end
     done = 0
     findings: list[tuple] = []
     rows = _rows(n, days, seed, findings)
     while done < n:
         chunk = list(itertools.islice(rows, min(batch, n - done)))
-        with conn:
-            conn.executemany(sql, chunk)
-            conn.executemany("INSERT OR IGNORE INTO findings (request_id, code, severity) VALUES (?, ?, ?)", findings)
+        load.add(chunk, findings)
         findings.clear()
         done += len(chunk)
         if progress:
             progress(len(chunk))
     t_rows = time.perf_counter() - t0
-    with conn:
-        for _, _, create in indexes:
-            conn.execute(create)
-        if indexes:
-            rebuild_stats_totals(db)
-    conn.execute("PRAGMA synchronous = NORMAL")
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    conn.close()
+    load.finish()
+    db.conn.close()
     return {"rows": n, "seconds": round(time.perf_counter() - t0, 2), "insert_seconds": round(t_rows, 2),
             "index_seconds": round(time.perf_counter() - t0 - t_rows, 2)}
 
@@ -177,8 +158,7 @@ def _time(fn: Callable[[], Any], repeat: int) -> dict[str, float]:
 def bench(path: str | os.PathLike, repeat: int = 3) -> list[dict[str, Any]]:
     """Time the queries behind `stats` and `logs` on an existing database."""
     db = open_db(path, write=False)
-    model = db.execute("SELECT model FROM requests WHERE model IS NOT NULL LIMIT 1").fetchone()
-    model = model[0] if model else None
+    model = any_model(db)
     cases: list[tuple[str, Callable[[], Any]]] = [
         ("stats (by model, all rows)", lambda: stats_queries.compute(db, Filters())),
         ("stats --include-cold", lambda: stats_queries.compute(db, Filters(), include_cold=True)),
@@ -229,7 +209,7 @@ def bench_db(rows, db_path, days, repeat, reuse, keep, as_json):
                 gen = generate(db_path, rows, days, progress=lambda k: bar.advance(task, k))
         size = sum(p.stat().st_size for p in Path(db_path).parent.glob(Path(db_path).name + "*"))
         results = bench(db_path, repeat)
-        n = open_db(db_path, write=False).execute("SELECT count(*) FROM requests").fetchone()[0]
+        n = request_count(open_db(db_path, write=False))
     finally:
         if tmpdir and not keep:
             for p in Path(tmpdir).glob("*"):

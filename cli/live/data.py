@@ -108,6 +108,26 @@ class LiveSnapshot:
     conversation: str | None = None  # the active conversation's turn progress, one line
 
 
+def conversation_line(done: Any) -> str | None:
+    """The latest conversation's progress from finished records or rows (newest last), e.g.
+    ``conversation 3f2a91c0d4e2 · turn 3 · 12 requests (2 side) · cached 41%``. Both sources use it:
+    the proxy's own records (``state.from_capture``) and its database (``db.DbSource``)."""
+    tail = list(done)[-200:]
+    cid = next((get_field(r, "conversation_id") for r in reversed(tail) if get_field(r, "conversation_id")), None)
+    if cid is None:
+        return None
+    mine = [r for r in tail if get_field(r, "conversation_id") == cid]
+    turn = max((get_field(r, "turn") or 0) for r in mine)
+    side = sum(1 for r in mine if get_field(r, "request_kind") in ("side", "count_tokens"))
+    reported = [r for r in mine if get_field(r, "usage_cached_tokens") is not None and get_field(r, "usage_prompt_tokens")]
+    text = f"conversation {cid} · turn {turn} · {len(mine)} request{'s' if len(mine) != 1 else ''}"
+    text += f" ({side} side)" if side else ""
+    if reported:
+        share = sum(get_field(r, "usage_cached_tokens") for r in reported) / sum(get_field(r, "usage_prompt_tokens") for r in reported)
+        text += f" · cached {share * 100:.0f}%"
+    return printable(text)  # a client-sent session id never reaches the terminal raw
+
+
 # -- statistics ------------------------------------------------------------------------
 def _pct(vals: list[float], q: float) -> float | None:
     return percentile(sorted(vals), q) if vals else None

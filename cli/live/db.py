@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from firsttoken.addon.store import queries
+from firsttoken.addon.store import conversations, queries
 from firsttoken.addon.store.db import StoreError, missing_message, not_ours_message
 from firsttoken.cli.live.data import (
     DEFAULT_WINDOW,
@@ -22,6 +22,7 @@ from firsttoken.cli.live.data import (
     LiveSnapshot,
     ModelStats,
     Tally,
+    conversation_line,
     model_stats,
     slim,
 )
@@ -86,6 +87,7 @@ class DbSource:
         self.recent: list[dict[str, Any]] = []  # finished rows, newest last (window for stats)
         self.routes: list[tuple[str, str]] = []
         self.note: str | None = None
+        self.conversation: str | None = None  # the active conversation's progress (read when rows finish)
         self._seen: dict[str, str] = {}  # id -> started_at of finished rows already reported
         self._cutoff = self.attached  # finished rows that started before this were reported (or predate us)
         self._first = True
@@ -120,6 +122,7 @@ class DbSource:
             for r in hist:
                 self._seen[r["id"]] = r["started_at"] or ""
             self.routes = queries.routes_seen(self.conn)
+            self.conversation = conversation_line(conversations.active_rows(self.conn))
             self._cutoff = min([self.attached] + [parse_iso(r["started_at"]) or now for r in self.in_flight])
             self._first = False
             self.note = None
@@ -137,6 +140,7 @@ class DbSource:
         if new:
             self.recent = (self.recent + new)[-self.history:]
             self._derived = None
+            self.conversation = conversation_line(conversations.active_rows(self.conn))
         self._cutoff = min([now] + [parse_iso(r["started_at"]) or now for r in self.in_flight])
         horizon = iso(self._cutoff - 60.0)
         self._seen = {k: v for k, v in self._seen.items() if v >= horizon}
@@ -181,4 +185,5 @@ class DbSource:
             window=self.window,
             attached=True,
             note=self.note,
+            conversation=self.conversation,
         )

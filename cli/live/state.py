@@ -25,6 +25,7 @@ from firsttoken.cli.live.data import (
     LiveSnapshot,
     ModelStats,
     Tally,
+    conversation_line,
     get_field,
     is_error,
     model_stats,
@@ -112,25 +113,6 @@ def from_capture(
     )
 
 
-def conversation_line(done: Any) -> str | None:
-    """The latest conversation's progress from the finished records (newest last), e.g.
-    ``conversation 3f2a91c0d4e2 · turn 3 · 12 requests (2 side) · cached 41%``."""
-    tail = list(done)[-200:]
-    cid = next((get_field(r, "conversation_id") for r in reversed(tail) if get_field(r, "conversation_id")), None)
-    if cid is None:
-        return None
-    mine = [r for r in tail if get_field(r, "conversation_id") == cid]
-    turn = max((get_field(r, "turn") or 0) for r in mine)
-    side = sum(1 for r in mine if get_field(r, "request_kind") in ("side", "count_tokens"))
-    reported = [r for r in mine if get_field(r, "usage_cached_tokens") is not None and get_field(r, "usage_prompt_tokens")]
-    text = f"conversation {cid} · turn {turn} · {len(mine)} request{'s' if len(mine) != 1 else ''}"
-    text += f" ({side} side)" if side else ""
-    if reported:
-        share = sum(get_field(r, "usage_cached_tokens") for r in reported) / sum(get_field(r, "usage_prompt_tokens") for r in reported)
-        text += f" · cached {share * 100:.0f}%"
-    return text
-
-
 def _snapshot(capture: Any) -> dict[str, Any]:
     # The proxy's thread mutates these collections; the copies are single C-level calls, but
     # retry once rather than fail a frame if a resize ever races with one.
@@ -144,6 +126,6 @@ def _snapshot(capture: Any) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_WINDOW", "RECENT_KEEP", "ROW_FIELDS", "STALE_IN_FLIGHT_S", "DbSource", "FlightView", "LiveSnapshot",
-    "ModelStats", "Tally", "base_url_hint", "connect_ro", "flight_view", "from_capture", "is_error", "iso",
+    "ModelStats", "Tally", "base_url_hint", "connect_ro", "conversation_line", "flight_view", "from_capture", "is_error", "iso",
     "model_stats", "parse_iso", "route_lines", "slim",
 ]

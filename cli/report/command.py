@@ -3,7 +3,11 @@
 TTFT against prompt tokens per model with the least-squares line, TTFT split into TTFB + gap
 at P50 and P95, percentile bars of TTFB and gap, requests per finding code (table
 ``findings``), the slowest and the latest failed requests with their top findings, each id
-linked to a details section further down. Charts are inline SVG drawn by report.html; nothing
+linked to a details section further down. When the requests went through more than one route
+(or with ``--by route``, or ``--experiment`` as `firsttoken compare` tags its rows), one curve
+per route on one chart with a table of TTFB, TTFT and fit per route. When servers reported cache
+reads, TTFT is also fitted against the uncached input tokens, with R² for both fits and which one
+explains TTFT better. Charts are inline SVG drawn by report.html; nothing
 is loaded from anywhere. Nothing to report (an empty database, or filters matching nothing)
 is an error, and no file is written.
 """
@@ -27,7 +31,10 @@ class NothingToReport(ValueError):
     pass
 
 
-def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source: str = "") -> str:
+def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source: str = "",
+          by: str | None = None) -> str:
+    """The page. ``by``: "route" adds the per-route section, "model" leaves it out, None decides
+    (more than one route among the rows, or an --experiment filter)."""
     res = sq.compute(db, filters, by="model", include_cold=include_cold)
     groups = res["groups"]
     total = sum(g["count"] for g in groups)
@@ -50,14 +57,11 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
     sections: list[tuple[str, str]] = []
     summary_rows = []
     for g in groups:
-        fit = (f"{g['ttft_intercept_ms']:.0f} ms + {g['ttft_slope_ms_per_1k']:.0f} ms/1k tokens (R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,})"
-               if g["ttft_slope_ms_per_1k"] is not None else "–")
-        warn = f'<br/><span class="warn">⚠ {H.esc(g["ttft_fit_warning"])}</span>' if g["ttft_fit_warning"] else ""
         sw = f'<span class="sw" style="background:{colors[g["group"]]}"></span>'
         summary_rows.append([("html", f'<span class="nw">{sw}{H.esc(name(g["group"]))}</span>'), f"{g['count']:,}",
                              f"{(g['error_rate'] or 0) * 100:.1f}%", g["cold"],
                              *[f"{output.ms(g[m]['p50'])} / {output.ms(g[m]['p95'])}" for m in ("ttfb_ms", "ttft_ms", "gap_ms")],
-                             ("html", H.esc(fit) + warn)])
+                             ("html", _fit_html(g))])
     sections.append(("Per model", H.table(["model", "requests", "errors", "cold", "TTFB P50/P95", "TTFT P50/P95",
                                            "gap P50/P95", "TTFT = a + b × prompt tokens"], summary_rows, numeric=(1, 2, 3, 4, 5, 6))))
     counts = {g["group"]: g["ttft_ms"]["n"] for g in groups}
@@ -75,6 +79,11 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                      + '<p class="dim">Dots: a sample of requests (hover for its id, model, TTFT and prompt size; the '
                        'slowest and failed ones link to their details); lines: least-squares fit per model. The slope '
                        'is the prefill cost of each extra input token.</p>'))
+    if _by_route(db, filters, by):
+        sections.append(("Per route", _routes_section(db, filters, include_cold, listed)))
+    cache = _cache_section(groups, name)
+    if cache:
+        sections.append(("TTFT against uncached input tokens (prompt cache)", cache))
     charts = H.split_svg("TTFT = TTFB + gap (P50 · P95)", [(name(g["group"]), g["ttfb_ms"], g["gap_ms"], g["ttft_ms"])
                                                            for g in groups])
     charts += "".join(H.percentile_svg(f"{label} (P50 · P95)", [(name(g["group"]), g[m]) for g in groups])
@@ -125,6 +134,123 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
     return H.page("firsttoken report", meta, sections)
 
 
+def _fit_text(g: dict) -> str:
+    """``a ms + b ms/1k tokens (R² r, n=N)`` of a fit (all input tokens or uncached), or –."""
+    if g.get("ttft_slope_ms_per_1k") is None:
+        return "–"
+    return (f"{g['ttft_intercept_ms']:.0f} ms + {g['ttft_slope_ms_per_1k']:.0f} ms/1k tokens "
+            f"(R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,})")
+
+
+def _fit_html(g: dict) -> str:
+    """A group's TTFT fit with its warning and, when the server reported cache hits, the fit
+    against uncached tokens beside it and which of the two explains TTFT better."""
+    out = H.esc(_fit_text(g))
+    if g.get("ttft_fit_warning"):
+        out += f'<br/><span class="warn">⚠ {H.esc(g["ttft_fit_warning"])}</span>'
+    u = g.get("uncached_fit")
+    if u and u.get("ttft_slope_ms_per_1k") is not None:
+        out += f'<br/><span class="dim">vs uncached tokens: {H.esc(_fit_text(u))}</span>'
+        if g.get("better_fit"):
+            out += f"<br/><b>→ TTFT follows {_better(g)} better</b>"
+    return out
+
+
+def _better(g: dict) -> str:
+    return "uncached input tokens" if g.get("better_fit") == "uncached" else "all input tokens"
+
+
+def _by_route(db, filters: Filters, by: str | None) -> bool:
+    """Whether the page compares routes: asked for (``--by route``), rows of one experiment (as
+    `firsttoken compare` tags them), or requests that went through more than one route."""
+    if by is not None:
+        return by == "route"
+    return bool(filters.experiment) or len(sq.group_values(db, filters, "route", 2)) > 1
+
+
+def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) -> str:
+    """One curve per route on one chart (dots and fitted line), a table of per-route TTFB, TTFT
+    and fit, and with two routes the bisection `firsttoken compare` prints."""
+    from firsttoken.cli.compare import verdict
+
+    shown = tuple(m for m in sq.METRICS if m[0] in ("ttfb", "gap", "ttft"))  # only what the table shows
+    groups = sq.compute(db, filters, by="route", include_cold=include_cold, metrics=shown)["groups"]
+    name = lambda g: g if g is not None else "(no route)"  # noqa: E731
+    colors = {g["group"]: H.PALETTE[i % len(H.PALETTE)] for i, g in enumerate(groups)}
+    pts = sq.scatter_points(db, filters, {g["group"]: g["ttft_ms"]["n"] for g in groups}, include_cold=include_cold,
+                            by="route")
+    fits = {g["group"]: (g["ttft_intercept_ms"], g["ttft_slope_ms_per_1k"] / 1000) for g in groups
+            if g["ttft_slope_ms_per_1k"] is not None}
+    legend = '<p class="legend">' + "".join(
+        f'<span><span class="sw" style="background:{colors[g["group"]]}"></span>{H.esc(name(g["group"]))}</span>'
+        for g in groups) + "</p>"
+    rows = []
+    for g in groups:
+        g["ttft_slope_se_ms_per_1k"] = sq.slope_se(g)
+        se = g["ttft_slope_se_ms_per_1k"]
+        slope = "–" if g["ttft_slope_ms_per_1k"] is None else (
+            f"{g['ttft_slope_ms_per_1k']:.0f}" + (f" ± {se:.{0 if se >= 10 else 1}f}" if se is not None and se != float("inf") else ""))
+        sw = f'<span class="sw" style="background:{colors[g["group"]]}"></span>'
+        rows.append([("html", f'<span class="nw">{sw}{H.esc(name(g["group"]))}</span>'), f"{g['count']:,}",
+                     f"{(g['error_rate'] or 0) * 100:.1f}%",
+                     *[f"{output.ms(g[m]['p50'])} / {output.ms(g[m]['p95'])}" for m in ("ttfb_ms", "gap_ms", "ttft_ms")],
+                     slope, output.ms(g["ttft_intercept_ms"]),
+                     "–" if g["ttft_fit_r2"] is None else f"{g['ttft_fit_r2']:.2f}"])
+    text = ""
+    if len(groups) == 2:
+        a, b = groups
+        served = [sq.group_values(db, dataclasses.replace(filters, route=g["group"]), "model", 10) for g in groups]
+        if _same_models(*served):  # the bisection holds only for the same requests through both routes
+            text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b)["text"])}</b></p>'
+        else:
+            text = (f'<p class="dim">The routes served different models ({H.esc(name(a["group"]))}: '
+                    f'{H.esc(", ".join(map(str, served[0])))}; {H.esc(name(b["group"]))}: '
+                    f'{H.esc(", ".join(map(str, served[1])))}), so their curves differ by model as much as by route. '
+                    f'To see what one route adds, send the same requests through both: '
+                    f'<code>firsttoken compare --route {H.esc(name(a["group"]))} --route {H.esc(name(b["group"]))}</code>, '
+                    f'then <code>firsttoken report --experiment NAME</code>.</p>')
+    warnings = "".join(f'<p class="warn">⚠ {H.esc(name(g["group"]))}: {H.esc(g["ttft_fit_warning"])}</p>'
+                       for g in groups if g["ttft_fit_warning"])
+    return (legend + H.scatter_svg(pts, fits, colors, linked=linked, names={r: name(r) for r in pts},
+                                   label="TTFT versus prompt tokens per route")
+            + H.table(["route", "requests", "errors", "TTFB P50/P95", "gap P50/P95", "TTFT P50/P95",
+                       "slope ms/1k tokens", "intercept", "R²"], rows, numeric=(1, 2, 3, 4, 5, 6, 7, 8))
+            + text + warnings
+            + '<p class="dim">One colour per upstream route (dots: a sample of its requests; line: its least-squares '
+              'fit TTFT = intercept + slope × prompt tokens, slope ± its standard error). A route that adds TTFB '
+              '(a gateway, a longer network path) lifts its line; one that prefills differently tilts it.</p>')
+
+
+def _same_models(a: list, b: list) -> bool:
+    """Whether two routes served the same models (both lists complete: fewer than 10 each)."""
+    return len(a) < 10 and sorted(map(str, a)) == sorted(map(str, b))
+
+
+def _cache_section(groups: list[dict], name) -> str:
+    """Per model, TTFT fitted against all input tokens and against the uncached ones (prompt
+    tokens minus what the server reported as cache reads), with R² each: with prompt caching
+    prefill grows with what was not cached. Empty when no server reported a cache hit."""
+    rows = []
+    for g in groups:
+        u = g.get("uncached_fit")
+        if not u:
+            continue
+        r2a, r2u = g.get("ttft_fit_r2"), u.get("ttft_fit_r2")
+        rows.append([("html", H.model_name(name(g["group"]))), f"{u['cached_requests']:,}", _fit_text(g), _fit_text(u),
+                     ("html", f"<b>{_better(g)}</b>" + (f" (R² {max(r2a, r2u):.2f} vs {min(r2a, r2u):.2f})"
+                                                         if r2a is not None and r2u is not None else ""))
+                     if g.get("better_fit") else "–"])
+    if not rows:
+        return ""
+    return (H.table(["model", "cache hits", "TTFT vs all input tokens", "TTFT vs uncached input tokens",
+                     "explains TTFT better"], rows, numeric=(1,))
+            + '<p class="dim">Uncached input tokens: the prompt tokens the server reported minus its cache reads '
+              '(OpenAI <code>cached_tokens</code>, Anthropic <code>cache_read_input_tokens</code>, DeepSeek '
+              '<code>prompt_cache_hit_tokens</code>), over the requests that reported them. With prompt caching, '
+              'prefill grows with the uncached part; the fit with the higher R² is the one that explains TTFT. '
+              'If all input tokens explain it better, the cache is not saving prefill time.</p>')
+
+
 def _when(r: dict) -> str:
     return f'<span class="nw">{H.esc(str(r["started_at"])[:10])} {H.esc(output.local_time(r["started_at"]))}</span>'
 
@@ -143,13 +269,18 @@ def _top(r: dict) -> str:
 @click.option("--html", "html_path", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
 @cold_option
 @click.option("--top", type=int, default=20, show_default=True, help="How many slowest requests to list.")
-def report(db_path, html_path, include_cold, top, **kw):
+@click.option("--by", type=click.Choice(["model", "route"]), default=None,
+              help="route: also compare the upstream routes (one curve each, TTFB and fit per route); model: per model "
+                   "only. Default: routes are compared when the requests went through more than one, or with "
+                   "--experiment (as `firsttoken compare` tags its rows).")
+def report(db_path, html_path, include_cold, top, by, **kw):
     """Write a self-contained HTML report (opens offline): charts, error breakdown, slowest requests."""
     from firsttoken.cli.options import console, fail, reader, resolve_db
 
     db = reader(db_path)
     try:
-        page = build(db, make_filters(kw), include_cold is not False, top, source=resolve_db(db_path))
+        # cold requests count unless --exclude-cold (the option's None means "the default"), as in `stats`
+        page = build(db, make_filters(kw), include_cold is not False, top, source=resolve_db(db_path), by=by)
     except ValueError as e:  # NothingToReport included: no file is written
         fail(str(e))
     with open(html_path, "w", encoding="utf-8") as fh:

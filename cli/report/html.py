@@ -77,8 +77,9 @@ def model_name(name: Any) -> str:
 
 def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[str, tuple[float, float]],
                 colors: dict[str, str], w: int = 900, h: int = 380, linked: set[str] | frozenset[str] = frozenset(),
-                names: dict[Any, str] | None = None) -> str:
-    """TTFT (y, ms) against prompt tokens (x), one colour per model, with each model's fitted line.
+                names: dict[Any, str] | None = None, label: str = "TTFT versus prompt tokens") -> str:
+    """TTFT (y, ms) against prompt tokens (x), one colour per group (model, route), with each
+    group's fitted line.
 
     Each dot has a hover title (id, model, TTFT, prompt tokens); dots of requests in ``linked``
     link to their details."""
@@ -91,7 +92,7 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[st
     x1, y1 = xs[-1], ys[-1]
     sx = lambda x: ml + (w - ml - mr) * x / x1  # noqa: E731
     sy = lambda y: h - mb - (h - mt - mb) * y / y1  # noqa: E731
-    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="TTFT versus prompt tokens">']
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(label)}">']
     for t in xs:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt}" x2="{sx(t):.1f}" y2="{h - mb}" stroke="#f3f4f6"/>'
                    f'<text x="{sx(t):.1f}" y="{h - mb + 16}" text-anchor="middle">{_num(t)}</text>')
