@@ -5,9 +5,13 @@ from __future__ import annotations
 import os
 import pathlib
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from firsttoken.cli.loopback import NotListening, free_port, wait_port
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 
@@ -94,3 +98,18 @@ def two_route_db(tmp_path_factory):
                         pass
         proxy.flush()
     return path
+
+
+def start_proxy_process(args: list[str], **popen) -> tuple[subprocess.Popen, int]:
+    """`firsttoken proxy --no-live` as a user runs it (its own process, a free port), once it listens."""
+    port = free_port()
+    p = subprocess.Popen([str(Path(sys.executable).parent / "firsttoken"), "proxy", "--no-live", "--port", str(port),
+                          *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        wait_port(port, p, timeout=30)
+    except NotListening:
+        if p.poll() is not None:
+            raise AssertionError(p.communicate()[1]) from None
+        p.kill()
+        raise AssertionError("proxy did not listen") from None
+    return p, port

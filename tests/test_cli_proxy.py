@@ -15,8 +15,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import start_proxy_process
 
-from firsttoken.cli.loopback import free_port
 from firsttoken.cli.proxy.state import read_states
 from firsttoken.cli.simulate import SimConfig, SimServer
 
@@ -24,26 +24,9 @@ FT = str(Path(sys.executable).parent / "firsttoken")
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 
 
-def start(args: list[str]) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    p = subprocess.Popen([FT, "proxy", "--no-live", "--port", str(port), *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 20
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p, port
-        except OSError:
-            if p.poll() is not None:
-                raise AssertionError(p.communicate()[1])
-            time.sleep(0.05)
-    p.kill()
-    raise AssertionError("proxy did not listen")
-
-
 def test_sigterm_flushes_every_record_including_in_flight(sim, tmp_path):
     db = tmp_path / "cli.db"
-    p, port = start(["--upstream", sim.url, "--db", str(db), "--drain-seconds", "0.3"])
+    p, port = start_proxy_process(["--upstream", sim.url, "--db", str(db), "--drain-seconds", "0.3"])
     try:
         r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions",
                        json={"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
@@ -80,7 +63,7 @@ def test_non_loopback_host_warns_and_bad_upstream_is_a_clear_error(tmp_path):
     bad = subprocess.run([FT, "proxy", "--no-live", "--upstream", "api.openai.com", "--db", str(tmp_path / "x.db")],
                          capture_output=True, text=True, timeout=30)
     assert bad.returncode == 2 and "no scheme" in bad.stderr and "https://" in bad.stderr
-    p, port = start(["--upstream", "http://127.0.0.1:9", "--host", "0.0.0.0", "--db", str(tmp_path / "y.db")])
+    p, port = start_proxy_process(["--upstream", "http://127.0.0.1:9", "--host", "0.0.0.0", "--db", str(tmp_path / "y.db")])
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
     assert "reachable from the network" in err
@@ -114,7 +97,7 @@ def test_port_in_use_fails_at_once_in_firsttokens_words(sim, tmp_path):
 
 def test_port_held_by_another_firsttoken_names_it(sim, tmp_path):
     db = tmp_path / "first.db"
-    p, port = start(["-u", sim.url, "--db", str(db)])
+    p, port = start_proxy_process(["-u", sim.url, "--db", str(db)])
     try:
         res = subprocess.run([FT, "proxy", "-u", sim.url, "--no-live", "--port", str(port), "--db", str(db)],
                              capture_output=True, text=True, timeout=30)
@@ -194,7 +177,7 @@ def _no_traceback(err: str) -> None:
 
 def test_ctrl_c_lets_a_running_stream_finish_and_refuses_new_connections(slow_sim, tmp_path):
     db = tmp_path / "drain.db"
-    p, port = start(["--upstream", slow_sim.url, "--db", str(db)])
+    p, port = start_proxy_process(["--upstream", slow_sim.url, "--db", str(db)])
     th, res = _stream_in_background(port)
     time.sleep(0.8)  # ~8 of 30 tokens sent
     r = _stop(p, port, [signal.SIGINT])
@@ -215,7 +198,7 @@ def test_ctrl_c_lets_a_running_stream_finish_and_refuses_new_connections(slow_si
 
 def test_second_ctrl_c_cuts_at_once_with_proxy_shutdown(slow_sim, tmp_path):
     db = tmp_path / "cut.db"
-    p, port = start(["--upstream", slow_sim.url, "--db", str(db)])
+    p, port = start_proxy_process(["--upstream", slow_sim.url, "--db", str(db)])
     th, res = _stream_in_background(port)
     time.sleep(0.6)
     r = _stop(p, port, [signal.SIGINT, signal.SIGINT])
@@ -231,7 +214,7 @@ def test_second_ctrl_c_cuts_at_once_with_proxy_shutdown(slow_sim, tmp_path):
 
 def test_sigterm_cuts_what_outlasts_drain_seconds(slow_sim, tmp_path):
     db = tmp_path / "term.db"
-    p, port = start(["--upstream", slow_sim.url, "--db", str(db), "--drain-seconds", "1"])
+    p, port = start_proxy_process(["--upstream", slow_sim.url, "--db", str(db), "--drain-seconds", "1"])
     th, res = _stream_in_background(port)
     time.sleep(0.5)
     r = _stop(p, port, [signal.SIGTERM])
@@ -257,7 +240,7 @@ def test_two_proxies_on_two_databases_are_found_by_env_doctor_and_live(sim, tmp_
 
     env = {**os.environ, "XDG_DATA_HOME": str(tmp_path / "xdg")}  # the default database is a third one
     a_db, b_db = tmp_path / "sweep.db", tmp_path / "b" / "other.db"
-    a, a_port = start(["--upstream", sim.url, "--db", str(a_db)])
+    a, a_port = start_proxy_process(["--upstream", sim.url, "--db", str(a_db)])
     b = None
     try:
         deadline = time.time() + 10
@@ -268,7 +251,7 @@ def test_two_proxies_on_two_databases_are_found_by_env_doctor_and_live(sim, tmp_
         assert f"OPENAI_BASE_URL=http://127.0.0.1:{a_port}/v1" in r.stdout, r.stdout + r.stderr
         assert "no running proxy found" not in r.stderr
         assert pick_db(None, None) == os.path.realpath(a_db)  # `live` picks the only one
-        b, b_port = start(["--upstream", sim.url, "--db", str(b_db)])
+        b, b_port = start_proxy_process(["--upstream", sim.url, "--db", str(b_db)])
         while time.time() < deadline + 10 and len(read_states()) < 2:
             time.sleep(0.05)
         assert {s["port"] for s in read_states()} == {a_port, b_port}

@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from click.testing import CliRunner
-from conftest import rows
+from conftest import rows, start_proxy_process
 
 from firsttoken.addon.safe_text import printable
 from firsttoken.addon.store import writer as writer_mod
@@ -92,23 +92,6 @@ class Upstream:
 def http_response(status: int, body: bytes, ctype: str = "application/json", extra: str = "") -> bytes:
     return (f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n{extra}"
             f"connection: close\r\n\r\n").encode() + body
-
-
-def start_proxy_process(args: list[str], **popen) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    p = subprocess.Popen([FT, "proxy", "--no-live", "--port", str(port), *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p, port
-        except OSError:
-            if p.poll() is not None:
-                raise AssertionError(p.communicate()[1])
-            time.sleep(0.05)
-    p.kill()
-    raise AssertionError("proxy did not listen")
 
 
 @contextlib.contextmanager
