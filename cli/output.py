@@ -16,7 +16,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
-from firsttoken.addon.safe_text import printable_data
+from firsttoken.addon.safe_text import printable, printable_data
 
 #: how a finding's severity is coloured everywhere (logs, show, live, diagnoses)
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
@@ -253,13 +253,15 @@ def output_tokens(row: dict) -> str:
 # ---- One plain line per finished request (non-TTY output, `--no-live`, CI logs).
 
 def line(r: dict[str, Any]) -> str:
-    r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
+    """One plain line for a finished request (a row, or any dict with the row's keys). Only the
+    text it shows goes through ``printable`` (not the whole row: that costs more than the rest)."""
+    p = printable  # upstream-controlled text never reaches the terminal raw
     parts = [
-        local_time(r.get("started_at")),
-        r["id"][:8],
-        r.get("route") or "-",
-        r.get("model") or "-",
-        status_text(r),
+        local_time(p(r.get("started_at"))),
+        p(r["id"])[:8],
+        p(r.get("route")) or "-",
+        p(r.get("model")) or "-",
+        p(status_text(r)),
         f"TTFB {ms(r.get('ttfb_ms'))}",
         f"TTFT {ms(r.get('ttft_ms'))}",
         f"gap {ms(r.get('gap_ms'))}",
@@ -270,9 +272,9 @@ def line(r: dict[str, Any]) -> str:
     findings = r.get("findings") or []
     if findings:
         f = findings[0]
-        parts.append(f"| {f['severity']} {f['code']}: {f['message']}")
+        parts.append(f"| {p(f['severity'])} {p(f['code'])}: {p(f['message'])}")
         if f.get("hint"):
-            parts.append(f"→ {f['hint']}")
+            parts.append(f"→ {p(f['hint'])}")
     return " ".join(parts)
 
 

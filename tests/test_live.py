@@ -523,3 +523,20 @@ def test_frames_skip_when_unchanged_and_redraw_only_changed_lines():
     frames = [f.split(SYNC_END)[0] for f in text[first:].split(SYNC_BEGIN)[1:]]
     # the last timer tick rewrites the changed line(s) only, not the whole area
     assert len(frames[-1]) < first / 3, (len(frames[-1]), first)
+
+
+def test_plain_line_escapes_what_it_shows_from_the_record_itself():
+    """`proxy --no-live` prints ``line(vars(rec))`` (no row copy): the same line as from the row,
+    with upstream-controlled text escaped, never obeyed."""
+    from firsttoken.addon.safe_text import printable_data
+
+    rec = Record(id="ab\x1b]0;x\x07cdefgh", started_at="2026-01-01T00:00:00+00:00", state="done", phase="done",
+                 route="r\x1b[2J", model="gpt\r-4o", status=500, ttfb_ms=12.0, ttft_ms=None, total_ms=30.0,
+                 event_offsets=[1.0, 2.0], findings=[{"code": "upstream.error", "severity": "error",
+                                                      "message": "boom\x1b[31m\nred", "hint": "fix\u202eit"}])
+    text = output.line(vars(rec))
+    assert text == output.line(rec.row())
+    assert "\x1b" not in text and "\r" not in text and "\n" not in text and "\u202e" not in text
+    assert "\\x1b[31m" in text and "gpt\\x0d-4o" in text and "\\u202e" in text
+    # the old way (escape the whole row first, then format) gives the same line
+    assert text == output.line(printable_data(rec.row()))  # printable is idempotent: this is the old line

@@ -70,3 +70,54 @@ def test_bulk_load_ends_as_if_the_rows_were_written_one_by_one(tmp_path):
     assert _schema(bulk) == _schema(kept) and any(t == "trigger" for t, _, _ in _schema(bulk))
     assert _totals(bulk) == _totals(kept) and len(_totals(bulk)) >= 5
     assert bulk.execute("SELECT count(*) FROM findings").fetchone() == kept.execute("SELECT count(*) FROM findings").fetchone()
+
+
+def _dump(path):
+    conn = sqlite3.connect(path)
+    try:
+        return (conn.execute("SELECT * FROM requests ORDER BY id").fetchall(),
+                conn.execute("SELECT * FROM findings ORDER BY request_id, code").fetchall(),
+                # (row by row can leave an all-zero bucket behind, e.g. for a model first unknown)
+                conn.execute("SELECT * FROM stats_totals WHERE n != 0 ORDER BY model, cold").fetchall())
+    finally:
+        conn.close()
+
+
+def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_path):
+    """The writer merges a batch's rows per request and writes equal column sets together: the
+    requests, their findings and the statistics the triggers keep must equal one upsert per row."""
+    rows = []
+    for i in range(30):
+        rid = f"r{i:02d}"
+        rows.append({"id": rid, "started_at": f"2026-01-01T00:00:{i:02d}+00:00", "state": "in_flight",
+                     "phase": "connecting", "model": None, "api": "openai.chat"})
+    for i in range(30):
+        rid = f"r{i:02d}"
+        rows.append({"id": rid, "model": "m-a" if i % 3 else "m-b", "request_bytes": 100 + i})
+        rows.append({"id": rid, "phase": "prefill", "status": 200 if i % 5 else 429, "ttfb_ms": 10.0 + i})
+        rows.append({"id": rid, "phase": "streaming"})
+        if i % 4 == 0:  # findings written twice: the second list replaces the first
+            rows.append({"id": rid, "findings": [{"code": "a.b", "severity": "warn"}]})
+    for i in range(0, 30, 2):
+        rec = Record(id=f"r{i:02d}", started_at=f"2026-01-01T00:00:{i:02d}+00:00", state="done", phase="done",
+                     model="m-a", api="openai.chat", status=200, ttfb_ms=12.5, ttft_ms=40.0 + i,
+                     findings=[{"code": "usage.missing", "severity": "info"}] if i % 3 else [])
+        rows.append(rec.row())
+    one_by_one = open_db(tmp_path / "one.db")
+    w1 = Writer.__new__(Writer)
+    w1._cols, w1._checked = None, set()
+    for r in rows:
+        with one_by_one.conn:
+            w1._apply(one_by_one, [r])  # a batch of one row: nothing to merge
+    one_by_one.conn.close()
+    w = Writer(str(tmp_path / "batched.db"))
+    for r in rows:
+        w.put(r)
+    w.flush()
+    w.close()
+    assert w.written and not w.failed
+    batched = _dump(tmp_path / "batched.db")
+    assert batched == _dump(tmp_path / "one.db")
+    assert len(batched[0]) == 30 and batched[1] and batched[2]
+    assert rows[0] == {"id": "r00", "started_at": "2026-01-01T00:00:00+00:00", "state": "in_flight",
+                       "phase": "connecting", "model": None, "api": "openai.chat"}  # the caller's dicts untouched

@@ -23,6 +23,9 @@ FORMAT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("auth.no_bearer", ("no_scheme",)),
 )
 
+#: the facts that can raise a finding on a request the upstream did not refuse
+_FIRING = frozenset({f for _, triggers in FORMAT_RULES for f in triggers} | {"conflicting_keys"})
+
 
 def _key_params(rec: Any, c: Ctx) -> dict[str, Any]:
     p = c.common()
@@ -40,6 +43,8 @@ def rule_auth(rec: Any, c: Ctx) -> None:
             p["expected"] = "x-api-key" if c.is_anthropic() else "Authorization: Bearer"
             c.add("auth.missing", "warn" if c.errors() else "error", variant="missing" if "missing" in facts else "empty", **p)
         return
+    if not refused and not any(f in _FIRING for f in facts):
+        return  # nothing below can fire (most requests): skip building the params
     p = _key_params(rec, c)
     erred = bool(c.errors())  # e.g. rate.quota already explains a 401/403
 

@@ -41,17 +41,24 @@ class Ctx:
         self.warn_prompt_tokens = int(_num(getattr(settings, "warn_prompt_tokens", None), 0))
         self.proxy_url = (getattr(settings, "proxy_url", None) or getattr(context, "proxy_url", None)
                           or DEFAULT_PROXY_URL).rstrip("/")
-        recent = getattr(context, "recent", None)
-        try:
-            self.recent = list(recent) if recent is not None else []
-        except Exception:
-            self.recent = []
+        self._recent_of = getattr(context, "recent", None)
+        self._recent: list[Any] | None = None
         # where this request's prompt stopped matching the previous one of its conversation
         # (the analysis thread's ``prompt_change``, only for this very record)
         change = getattr(context, "prompt_change", None)
         self.prompt_change: dict[str, Any] | None = (
             change if isinstance(change, dict) and change.get("id") == getattr(rec, "id", None) else None)
         self.findings: list[dict[str, Any]] = []
+
+    @property
+    def recent(self) -> list[Any]:
+        """Earlier finished records, newest last (copied on first use: most requests never ask)."""
+        if self._recent is None:
+            try:
+                self._recent = list(self._recent_of) if self._recent_of is not None else []
+            except Exception:
+                self._recent = []
+        return self._recent
 
     # -- findings ---------------------------------------------------------------------
     def add(self, code: str, severity: str, **params: Any) -> None:
@@ -125,10 +132,20 @@ class Ctx:
     def baseline(self, field: str) -> tuple[float | None, int]:
         """Median of ``field`` over earlier healthy warm records of the same model (and count)."""
         rec = self.rec
-        vals = [getattr(r, field, None) for r in self.recent
-                if getattr(r, "model", None) == rec.model and getattr(r, "status", None) == 200
-                and getattr(r, "conn_reused", None) is not False and getattr(r, "id", None) != rec.id]
-        vals = [v for v in vals if isinstance(v, (int, float))]
+        model, rid = rec.model, rec.id
+        vals = []
+        for r in self.recent:  # up to 500 records a call: plain attribute reads where they exist
+            try:
+                if r.model != model or r.status != 200 or r.conn_reused is False or r.id == rid:
+                    continue
+                v = getattr(r, field)
+            except AttributeError:  # not a Record: a missing attribute counts as None
+                if (getattr(r, "model", None) != model or getattr(r, "status", None) != 200
+                        or getattr(r, "conn_reused", None) is False or getattr(r, "id", None) == rid):
+                    continue
+                v = getattr(r, field, None)
+            if isinstance(v, (int, float)):
+                vals.append(v)
         if len(vals) < BASELINE_MIN_SAMPLES:
             return None, len(vals)
         return float(statistics.median(vals)), len(vals)

@@ -60,6 +60,8 @@ class Writer:
         self.pending: dict[str, dict[str, Any]] = {}  # id -> merged unwritten row (oldest first)
         self._pending_bytes = 0
         self.on_health: list[Any] = []  # callables(health dict), called when writes start failing / recover
+        self._hurry = threading.Event()  # set by flush/read/close: stop gathering, write now
+        self._checked: set[tuple[str, ...]] = set()  # column sets known to exist
         self.db = open_db(self.path)  # fail early (bad path, read-only dir) in the caller's thread
         self._thread = threading.Thread(target=self._run, name="firsttoken-writer", daemon=True)
         self._thread.start()
@@ -72,6 +74,7 @@ class Writer:
         one way other threads of the proxy read the database (it raises what the query raised)."""
         fut: Future = Future()
         self.q.put((query, fut))
+        self._hurry.set()
         return fut.result(timeout)
 
     def health(self) -> dict[str, Any]:
@@ -85,11 +88,13 @@ class Writer:
         """Wait until every row put so far is committed."""
         done = threading.Event()
         self.q.put(done)
+        self._hurry.set()
         done.wait(timeout)
 
     def close(self, timeout: float = 10.0) -> None:
         if self._thread.is_alive():
             self.q.put(_STOP)
+            self._hurry.set()
             self._thread.join(timeout)
 
     # -- thread ----------------------------------------------------------------------
@@ -103,12 +108,15 @@ class Writer:
                 self._write(db, [])  # nothing new: retry the rows waiting in memory
                 continue
             # Gather for a moment before writing: one transaction for a burst, and the write
-            # lands after the request that caused it has been forwarded, not in its way.
-            deadline = time.monotonic() + GATHER_S
+            # lands after the request that caused it has been forwarded, not in its way. The
+            # thread sleeps meanwhile rather than waking for every row put (each wake-up takes
+            # the GIL from the event loop); flush(), read() and close() cut the sleep short.
+            if not isinstance(items[0], _CONTROL) and self.q.qsize() < self.batch:
+                self._hurry.wait(GATHER_S)
+            self._hurry.clear()
             while len(items) < self.batch and not isinstance(items[-1], threading.Event) and items[-1] is not _STOP:
-                left = deadline - time.monotonic()
                 try:
-                    items.append(self.q.get(timeout=left) if left > 0 else self.q.get_nowait())
+                    items.append(self.q.get_nowait())
                 except queue.Empty:
                     break
             rows, events = [], []
@@ -227,35 +235,74 @@ class Writer:
                 log.exception("firsttoken: writer health listener failed")
 
     def _apply(self, db, rows: list[dict[str, Any]]) -> None:
+        """Write ``rows`` in order, as one upsert each would: the rows of one request are merged
+        first (later columns win), then rows naming the same columns go in one ``executemany``.
+        The result is the same as row by row, with a fraction of the statements (and of the
+        statistics triggers they fire)."""
         conn = db.conn
-        for row in rows:
-            cols = list(row)
-            unknown = [c for c in cols if c not in self._columns(db)]
-            if unknown:
-                raise ValueError(f"no such column(s) in requests: {', '.join(unknown)}")
+        groups: dict[tuple[str, ...], list[list[Any]]] = {}
+        findings: list[tuple[Any, list[dict[str, Any]]]] = []
+        for row in _merged(rows):
+            cols = tuple(row)
+            if cols not in self._checked:
+                have = self._columns(db)
+                unknown = [c for c in cols if c not in have]
+                if unknown:
+                    raise ValueError(f"no such column(s) in requests: {', '.join(unknown)}")
+                self._checked.add(cols)
+            groups.setdefault(cols, []).append([v if type(v) in _PLAIN else _value(v) for v in row.values()])
+            f = row.get("findings")
+            if f is not None:
+                findings.append((row["id"], f))
+        for cols, values in groups.items():
             # An upsert naming only the given columns: an in-flight row is created first and
             # completed later, column by column. (Plain SQL: sqlite-utils' upsert re-reads the
             # schema on every call, ~1 ms a row on the writer thread.)
-            sql = _UPSERT.get(tuple(cols))
+            sql = _UPSERT.get(cols)
             if sql is None:
                 sets = ", ".join(f"[{c}] = excluded.[{c}]" for c in cols if c != "id") or "id = id"
                 sql = (f"INSERT INTO requests ({', '.join(f'[{c}]' for c in cols)}) "
                        f"VALUES ({', '.join('?' for _ in cols)}) ON CONFLICT(id) DO UPDATE SET {sets}")
-                _UPSERT[tuple(cols)] = sql
-            conn.execute(sql, [_value(row[c]) for c in cols])
-            findings = row.get("findings")
-            if findings is not None:
-                conn.execute("DELETE FROM findings WHERE request_id = ?", [row["id"]])
-                conn.executemany(
-                    "INSERT OR IGNORE INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
-                    [(row["id"], f["code"], f["severity"]) for f in findings],
-                )
+                _UPSERT[cols] = sql
+            if len(values) == 1:
+                conn.execute(sql, values[0])
+            else:
+                conn.executemany(sql, values)
+        if findings:
+            conn.executemany("DELETE FROM findings WHERE request_id = ?", [(rid,) for rid, _ in findings])
+            conn.executemany(
+                "INSERT OR IGNORE INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
+                [(rid, f["code"], f["severity"]) for rid, fs in findings for f in fs],
+            )
 
     def _columns(self, db) -> set[str]:
         if self._cols is None:
             self._cols = {r[1] for r in db.execute("PRAGMA table_info(requests)").fetchall()}
         return self._cols
 
+
+def _merged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per request id, in the order of each id's first row, later values winning:
+    what upserting the rows one by one would leave. The caller's dicts are not changed."""
+    out: dict[Any, dict[str, Any]] = {}
+    copied: set[Any] = set()
+    for r in rows:
+        rid = r.get("id")
+        old = out.get(rid)
+        if old is None:
+            out[rid] = r
+        else:
+            if rid not in copied:
+                old = out[rid] = dict(old)
+                copied.add(rid)
+            old.update(r)
+    return list(out.values())
+
+
+#: values SQLite takes as they are
+_PLAIN = frozenset({str, int, float, type(None)})
+#: queue items that are not rows: write what came before them at once
+_CONTROL = (threading.Event, tuple)
 
 _UPSERT: dict[tuple[str, ...], str] = {}
 

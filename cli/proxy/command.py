@@ -85,7 +85,10 @@ def _serve(server, out, lang, no_live) -> None:
         return
 
     def on_record(rec) -> None:
-        out.print(output.line(rec.row()), soft_wrap=True, markup=False)
+        # The record is final here: its fields as they are (no copy of the row), and straight to
+        # the console's file (rich would re-parse a plain line; both cost the event loop GIL time).
+        out.file.write(output.line(vars(rec)) + "\n")
+        out.file.flush()
 
     def on_store(health) -> None:  # the database stopped (or resumed) taking writes: say so at once
         msg = describe_health(health)
