@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from firsttoken.cli.options import db_option
-
 
 class LazyGroup(click.Group):
     """A click group that imports a subcommand's module only when that command runs."""
@@ -36,45 +34,6 @@ def cli() -> None:
     """
 
 
-@cli.command()
-@click.option("--upstream", "-u", "upstreams", multiple=True, metavar="[NAME=]URL",
-              help="Where to forward: https://host/prefix, or name=URL (repeat for several; served at /name).")
-@click.option("--port", "-p", type=int, default=None, help="Port to listen on (default 8787, 8080 with --forward; 0: any free port).")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@db_option
-@click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
-@click.option("--insecure-upstream", is_flag=True, help="Skip TLS verification of the upstream (unsafe).")
-@click.option("--warn-prompt-tokens", type=int, default=0, show_default=True,
-              help="Flag prompts above this many tokens (0: half the model's context window, or 64,000 if unknown).")
-@click.option("--stall-ms", type=int, default=1000, show_default=True, help="Flag inter-token gaps above this.")
-@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
-@click.option("--no-live", is_flag=True, help="Print one plain line per request instead of the live view.")
-@click.option("--forward", "forward_mode", is_flag=True,
-              help="Forward-proxy mode (clients set HTTPS_PROXY and trust mitmproxy's CA): records LLM API hosts, tunnels the rest untouched.")
-@click.option("--host-match", "host_match", multiple=True, metavar="HOST",
-              help="With --forward: also record this host (host, *.domain, host:port, or a regex on host:port).")
-@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
-@click.option("--otlp-endpoint", default=None, metavar="URL",
-              help="Push OpenTelemetry GenAI spans and metrics over OTLP/HTTP to this collector, e.g. "
-                   "http://127.0.0.1:4318 (to /v1/traces and /v1/metrics; default: $OTEL_EXPORTER_OTLP_ENDPOINT "
-                   "if set). Needs: pip install 'firsttoken[otel]'. See: firsttoken docs otel.")
-@click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
-              help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
-                   "finish before cutting them (a second Ctrl-C cuts at once).")
-def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-          forward_mode, host_match, metrics_port, otlp_endpoint, drain_seconds):
-    """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
-    from firsttoken.cli.proxy.command import run
-
-    if not upstreams and not forward_mode:
-        raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
-    run(upstreams=list(upstreams), port=port if port is not None else (8080 if forward_mode else 8787), host=host,
-        db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
-        warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
-        forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
-        otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds)
-
-
 @cli.command("script-path")
 def script_path():
     """Print the path of the mitmproxy script (for `mitmdump -s`)."""
@@ -99,6 +58,7 @@ LAZY_COMMANDS = {
     "export": "export:export",
     "logs": "logs:logs",
     "live": "live.runner:live",
+    "proxy": "proxy.command:proxy",
     "prune": "prune:prune",
     "report": "report.command:report",
     "run": "run.command:run",

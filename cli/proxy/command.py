@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+import click
 from rich.console import Console
 from rich.markup import escape
 
@@ -18,7 +19,7 @@ from firsttoken.addon.routing import RouteError, client_bases
 from firsttoken.addon.store.writer import describe_health, describe_recovery
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
-from firsttoken.cli.options import fail, resolve_db
+from firsttoken.cli.options import db_option, fail, resolve_db
 from firsttoken.cli.proxy.server import DRAIN_SECONDS, ProxyServer, ProxyStartError
 
 
@@ -113,3 +114,40 @@ def _serve(server, out, lang, no_live) -> None:
         pass
     out.print("firsttoken stopped; every record is in " + server.db, markup=False)
     sys.stdout.flush()
+
+
+@click.command("proxy")
+@click.option("--upstream", "-u", "upstreams", multiple=True, metavar="[NAME=]URL",
+              help="Where to forward: https://host/prefix, or name=URL (repeat for several; served at /name).")
+@click.option("--port", "-p", type=int, default=None, help="Port to listen on (default 8787, 8080 with --forward; 0: any free port).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@db_option
+@click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
+@click.option("--insecure-upstream", is_flag=True, help="Skip TLS verification of the upstream (unsafe).")
+@click.option("--warn-prompt-tokens", type=int, default=0, show_default=True,
+              help="Flag prompts above this many tokens (0: half the model's context window, or 64,000 if unknown).")
+@click.option("--stall-ms", type=int, default=1000, show_default=True, help="Flag inter-token gaps above this.")
+@click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
+@click.option("--no-live", is_flag=True, help="Print one plain line per request instead of the live view.")
+@click.option("--forward", "forward_mode", is_flag=True,
+              help="Forward-proxy mode (clients set HTTPS_PROXY and trust mitmproxy's CA): records LLM API hosts, tunnels the rest untouched.")
+@click.option("--host-match", "host_match", multiple=True, metavar="HOST",
+              help="With --forward: also record this host (host, *.domain, host:port, or a regex on host:port).")
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
+@click.option("--otlp-endpoint", default=None, metavar="URL",
+              help="Push OpenTelemetry GenAI spans and metrics over OTLP/HTTP to this collector, e.g. "
+                   "http://127.0.0.1:4318 (to /v1/traces and /v1/metrics; default: $OTEL_EXPORTER_OTLP_ENDPOINT "
+                   "if set). Needs: pip install 'firsttoken[otel]'. See: firsttoken docs otel.")
+@click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
+              help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
+                   "finish before cutting them (a second Ctrl-C cuts at once).")
+def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
+          forward_mode, host_match, metrics_port, otlp_endpoint, drain_seconds):
+    """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
+    if not upstreams and not forward_mode:
+        raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
+    run(upstreams=list(upstreams), port=port if port is not None else (8080 if forward_mode else 8787), host=host,
+        db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
+        warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
+        forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
+        otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds)
