@@ -28,32 +28,14 @@ COLUMNS = [
     Col("api", "api", 30),
     Col("st", "st", R, right=True),
     Col("prompt", "prompt", 90, right=True),
-    Col("TTFB", "TTFB", 80, right=True),
-    Col("TTFT", "TTFT", R, right=True),
+    Col("ttfb", "TTFB", 80, right=True),
+    Col("ttft", "TTFT", R, right=True),
     Col("gap", "gap", 70, right=True),
-    Col("TPOT", "TPOT", 40, right=True),
+    Col("tpot", "TPOT", 40, right=True),
     Col("out", "out", 50, right=True),
     Col("total", "total", 75, right=True),
 ]
 INDENT = 4
-
-
-def cells(r: dict[str, Any]) -> dict[str, str]:
-    return {
-        "time": output.local_time(r.get("started_at")),
-        "id": r["id"][:8],
-        "route": r.get("route") or "–",
-        "model": r.get("model") or "–",
-        "api": output.api_short(r.get("api")),
-        "st": output.status_text(r),
-        "prompt": output.prompt_tokens(r),
-        "TTFB": output.ms(r.get("ttfb_ms")),
-        "TTFT": output.ms(r.get("ttft_ms")),
-        "gap": output.ms(r.get("gap_ms")),
-        "TPOT": output.ms(r.get("tpot_ms")),
-        "out": output.output_tokens(r),
-        "total": output.ms(r.get("total_ms")),
-    }
 
 
 def _bad(r: dict[str, Any]) -> bool:
@@ -65,7 +47,7 @@ def _bad(r: dict[str, Any]) -> bool:
 def table(rows: Iterable[dict[str, Any]], width: int = 160, hints: bool = True) -> Group:
     """Requests, in the order given, as lines of Text fitted to ``width``."""
     rows = [printable_data(r) for r in rows]  # upstream-controlled text never reaches the terminal raw
-    data = [cells(r) for r in rows]
+    data = [output.request_cells(r) for r in rows]
     chosen = output.fit_columns(COLUMNS, data, width)
     lines: list[Text] = output.table_lines(chosen, {c.key: c.header for c, _ in chosen}, bold=True)
     for r, d in zip(rows, data):

@@ -41,6 +41,25 @@ def more_findings_en(n: int) -> str:
     return f"(+{n} more)"
 
 
+def request_cells(r: dict[str, Any]) -> dict[str, str]:
+    """A finished request's table cells by column key: the one wording of `logs` and the live view."""
+    return {
+        "time": local_time(r.get("started_at")),
+        "id": (r.get("id") or "")[:8],
+        "route": r.get("route") or "–",
+        "model": r.get("model") or "–",
+        "api": api_short(r.get("api")),
+        "st": status_text(r),
+        "prompt": prompt_tokens(r),
+        "ttfb": ms(r.get("ttfb_ms")),
+        "ttft": ms(r.get("ttft_ms")),
+        "gap": ms(r.get("gap_ms")),
+        "tpot": ms(r.get("tpot_ms")),
+        "out": output_tokens(r),
+        "total": ms(r.get("total_ms")),
+    }
+
+
 def top_finding(r: dict[str, Any], hint: bool = True,
                 more: Callable[[int], str] = more_findings_en) -> tuple[Text | None, Text | None]:
     """(``✖ code: message (+n more)``, ``→ hint``) of a row's top finding, styled; a failed request

@@ -43,29 +43,11 @@ def finding_parts(r: dict[str, Any], lang: str) -> tuple[Text | None, Text | Non
 
 
 # -- finished requests ------------------------------------------------------------------------------
-def _recent_cells(r: dict[str, Any]) -> dict[str, str]:
-    return {
-        "time": output.local_time(r.get("started_at")),
-        "id": (r.get("id") or "")[:8],
-        "route": r.get("route") or "–",
-        "model": r.get("model") or "–",
-        "api": output.api_short(r.get("api")),
-        "st": output.status_text(r),
-        "prompt": output.prompt_tokens(r),
-        "ttfb": output.ms(r.get("ttfb_ms")),
-        "ttft": output.ms(r.get("ttft_ms")),
-        "gap": output.ms(r.get("gap_ms")),
-        "tpot": output.ms(r.get("tpot_ms")),
-        "out": output.output_tokens(r),
-        "total": output.ms(r.get("total_ms")),
-    }
-
-
 def recent_entries(rows: list[dict[str, Any]], width: int, lang: str, capped: bool = True,
                    routes: bool = False) -> tuple[Text, list[list[Text]]]:
     """The header line and, per row, its lines (the row, then any finding/hint lines)."""
     cols, nominal = recent_cols(lang, routes)
-    cells = [_recent_cells(r) for r in rows]
+    cells = [output.request_cells(r) for r in rows]
     inline = width >= INLINE_FINDING_MIN_WIDTH
     room = width - (FINDING_MIN + GAP) if inline else width
     chosen = stable_columns(cols, nominal, [], room)
