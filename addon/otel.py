@@ -210,14 +210,66 @@ def _resource() -> Any:
     return Resource.create(defaults).merge(OTELResourceDetector().detect())
 
 
-class OtelMetrics:
+class RecordExporter:
+    """What the OTLP exporters share: fed with every finished record of a Capture on the analysis
+    thread (``attach``), an export bug counted and logged but never raised into the proxy, and a
+    close that stops observing once. Subclasses define ``_observe`` and ``_shutdown``."""
+
+    #: what one record becomes, for the log line of a failure
+    signal = "export"
+
+    def __init__(self) -> None:
+        self.errors = 0  # observe() failures (logged, never raised into the proxy)
+        self._capture: Any = None
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    def attach(self, capture: Any) -> RecordExporter:
+        """Observe every finished record of a Capture (until :meth:`close`)."""
+        capture.listeners.append(self.observe)
+        self._capture = capture
+        return self
+
+    def observe(self, rec: Record) -> None:
+        if self._closed:
+            return
+        try:
+            self._observe(rec)
+        except Exception:  # an export bug must never break the proxy
+            self.errors += 1
+            log.exception("firsttoken: OpenTelemetry %s failed for %s", self.signal, getattr(rec, "id", "?"))
+
+    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        """Stop observing, export what is still pending, stop the export thread. Idempotent."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._capture is not None:
+            try:
+                self._capture.listeners.remove(self.observe)
+            except ValueError:
+                pass
+        self._shutdown(timeout_s)
+
+    def _observe(self, rec: Record) -> None:
+        raise NotImplementedError
+
+    def _shutdown(self, timeout_s: float) -> None:
+        raise NotImplementedError
+
+
+class OtelMetrics(RecordExporter):
     """A MeterProvider of its own (never the global one) with the GenAI instruments.
 
     ``readers``: SDK MetricReaders (e.g. ``[otlp_reader(url)]``, or an InMemoryMetricReader in
     tests). ``metrics``: the Prometheus :class:`Metrics` whose attribute extraction to use;
     pass the one already serving so both exports share one model cap (else a private one)."""
 
+    signal = "metrics"
+
     def __init__(self, readers: Sequence[Any], *, metrics: Metrics | None = None) -> None:
+        super().__init__()
         _require_sdk()
         from opentelemetry.sdk.metrics import Histogram, MeterProvider
         from opentelemetry.sdk.metrics.view import ExplicitBucketHistogramAggregation, View
@@ -240,10 +292,6 @@ class OtelMetrics:
         self.tokens = meter.create_histogram(
             TOKENS, unit="{token}", description="Number of input and output tokens used (the API's usage; "
             "firsttoken's own count when the API reports none).")
-        self.errors = 0  # observe() failures (logged, never raised into the proxy)
-        self._capture: Any = None
-        self._closed = False
-        self._close_lock = threading.Lock()
 
     @classmethod
     def otlp(cls, endpoint: str, *, export_interval_s: float | None = None, metrics: Metrics | None = None,
@@ -251,21 +299,6 @@ class OtelMetrics:
         """Push to ``endpoint``, the full metrics URL (ValueError if it is not http(s))."""
         return cls([otlp_reader(check_url(endpoint), export_interval_s, timeout_s)], metrics=metrics)
 
-    # -- feeding (analysis thread) ------------------------------------------------------
-    def attach(self, capture: Any) -> OtelMetrics:
-        """Observe every finished record of a Capture (until :meth:`close`)."""
-        capture.listeners.append(self.observe)
-        self._capture = capture
-        return self
-
-    def observe(self, rec: Record) -> None:
-        if self._closed:
-            return
-        try:
-            self._observe(rec)
-        except Exception:  # an export bug must never break the proxy
-            self.errors += 1
-            log.exception("firsttoken: OpenTelemetry metrics failed for %s", getattr(rec, "id", "?"))
 
     def attributes(self, rec: Record) -> dict[str, Any]:
         """The semconv attributes of a record (metrics.py's labels, empty ones left out)."""
@@ -300,17 +333,7 @@ class OtelMetrics:
     def force_flush(self, timeout_s: float = 10.0) -> bool:
         return bool(self.provider.force_flush(timeout_millis=timeout_s * 1000.0))
 
-    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
-        """Stop observing, export what was recorded, stop the export thread. Idempotent."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._capture is not None:
-            try:
-                self._capture.listeners.remove(self.observe)
-            except ValueError:
-                pass
+    def _shutdown(self, timeout_s: float) -> None:
         try:
             self.provider.shutdown(timeout_millis=timeout_s * 1000.0)
         except Exception:
@@ -389,13 +412,16 @@ def span_attributes(rec: Record) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if v is not None and v != ""}
 
 
-class OtelTraces:
+class OtelTraces(RecordExporter):
     """A TracerProvider of its own (never the global one) making one span per finished LLM call.
 
     ``processors``: SDK SpanProcessors (e.g. ``[span_exporter(url)]``, or a SimpleSpanProcessor
     on an InMemorySpanExporter in tests)."""
 
+    signal = "span"
+
     def __init__(self, processors: Sequence[Any]) -> None:
+        super().__init__()
         _require_sdk("traces")
         from opentelemetry.sdk.trace import TracerProvider
 
@@ -405,30 +431,12 @@ class OtelTraces:
         for p in processors:
             self.provider.add_span_processor(p)
         self.tracer = self.provider.get_tracer("firsttoken", _version())
-        self.errors = 0  # observe() failures (logged, never raised into the proxy)
-        self._capture: Any = None
-        self._closed = False
-        self._close_lock = threading.Lock()
 
     @classmethod
     def otlp(cls, endpoint: str, *, timeout_s: float | None = None) -> OtelTraces:
         """Push to ``endpoint``, the full traces URL (ValueError if it is not http(s))."""
         return cls([span_exporter(endpoint, timeout_s)])
 
-    def attach(self, capture: Any) -> OtelTraces:
-        """Make a span of every finished record of a Capture (until :meth:`close`)."""
-        capture.listeners.append(self.observe)
-        self._capture = capture
-        return self
-
-    def observe(self, rec: Record) -> None:
-        if self._closed:
-            return
-        try:
-            self._observe(rec)
-        except Exception:  # an export bug must never break the proxy
-            self.errors += 1
-            log.exception("firsttoken: OpenTelemetry span failed for %s", getattr(rec, "id", "?"))
 
     def _observe(self, rec: Record) -> None:
         from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -456,17 +464,7 @@ class OtelTraces:
     def force_flush(self, timeout_s: float = 10.0) -> bool:
         return bool(self.provider.force_flush(timeout_millis=int(timeout_s * 1000)))
 
-    def close(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
-        """Stop observing, export the spans still batched, stop the export thread. Idempotent."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
-        if self._capture is not None:
-            try:
-                self._capture.listeners.remove(self.observe)
-            except ValueError:
-                pass
+    def _shutdown(self, timeout_s: float) -> None:
         def shutdown() -> None:  # the batch processor drains its queue, then stops its thread
             try:
                 self.provider.shutdown()
