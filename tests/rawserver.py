@@ -9,7 +9,25 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-class RawUpstream:
+class LoopbackServer:
+    """A threaded HTTP server on 127.0.0.1 (a free port) serving a handler class while in a with-block."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class RawUpstream(LoopbackServer):
     """Serves ``chunks`` (list of bytes) with ``delay`` seconds between them, chunked encoding."""
 
     def __init__(self, chunks: list[bytes], headers: dict[str, str] | None = None, delay: float = 0.0, status: int = 200):
@@ -47,18 +65,7 @@ class RawUpstream:
 
             do_GET = do_POST
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(H)
 
 
 class Replay:
@@ -87,7 +94,7 @@ class Replay:
         self.done = threading.Event()
 
 
-class ReplayUpstream:
+class ReplayUpstream(LoopbackServer):
     """A loopback HTTP/1.1 upstream that answers each request with the armed ``Replay``.
 
     One server serves many recorded exchanges in turn (``arm`` before each request), so a
@@ -144,22 +151,11 @@ class ReplayUpstream:
 
             do_GET = do_POST
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.serve(H)
 
     def arm(self, replay: Replay) -> Replay:
         self.current = replay
         return replay
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def _reason(status: int) -> str:

@@ -11,9 +11,8 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import anthropic
@@ -21,6 +20,7 @@ import openai
 import pytest
 from click.testing import CliRunner
 from conftest import rows
+from rawserver import LoopbackServer
 from rich.console import Console
 
 from firsttoken.addon import routing
@@ -111,7 +111,7 @@ def test_record_route_rebuilds_the_route():
 
 # -- end to end: every command agrees, and the URL works ------------------------------------------------------
 
-class VersionedUpstream:
+class VersionedUpstream(LoopbackServer):
     """An OpenAI-compatible upstream under a versioned prefix that is not /v1 (like
     https://open.bigmodel.cn/api/paas/v4): 200 for POST /api/paas/v4/chat/completions, 404 elsewhere."""
 
@@ -148,18 +148,7 @@ class VersionedUpstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self._t.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve(H)
 
 
 @pytest.fixture(scope="module")
