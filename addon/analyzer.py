@@ -67,6 +67,7 @@ class Analyzer:
         self.q: queue.Queue[Any] = queue.Queue()
         self.pause: Callable[[], float] | None = None  # s to step aside before a job (the loop is busy)
         self._procs = None  # the helper process for very large bodies, started on first use
+        self._live_catch_up = False  # a catch_up(live=True) job is queued
         self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
         self._thread.start()
 
@@ -75,6 +76,15 @@ class Analyzer:
 
     def finish(self, flight: Flight) -> None:
         self.q.put(("finish", flight))
+
+    def catch_up(self, flights: list[Flight], live: bool = False) -> None:
+        """Decode what these flights' taps kept (``StreamTap.drain``): for the live view's
+        numbers (``live``: at most one such job waits at a time) or a tap's backlog."""
+        if live:
+            if self._live_catch_up:
+                return
+            self._live_catch_up = True
+        self.q.put(("catch_up", (flights, live)))
 
     def _in_helper_process(self, body: bytes, encoding: str | None, api: str) -> dict[str, Any] | None:
         """Parse and count a very large body in a helper process, which has its own GIL: in
@@ -116,6 +126,12 @@ class Analyzer:
                 job.set()
                 continue
             kind, flight = job
+            if kind == "catch_up":
+                try:
+                    self._catch_up(*flight)
+                except Exception:  # the finish job decodes the rest and reports the error
+                    log.exception("firsttoken: decoding kept chunks failed")
+                continue
             wait = self.pause() if self.pause is not None else 0.0
             if wait > 0.0 and self.q.qsize() < 1000:  # analysis can wait; chunks cannot
                 time.sleep(wait)
@@ -129,6 +145,13 @@ class Analyzer:
                 flight.record.request_error = flight.record.request_error or f"analysis failed: {e}"
                 if kind == "finish":
                     self._write(flight)
+
+    def _catch_up(self, flights: list[Flight], live: bool) -> None:
+        if live:
+            self._live_catch_up = False
+        for flight in flights:
+            if flight.tap is not None and not flight.finished:
+                flight.tap.drain()
 
     def _parse(self, flight: Flight) -> None:
         rec = flight.record
@@ -170,6 +193,7 @@ class Analyzer:
         rec, tap = flight.record, flight.tap
         visible_est = None
         if tap is not None:
+            tap.drain()
             tap.parse_body()
             f = tap.facts
             rec.model = rec.model or f.model

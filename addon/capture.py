@@ -328,6 +328,8 @@ class Capture:
             c, rec.api, rec.content_type, rec.content_encoding,
             keep_body=256 * 1024 if self.settings.save_bodies else 0,
             on_phase=lambda phase, f=flight: self._phase(f, phase),
+            defer=True,  # after the first visible token, decoded on the analysis thread
+            on_backlog=lambda f=flight: self.analyzer.catch_up([f]) if self.analyzer else None,
         )
         flight.tap = tap
         self._parse(flight, early=True)
@@ -465,6 +467,8 @@ class Capture:
     # -- for the live view ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         flights = list(self.flights.values())
+        if self.analyzer is not None and any(f.tap is not None and f.tap.deferring for f in flights):
+            self.analyzer.catch_up(flights, live=True)  # fresh counts for the next snapshot
         recent = list(self.analyzer.recent) if self.analyzer else []
         return {
             "now": time.perf_counter(),

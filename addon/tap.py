@@ -4,6 +4,15 @@ It is called once per received chunk and once with ``b""`` at the end. It always
 its input unchanged (the client gets exactly the upstream's bytes), never raises, and does
 O(len(chunk)) work: stamp the clock, decode a *copy* (decompress, SSE, API events), note
 token-bearing events. Anything that grows with the prompt runs elsewhere.
+
+With ``defer=True`` (how the proxy runs it) the decoding is live only until the first
+visible token: that is what the live view and the phase need as it happens. From then on a
+chunk is only stamped and kept ``(time, bytes)``, and the analysis thread decodes the kept
+chunks later (``drain``: at the end, when the live view asks, or when more than
+``DEFER_MAX_BYTES`` wait), with the times they arrived, so every figure comes out exactly
+as if decoded live, while the event loop, which forwards every other stream, does a stamp
+and an append per chunk. The chunks cross threads through a deque (atomic append/popleft);
+once deferring, only the analysis thread touches the decoder.
 """
 
 from __future__ import annotations
@@ -11,6 +20,8 @@ from __future__ import annotations
 import time
 import zlib
 from collections.abc import Callable
+
+from collections import deque
 
 from firsttoken.addon.apis import make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
@@ -30,6 +41,8 @@ MAX_DECODED_TOTAL = 64 * 2**20
 MAX_TOKEN_EVENTS = 200_000
 #: generated text kept for the output token estimate
 MAX_TEXT_KEEP = 4 * 1024 * 1024
+#: kept (deferred) bytes beyond which the tap asks the analysis thread to decode them now
+DEFER_MAX_BYTES = 1024 * 1024
 
 
 def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None:
@@ -66,6 +79,8 @@ class StreamTap:
         content_encoding: str | None,
         keep_body: int = 0,
         on_phase: Callable[[str], None] | None = None,
+        defer: bool = False,
+        on_backlog: Callable[[], None] | None = None,
     ) -> None:
         self.clock = clock
         self.sse = "text/event-stream" in (content_type or "").lower()
@@ -97,20 +112,68 @@ class StreamTap:
         self.closed = False
         self.error: str | None = None  # an exception inside the tap (reported, never raised)
         self._on_phase = on_phase
+        self._may_defer = defer
+        self.deferring = False  # chunks are kept for the analysis thread, not decoded here
+        self.kept: deque[tuple[float, bytes]] = deque()
+        self.kept_bytes = 0  # bytes kept so far (event loop) ...
+        self.drained_bytes = 0  # ... and decoded by drain() (analysis thread)
+        self._on_backlog = on_backlog
+        self.backlog_asked = False  # on_backlog was called and drain() has not run since
+        self._closed_at: float | None = None  # finish() while deferring: drain() closes the decoder
+        self._decoder_closed = False
 
     def __call__(self, chunk: bytes) -> bytes:
+        if self.deferring:
+            if chunk and not self.closed:
+                now = time.perf_counter()
+                self.clock.last_byte = now
+                self.bytes += len(chunk)
+                self.kept.append((now, chunk))
+                self.kept_bytes += len(chunk)
+                if (self.kept_bytes - self.drained_bytes > DEFER_MAX_BYTES and not self.backlog_asked
+                        and self._on_backlog is not None):
+                    self.backlog_asked = True
+                    self._on_backlog()
+            return chunk
+        self._safe_feed(chunk, time.perf_counter())
+        if self._may_defer and self.clock.first_visible is not None and self.interp is not None:
+            self.deferring = True
+        return chunk
+
+    def _safe_feed(self, chunk: bytes, now: float) -> None:
         try:
-            self._feed(chunk)
+            self._feed(chunk, now)
         except Exception as e:  # never let analysis break forwarding
             if self.error is None:
                 self.error = f"{type(e).__name__}: {e}"
             self.interp = None
             self.decoder = None
-        return chunk
+
+    def drain(self) -> None:
+        """Decode the kept chunks, with the times they arrived (the analysis thread; a no-op
+        unless deferring). After ``finish`` it also ends the decoding, as ``finish`` would have."""
+        if not self.deferring:
+            return
+        self.backlog_asked = False
+        kept = self.kept
+        while kept:
+            now, chunk = kept.popleft()
+            self.drained_bytes += len(chunk)
+            if self.interp is not None or self._wants_data():
+                self._feed_kept(chunk, now)
+        if self._closed_at is not None and not self._decoder_closed:
+            self._decoder_closed = True
+            self._close_decoder(self._closed_at)
+
+    def _feed_kept(self, chunk: bytes, now: float) -> None:
+        """``_feed`` for a chunk already stamped when it arrived (byte counts included)."""
+        c = self.clock
+        last, n = c.last_byte, self.bytes
+        self._safe_feed(chunk, now)
+        c.last_byte, self.bytes = last, n
 
     # -- internals -----------------------------------------------------------------
-    def _feed(self, chunk: bytes) -> None:
-        now = time.perf_counter()
+    def _feed(self, chunk: bytes, now: float) -> None:
         c = self.clock
         if not chunk:
             # mitmproxy calls with b"" at the end of the body, but an HTTP/2 upstream may also
@@ -160,11 +223,18 @@ class StreamTap:
 
     def finish(self) -> None:
         """End of the stream (the response or error hook). Idempotent; cheap: a pending SSE
-        event at most. A whole non-streamed body is parsed later, by ``parse_body``."""
+        event at most (while deferring, not even that: ``drain`` does it). A whole
+        non-streamed body is parsed later, by ``parse_body``."""
         if self.closed:
             return
         self.closed = True
         now = time.perf_counter()
+        if self.deferring:
+            self._closed_at = now
+            return
+        self._close_decoder(now)
+
+    def _close_decoder(self, now: float) -> None:
         try:
             if self.decoder is not None and self.interp is not None:
                 for ev in self.decoder.close():
