@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Callable
-
 from collections import deque
+from collections.abc import Callable
 
 from firsttoken.addon.apis import make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
