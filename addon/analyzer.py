@@ -52,10 +52,13 @@ class Settings:
 
 
 class Analyzer:
-    def __init__(self, writer: Writer, settings: Settings, on_done: Callable[[Flight], None] | None = None):
+    def __init__(self, writer: Writer, settings: Settings, on_done: Callable[[Flight], None] | None = None,
+                 on_idle: Callable[[], None] | None = None):
         self.writer = writer
         self.settings = settings
         self.on_done = on_done
+        self.on_idle = on_idle  # called when the queue runs empty after a finished record
+        self._idle_due = False
         self.prefixes = tokens.PrefixTracker()
         self.conversations = ConversationIndex()
         #: record id -> (conversation, prompt change) between a request's parse and its finish
@@ -119,6 +122,12 @@ class Analyzer:
         self._seed()
         self._recover()
         while True:
+            if self._idle_due and self.q.empty():  # a burst of records ends: e.g. flush the output
+                self._idle_due = False
+                try:
+                    self.on_idle()
+                except Exception:
+                    log.exception("firsttoken: on_idle callback failed")
             job = self.q.get()
             if job is _STOP:
                 return
@@ -145,6 +154,8 @@ class Analyzer:
                 flight.record.request_error = flight.record.request_error or f"analysis failed: {e}"
                 if kind == "finish":
                     self._write(flight)
+            if kind == "finish":
+                self._idle_due = self.on_idle is not None
 
     def _catch_up(self, flights: list[Flight], live: bool) -> None:
         if live:

@@ -57,6 +57,8 @@ class Capture:
         self.analyzer: Analyzer | None = None
         self.settings = Settings()
         self.listeners: list[Callable[[Record], None]] = []  # called (worker thread) per finished record
+        #: called (worker thread) when no more records are waiting: the end of a burst (flush output here)
+        self.idle_listeners: list[Callable[[], None]] = []
         #: called (writer thread) with ``Writer.health()`` when database writes start failing or recover
         self.store_listeners: list[Callable[[dict[str, Any]], None]] = []
         self._conn_start: dict[str, float] = {}
@@ -132,7 +134,7 @@ class Capture:
             ) from None
         self.db_path = path
         self.writer.on_health.append(self._store_health)
-        self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done)
+        self.analyzer = Analyzer(self.writer, self.settings, on_done=self._done, on_idle=self._idle)
         self.analyzer.pause = self.loadwatch.pause  # analysis steps aside while the loop is late
 
     def running(self) -> None:
@@ -445,13 +447,30 @@ class Capture:
                 fn(flight.record)
             except Exception:
                 log.exception("firsttoken: listener failed")
-        # (a note about the proxy's own load is not the flow's: annotating would add load)
-        if self._loop is not None and flight.flow is not None and any(
+        # Only where someone looks at flows (mitmweb, mitmproxy's console: a "view" addon);
+        # a note about the proxy's own load is not the flow's: annotating would add load.
+        if self._loop is not None and flight.flow is not None and self._shows_flows() and any(
                 f["code"] != "proxy.saturated" for f in flight.record.findings):
             try:
                 self._loop.call_soon_threadsafe(_annotate, flight.flow, flight.record.findings)
             except RuntimeError:
                 pass  # loop closed during shutdown
+
+    def _idle(self) -> None:
+        for fn in list(self.idle_listeners):
+            try:
+                fn()
+            except Exception:
+                log.exception("firsttoken: idle listener failed")
+
+    @staticmethod
+    def _shows_flows() -> bool:
+        """Whether this mitmproxy shows flows to a person (mitmweb, the console: they have a
+        ``view`` addon), where a finding as the flow's comment and mark is seen."""
+        try:
+            return ctx.master.addons.get("view") is not None
+        except Exception:
+            return False
 
     def _store_health(self, health: dict[str, Any]) -> None:
         for fn in list(self.store_listeners):

@@ -103,6 +103,20 @@ class SSEDecoder:
         self._bytes(data, out)
         return out
 
+    def feed_one(self, data: bytes) -> SSEEvent | None:
+        """The one event in ``data`` when the decoder is between events and ``data`` is exactly
+        ``data: <text>\n\n`` (how most servers send each event): the same event ``feed``
+        would return, without the line machinery. None otherwise, and then nothing was
+        consumed: call ``feed``."""
+        if (self._head is not None or self._buf or self._data or self._pending_cr or self._event
+                or self._closed or self._line_cut or type(data) is not bytes):
+            return None
+        n = len(data)
+        if (n < 8 or n > MAX_EVENT_DATA or not data.startswith(b"data: ") or not data.endswith(b"\n\n")
+                or data.find(b"\n", 6) != n - 2 or b"\r" in data):
+            return None
+        return SSEEvent("message", data[6:-2].decode("utf-8", "replace"), self._last_id)
+
     def close(self) -> list[SSEEvent]:
         """End of stream: flush a partial line and a pending event. Idempotent."""
         out: list[SSEEvent] = []

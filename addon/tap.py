@@ -158,8 +158,18 @@ class StreamTap:
         while kept:
             now, chunk = kept.popleft()
             self.drained_bytes += len(chunk)
-            if self.interp is not None or self._wants_data():
-                self._feed_kept(chunk, now)
+            if self.interp is None and not self._wants_data():
+                continue
+            if self._decompress is None and not self.keep_body and self.decoder is not None:
+                ev = self.decoder.feed_one(chunk)  # the common case: one whole event per chunk
+                if ev is not None:
+                    try:
+                        self._event(ev, now)
+                    except Exception as e:  # as _safe_feed: never raise, stop analysing
+                        self.error = self.error or f"{type(e).__name__}: {e}"
+                        self.interp = self.decoder = None
+                    continue
+            self._feed_kept(chunk, now)
         if self._closed_at is not None and not self._decoder_closed:
             self._decoder_closed = True
             self._close_decoder(self._closed_at)

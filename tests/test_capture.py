@@ -190,27 +190,39 @@ def test_http2_empty_data_frames_do_not_end_the_analysis(db_path):
     assert len(tap.clock.token_events) == 3 and tap.facts.done
 
 
-def test_findings_become_flow_comments_and_marks_for_mitmweb(sim, db_path):
-    class Collect:  # a real mitmproxy addon beside the capture, as a mitmweb user would have
-        def __init__(self):
-            self.flows = []
+class _Collect:  # a real mitmproxy addon beside the capture
+    def __init__(self):
+        self.flows = []
 
-        def response(self, flow):
-            self.flows.append(flow)
+    def response(self, flow):
+        self.flows.append(flow)
 
-    collect = Collect()
+
+@pytest.mark.parametrize("with_view", [True, False])
+def test_findings_become_flow_comments_and_marks_for_mitmweb(sim, db_path, with_view):
+    """Where flows are shown (mitmweb, the console: a ``view`` addon) findings become the
+    flow's comment and mark; where nobody sees flows (``firsttoken proxy``) the event loop
+    is not asked to annotate them."""
+    from mitmproxy.addons.view import View
+
+    collect = _Collect()
     with ProxyServer([sim.url], str(db_path), port=0) as p:
-        p.loop.call_soon_threadsafe(p.master.addons.add, collect)
+        extra = (View(), collect) if with_view else (collect,)
+        p.loop.call_soon_threadsafe(p.master.addons.add, *extra)
         time.sleep(0.2)
         r = httpx.post(p.url + CHAT, json=chat_body(), headers={"x-sim-fault": "auth", "authorization": "Bearer sk-wrong-0000000000000000"}, timeout=10)
         assert r.status_code == 401
         p.flush()
-        deadline = time.time() + 5
+        deadline = time.time() + (5 if with_view else 0.5)
         while time.time() < deadline and not (collect.flows and collect.flows[0].comment):
             time.sleep(0.05)
+        assert "auth.rejected" in one_row(p, db_path)["findings"]
     flow = collect.flows[0]
-    assert "auth.rejected" in flow.comment and "[error]" in flow.comment
-    assert flow.marked
+    if with_view:
+        assert "auth.rejected" in flow.comment and "[error]" in flow.comment
+        assert flow.marked
+    else:
+        assert not flow.comment and not flow.marked
 
 
 def test_decompression_bomb_is_forwarded_but_not_analysed(db_path):

@@ -89,6 +89,8 @@ def _serve(server, out, lang, no_live) -> None:
         # The record is final here: its fields as they are (no copy of the row), and straight to
         # the console's file (rich would re-parse a plain line; both cost the event loop GIL time).
         out.file.write(output.line(vars(rec)) + "\n")
+
+    def on_idle() -> None:  # once per burst of records, not per line: a write is a system call
         out.file.flush()
 
     def on_store(health) -> None:  # the database stopped (or resumed) taking writes: say so at once
@@ -104,6 +106,7 @@ def _serve(server, out, lang, no_live) -> None:
                       markup=False, soft_wrap=True)
 
     server.capture.listeners.append(on_record)
+    server.capture.idle_listeners.append(on_idle)
     server.capture.store_listeners.append(on_store)
     server.on_drain.append(on_drain)
     try:
