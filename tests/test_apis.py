@@ -896,3 +896,35 @@ def test_internal_errors_are_counted_not_raised(monkeypatch: pytest.MonkeyPatch)
     assert i.on_event(ev({"choices": []})) == []
     assert i.on_body(b"{}") == []
     assert i.facts.malformed == 2 and i.facts.malformed_sample == "internal error: RuntimeError"
+
+
+_JSON_CASES = [
+    '{"a": 1}', '[1, 2.5, "x", null, true]', '{"n": NaN, "i": Infinity}', '1e400', str(2**70),
+    '{"s": "\\ud800"}', '"\\u00e9\\n"', '  {"a": {"b": [1, {"c": 2}]}}  ', '{"a": 1, "a": 2}', '{"a": 1,}',
+    '{not json', '', '[' * 5000 + ']' * 5000, '{"x": "tab\there"}', '-0', '0.1', '1.7976931348623157e308',
+    '{"usage": {"t": 18446744073709551616}}', str(-2**64), '123456789012345678', '1234567890123456789.5',
+]
+
+
+@pytest.mark.parametrize("text", _JSON_CASES + [c.encode() for c in _JSON_CASES[:8]]
+                         + ["\ufeff{}".encode(), '{"a": "é"}'.encode("utf-16"), b'{"a": "\xff"}'])
+def test_load_json_is_json_loads(text):
+    """The fast path (orjson) gives json.loads's values, and "not JSON" wherever json.loads
+    raises; the one documented difference: integers beyond 64 bits come back as floats."""
+    import json
+    import math
+
+    from firsttoken.addon.apis.base import load_json
+
+    try:
+        want = json.loads(text)
+    except Exception:
+        assert type(load_json(text)) is object  # the "not JSON" marker: no JSON value is one
+        return
+    got = load_json(text)
+    if isinstance(want, float) and math.isnan(want):
+        assert math.isnan(got)
+        return
+    if "18446744073709551616" in str(text) or "1180591620717411303424" in str(text):
+        want = json.loads(text, parse_int=lambda s: int(s) if abs(int(s)) < 2**64 else float(s))
+    assert json.dumps(got, allow_nan=True) == json.dumps(want, allow_nan=True) and type(got) is type(want)

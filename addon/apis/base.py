@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import orjson
+
 from firsttoken.addon.sse import SSEDecoder, SSEEvent
 
 #: delta kinds; all but "reasoning" are visible output (they stop the TTFT clock)
@@ -63,10 +65,19 @@ ERROR_CHARS = 1000
 
 _BAD: Any = object()  # load_json's "not JSON" marker
 _loads = json.loads
-
-
+_fast_loads = orjson.loads
 def load_json(text: str | bytes) -> Any:
-    """The parsed JSON value, or ``_BAD`` (never raises)."""
+    """The parsed JSON value, or ``_BAD`` (never raises).
+
+    orjson parses first: an event's JSON is the biggest cost of analysing a stream, and
+    orjson takes a third of ``json.loads``'s time. Where it refuses (invalid JSON, but also
+    NaN, lone surrogates, UTF-16) ``json.loads`` decides, so the values are the standard
+    library's, with one difference: an integer beyond 64 bits comes back as a float (no API
+    sends a count that large; ``as_int`` reads both alike)."""
+    try:
+        return _fast_loads(text)
+    except Exception:
+        pass
     try:
         return _loads(text)
     except (ValueError, TypeError, RecursionError):
