@@ -783,3 +783,47 @@ def test_fetch_offline_says_so_in_plain_words(empty_cache, monkeypatch):
     assert result.exit_code == 1
     assert "no internet access" in result.output and "TIKTOKEN_CACHE_DIR" in result.output
     assert "HTTPSConnectionPool" not in result.output and "Max retries" not in result.output
+
+
+def test_repeated_texts_are_counted_once_and_alike():
+    """Agents resend the same system prompt and tools with every request: the second count
+    of a text comes from the cache (no tokenizer call) and equals the first."""
+    from firsttoken.addon.tokens import shapes
+
+    shapes.clear_count_cache()
+    calls = []
+
+    class Enc:
+        name = "test-encoding"
+
+        def encode_ordinary(self, s):
+            calls.append(s)
+            return s.split()
+
+    enc = Enc()
+    assert shapes.count_cached(enc, "a b c") == 3 and shapes.count_cached(enc, "a b c") == 3
+    assert calls == ["a b c"]
+    body = {"messages": [{"role": "system", "content": "You are terse. " * 500}, {"role": "user", "content": "hi"}]}
+    first = count_request("openai.chat", body, "gpt-4o-mini")
+    again = count_request("openai.chat", body, "gpt-4o-mini")
+    assert again.prompt_tokens_est == first.prompt_tokens_est and again.system_tokens == first.system_tokens
+
+
+def test_count_cache_is_bounded(monkeypatch):
+    from firsttoken.addon.tokens import shapes
+
+    shapes.clear_count_cache()
+    monkeypatch.setattr(shapes, "CACHE_MAX_CHARS", 1000)
+
+    class Enc:
+        name = "bounded"
+
+        def encode_ordinary(self, s):
+            return [0] * len(s)
+
+    for i in range(100):
+        shapes.count_cached(Enc(), f"{i:03d}" + "x" * 97)
+    texts, chars = shapes.count_cache_size()
+    assert texts <= 10 and chars <= 1000
+    assert shapes.count_cached(Enc(), "099" + "x" * 97) == 100  # the newest is kept
+    shapes.clear_count_cache()
