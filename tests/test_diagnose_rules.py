@@ -723,13 +723,19 @@ def _golden_sequence(maxlen: int, n: int, seed: int) -> list:
                       status=rng.choice((200, 200, 200, 200, 429, None)),
                       conn_reused=rng.choice((True, True, None, False)), ttfb_ms=ttfb, ttft_ms=ttft,
                       first_token_ms=ttft, gap_ms=None if ttft is None else ttft - ttfb)
-        if rng.random() < 0.03:  # something that is not a Record in the history
+        if i % 97 == 0 and i < 400:  # something that is not a Record in the history (for a while)
             recent.append(types.SimpleNamespace(model=model, ttfb_ms=ttfb, status=200))
+        if i == n // 2:
+            recent.clear()  # a new history: nothing of the old one counts
         lang_ = "zh" if i % 7 == 0 else "en"
         c = types.SimpleNamespace(settings=Settings(lang=lang_), recent=recent, prompt_change=None)
         found = diagnose(rec, c)
+        # the same history as a plain list (read afresh every time) says the same
+        assert diagnose(rec, types.SimpleNamespace(settings=c.settings, recent=list(recent), prompt_change=None)) == found
         out.append(_golden_findings(found))
         recent.append(rec)
+        if i % 89 == 0:
+            recent.append(rec)  # the same record twice
     return out
 
 
