@@ -243,6 +243,13 @@ def _placement_workload(seed: int, maxsize: int, n: int = 3000) -> list[str]:
         path = "/v1/chat/completions"
         if r < 0.45:  # the flood: the same short prompt, or one of a few
             body["messages"] = [{"role": "user", "content": rng.choice(("Say hi.", "Say hi.", "ping", "2+2?"))}]
+        elif r < 0.55:  # a follow-up on one of them: main, side call or count_tokens (many candidates alike)
+            body["messages"] = [{"role": "user", "content": rng.choice(("Say hi.", "ping"))},
+                                {"role": "assistant", "content": "Hi!"},
+                                {"role": "user", "content": rng.choice(("more", "title?"))}]
+            body["model"] = rng.choice(("m", "m", "small"))
+            if rng.random() < 0.2:
+                path = "/v1/messages/count_tokens"
         elif r < 0.85 or not convs:  # grow an open conversation (or start one)
             if not convs or rng.random() < 0.1:
                 system = [{"role": "system", "content": f"agent {rng.randrange(6)}"}] if rng.random() < 0.7 else []
