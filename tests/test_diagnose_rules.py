@@ -803,3 +803,43 @@ def test_findings_match_the_golden_corpus():
 
 if __name__ == "__main__":
     GOLDEN.write_text(json.dumps(golden_corpus(), ensure_ascii=False, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def test_render_matches_the_lenient_formatter_for_any_values():
+    """The fast path (str.format_map) renders exactly what string.Formatter field by field would,
+    for values of every type, missing ones and ones that do not fit their format spec."""
+    import random
+    import string
+
+    class Lenient(string.Formatter):
+        def get_value(self, key, args, kwargs):
+            return kwargs.get(key) if isinstance(key, str) else super().get_value(key, args, kwargs)
+
+        def format_field(self, value, format_spec):
+            if value is None:
+                return "?"
+            try:
+                return super().format_field(value, format_spec)
+            except (ValueError, TypeError):
+                return str(value)
+
+    def label(v, lang_):  # label codes shown in words, lists joined
+        if isinstance(v, (list, tuple)):
+            return ("、" if lang_ == "zh" else ", ").join(label(x, lang_) for x in v)
+        return cat.LABELS[v].get(lang_, cat.LABELS[v]["en"]) if isinstance(v, str) and v in cat.LABELS else str(v)
+
+    ref = Lenient()
+    rng = random.Random(21)
+    values = (None, "", "text {x}", 0, -3, 12345678, 2**70, 0.5, -1234.5678, float("inf"), True, False,
+              ["system", "tools"], {"a": 1}, (1, 2))
+    for code, e in cat.CATALOG.items():
+        for variant in (e.variants or (None,)):
+            for lang_ in cat.LANGS:
+                tmpls = [cat.template(code, part, lang_, variant) for part in ("message", "hint")]
+                names = set().union(*(cat.fields(t) for t in tmpls))
+                for _ in range(12):
+                    params = {n: rng.choice(values) for n in names if rng.random() < 0.9}
+                    params["variant"] = variant
+                    shown = {k: (label(v, lang_) if k in cat.LABELLED else v) for k, v in params.items()}
+                    want = tuple(ref.format(t, **shown) for t in tmpls)
+                    assert render(code, params, lang_) == want, (code, variant, lang_, params)
