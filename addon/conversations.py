@@ -293,28 +293,20 @@ def new_conversation_id() -> str:
     return f"{x:012x}"
 
 
-def _prefix_hashes(messages: list[str], upto: int) -> list[int]:
-    """A hash of each prefix of ``messages`` of 1..``upto`` messages (a chain: O(upto) in all)."""
-    out, h = [], 0
-    for m in messages[:upto]:
-        h = hash((h, m))
-        out.append(h)
-    return out
-
-
 class ConversationIndex:
     """Recent conversations in bounded memory; used on one thread (the analysis thread).
 
     Conversations without a session id are also filed under their last request's messages
-    (route, family, how many, a hash of them), so a request looks up only the conversations
-    whose messages it could extend, not every conversation it remembers."""
+    (route and family, how many, a hash of them), so a request looks up only the conversations
+    its messages could extend, not every conversation it remembers."""
 
     def __init__(self, maxsize: int = MAX_CONVERSATIONS) -> None:
         self.maxsize = max(1, maxsize)
         self._convs: OrderedDict[str, Conversation] = OrderedDict()
-        #: (key, number of messages, their hash) -> the chainable conversations there, least recent first
+        #: (key, number of messages, hash of them) -> the conversations filed there, least recently used first
         self._chains: dict[tuple[Any, ...], dict[str, Conversation]] = {}
         self._chain_of: dict[str, tuple[Any, ...]] = {}  # conversation id -> where it is filed
+        self._lengths: dict[tuple[str, str], dict[int, int]] = {}  # key -> number of messages -> conversations
 
     def __len__(self) -> int:
         return len(self._convs)
@@ -326,37 +318,49 @@ class ConversationIndex:
         """The conversation whose last request's messages ``parts`` extends (the longest; of
         equally long ones the most recently used)."""
         msgs = parts.messages
-        if len(msgs) < 2 or not self._chains:
+        total = len(msgs)
+        lengths = self._lengths.get(key) if total > 1 else None
+        if not lengths:
             return None
-        hashes = _prefix_hashes(msgs, len(msgs) - 1)
-        chains = self._chains
-        for n in range(len(msgs) - 1, 0, -1):
-            found = chains.get((key, n, hashes[n - 1]))
+        for n in sorted((n for n in lengths if n < total), reverse=True):
+            prefix = msgs[:n]
+            found = self._chains.get((key, n, hash(tuple(prefix))))
             if not found:
                 continue
             for conv in reversed(found.values()):
                 if now - conv.last_seen > CHAIN_TTL_S:
                     continue
-                if conv.last.messages == msgs[:n]:
+                if conv.last.messages == prefix:
                     return conv
         return None
 
     def _unfile(self, conversation_id: str) -> None:
         where = self._chain_of.pop(conversation_id, None)
-        if where is not None:
-            found = self._chains[where]
-            del found[conversation_id]
-            if not found:
-                del self._chains[where]
+        if where is None:
+            return
+        found = self._chains[where]
+        del found[conversation_id]
+        if not found:
+            del self._chains[where]
+        key, n = where[0], where[1]
+        lengths = self._lengths[key]
+        if lengths[n] > 1:
+            lengths[n] -= 1
+        else:
+            del lengths[n]
+            if not lengths:
+                del self._lengths[key]
 
     def _file(self, conv: Conversation) -> None:
         last = conv.last
         if conv.session is not None or last is None or not last.messages:
             return
         n = len(last.messages)
-        where = (conv.key, n, _prefix_hashes(last.messages, n)[-1])
+        where = (conv.key, n, hash(tuple(last.messages)))
         self._chains.setdefault(where, {})[conv.id] = conv
         self._chain_of[conv.id] = where
+        lengths = self._lengths.setdefault(conv.key, {})
+        lengths[n] = lengths.get(n, 0) + 1
 
     def assign(self, *, route: str | None, family: str, model: str | None, path: str | None,
                parts: Parts | None, t0: float) -> Assignment | None:
