@@ -217,7 +217,7 @@ class _Window:
 
     def reset(self) -> None:
         self.records: collections.deque = collections.deque()
-        self.keys: collections.deque = collections.deque()  # per record: (model, counted), or None if odd
+        self.keys: collections.deque = collections.deque()  # per record: (model, counted, id), or None if odd
         self.ids: dict[str, int] = {}
         self.odd = 0  # records the window cannot judge by itself (not a Record, odd model or id)
         self.fields: dict[str, _Field] = {}
@@ -239,8 +239,11 @@ class _Window:
                     self._drop()
                 for j in range(n - k, n):
                     self._add(src[j])
-                if records == src:  # identity first, in C: the window is src's, record for record
-                    return
+                try:
+                    if records == src:  # identity first, in C: the window is src's, record for record
+                        return
+                except Exception:  # an entry whose == raises: start over
+                    pass
         self.reset()
         for r in list(src):
             self._add(r)
@@ -253,25 +256,26 @@ class _Window:
             for f in self.fields.values():
                 f.values.append(None)
             return
-        model, counted = r.model, r.status == 200 and r.conn_reused is not False
-        self.keys.append((model, counted))
-        self.ids[r.id] = self.ids.get(r.id, 0) + 1
+        model, counted, rid = r.model, r.status == 200 and r.conn_reused is not False, r.id
+        self.keys.append((model, counted, rid))
+        self.ids[rid] = self.ids.get(rid, 0) + 1
         for name, f in self.fields.items():
             f.add(model, counted, getattr(r, name, None))
 
     def _drop(self) -> None:
-        r = self.records.popleft()
+        self.records.popleft()
         key = self.keys.popleft()
         if key is None:
             self.odd -= 1
             for f in self.fields.values():
                 f.values.popleft()
             return
-        left = self.ids[r.id] - 1
+        rid = key[2]
+        left = self.ids[rid] - 1
         if left:
-            self.ids[r.id] = left
+            self.ids[rid] = left
         else:
-            del self.ids[r.id]
+            del self.ids[rid]
         for f in self.fields.values():
             f.drop(key[0])
 
@@ -299,7 +303,7 @@ def _baseline_of(src: collections.deque, field: str, model: Any, rid: Any) -> tu
         w = _WINDOWS.get(id(src))
         if w is None or w.ref() is not src:
             while len(_WINDOWS) >= 16:
-                del _WINDOWS[next(iter(_WINDOWS))]
+                _WINDOWS.pop(next(iter(_WINDOWS)), None)
             w = _WINDOWS[id(src)] = _Window(src)
         w.sync(src)
         f = w.field(field)
