@@ -21,14 +21,15 @@ here is written to disk.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import os
 import re
-import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from firsttoken.addon.tokens.prefix import canonical_json
+from firsttoken.addon.tokens.prefix import strip_cache_hints
 
 #: conversations remembered (least recently used forgotten first)
 MAX_CONVERSATIONS = 256
@@ -60,9 +61,17 @@ class Parts:
     cache_marker: bool = False  # an Anthropic ``cache_control`` anywhere
 
 
+#: ``canonical_json``'s encoder, made once (``json.dumps`` with arguments builds one per call)
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def _hash(value: Any) -> str:
+    """16 hex digits of ``canonical_json(value)`` (cache hints stripped, keys sorted)."""
     try:
-        data = canonical_json(value)
+        if type(value) is dict and "cache_control" not in value and all(type(v) is str for v in value.values()):
+            data = _CANONICAL.encode(value)  # a plain message: nothing to strip
+        else:
+            data = _CANONICAL.encode(strip_cache_hints(value))
     except (TypeError, ValueError, RecursionError):
         data = repr(value)
     return hashlib.blake2b(data.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
@@ -259,12 +268,45 @@ def conversation_id_for(route: str, family: str, session: str) -> str:
                            digest_size=6).hexdigest()
 
 
+#: 48-bit arithmetic for new conversation ids
+_ID_MASK = (1 << 48) - 1
+
+
+def _id_seed() -> int:
+    return int.from_bytes(os.urandom(6), "big")
+
+
+_ids = {"seed": _id_seed(), "count": itertools.count(1)}
+if hasattr(os, "register_at_fork"):  # a forked child must not repeat the parent's ids
+    os.register_at_fork(after_in_child=lambda: _ids.update(seed=_id_seed(), count=itertools.count(1)))
+
+
+def new_conversation_id() -> str:
+    """12 hex digits for a conversation without a session id: a per-process random start plus a
+    counter, mixed (a bijection on 48 bits, so never twice in a process; across restarts as
+    unlikely to repeat as random ids). No urandom syscall per conversation."""
+    x = (_ids["seed"] + next(_ids["count"])) & _ID_MASK
+    x = (x * 0x9E3779B97F4B) & _ID_MASK
+    x ^= x >> 23
+    x = (x * 0xC2B2AE3D27D5) & _ID_MASK
+    x ^= x >> 27
+    return f"{x:012x}"
+
+
 class ConversationIndex:
-    """Recent conversations in bounded memory; used on one thread (the analysis thread)."""
+    """Recent conversations in bounded memory; used on one thread (the analysis thread).
+
+    Conversations without a session id are also filed under their last request's messages
+    (route and family, how many, a hash of them), so a request looks up only the conversations
+    its messages could extend, not every conversation it remembers."""
 
     def __init__(self, maxsize: int = MAX_CONVERSATIONS) -> None:
         self.maxsize = max(1, maxsize)
         self._convs: OrderedDict[str, Conversation] = OrderedDict()
+        #: (key, number of messages, hash of them) -> the conversations filed there, least recently used first
+        self._chains: dict[tuple[Any, ...], dict[str, Conversation]] = {}
+        self._chain_of: dict[str, tuple[Any, ...]] = {}  # conversation id -> where it is filed
+        self._lengths: dict[tuple[str, str], dict[int, int]] = {}  # key -> number of messages -> conversations
 
     def __len__(self) -> int:
         return len(self._convs)
@@ -273,18 +315,52 @@ class ConversationIndex:
         return self._convs.get(conversation_id)
 
     def _chain_match(self, key: tuple[str, str], parts: Parts, now: float) -> Conversation | None:
-        """The conversation whose last request's messages ``parts`` extends (the longest)."""
-        best = None
-        for conv in reversed(self._convs.values()):
-            last = conv.last
-            if (conv.key != key or conv.session is not None or last is None or not last.messages
-                    or now - conv.last_seen > CHAIN_TTL_S):
+        """The conversation whose last request's messages ``parts`` extends (the longest; of
+        equally long ones the most recently used)."""
+        msgs = parts.messages
+        total = len(msgs)
+        lengths = self._lengths.get(key) if total > 1 else None
+        if not lengths:
+            return None
+        for n in sorted((n for n in lengths if n < total), reverse=True):
+            prefix = msgs[:n]
+            found = self._chains.get((key, n, hash(tuple(prefix))))
+            if not found:
                 continue
-            n = len(last.messages)
-            if len(parts.messages) > n and parts.messages[:n] == last.messages:
-                if best is None or n > len(best.last.messages):
-                    best = conv
-        return best
+            for conv in reversed(found.values()):
+                if now - conv.last_seen > CHAIN_TTL_S:
+                    continue
+                if conv.last.messages == prefix:
+                    return conv
+        return None
+
+    def _unfile(self, conversation_id: str) -> None:
+        where = self._chain_of.pop(conversation_id, None)
+        if where is None:
+            return
+        found = self._chains[where]
+        del found[conversation_id]
+        if not found:
+            del self._chains[where]
+        key, n = where[0], where[1]
+        lengths = self._lengths[key]
+        if lengths[n] > 1:
+            lengths[n] -= 1
+        else:
+            del lengths[n]
+            if not lengths:
+                del self._lengths[key]
+
+    def _file(self, conv: Conversation) -> None:
+        last = conv.last
+        if conv.session is not None or last is None or not last.messages:
+            return
+        n = len(last.messages)
+        where = (conv.key, n, hash(tuple(last.messages)))
+        self._chains.setdefault(where, {})[conv.id] = conv
+        self._chain_of[conv.id] = where
+        lengths = self._lengths.setdefault(conv.key, {})
+        lengths[n] = lengths.get(n, 0) + 1
 
     def assign(self, *, route: str | None, family: str, model: str | None, path: str | None,
                parts: Parts | None, t0: float) -> Assignment | None:
@@ -302,11 +378,12 @@ class ConversationIndex:
         else:
             conv = self._chain_match(key, parts, t0)
             if conv is None:
-                conv = Conversation(id=uuid.uuid4().hex[:12], key=key, session=None)
+                conv = Conversation(id=new_conversation_id(), key=key, session=None)
         self._convs[conv.id] = conv
         self._convs.move_to_end(conv.id)
+        self._unfile(conv.id)  # filed again below, as the most recent, under its (new) last messages
         while len(self._convs) > self.maxsize:
-            self._convs.popitem(last=False)
+            self._unfile(self._convs.popitem(last=False)[0])
         since = t0 - conv.last_seen if conv.last_seen else None
         conv.last_seen = t0
 
@@ -333,6 +410,7 @@ class ConversationIndex:
             conv.client_turn = parts.client_turn
             conv.user_turns = parts.user_turns
             conv.last = parts
+        self._file(conv)
         return Assignment(conv.id, max(conv.turn, 1), kind, previous, since, conv)
 
     @staticmethod

@@ -8,6 +8,7 @@ system prompt whose timestamp changes must be diagnosed as cache.miss with its d
 from __future__ import annotations
 
 import json
+import pathlib
 import time
 
 import anthropic
@@ -20,6 +21,7 @@ from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 SLEEP_S = 0.3
+GOLDEN = pathlib.Path(__file__).resolve().parent / "fixtures" / "conversations_golden.json"
 GAP_TOLERANCE_MS = 150.0
 
 TOOL_AN = {"name": "read_file", "description": "Read a file", "input_schema": {
@@ -219,6 +221,95 @@ def test_index_is_bounded_and_keeps_routes_apart():
     assert len(idx) == 3
 
 
+
+def _placement_workload(seed: int, maxsize: int, n: int = 3000) -> list[str]:
+    """Where ``n`` requests land: floods of one-message prompts, growing conversations (tool loops, new
+    turns, retries of the same prompt, branches, side calls, count_tokens), sessions, two routes and two
+    families, gaps beyond the chain TTL. One line per request; conversations numbered as first seen."""
+    import random
+
+    rng = random.Random(seed)
+    idx = ConversationIndex(maxsize=maxsize)
+    convs: list[list] = []  # open chains: (route, family, messages, tools)
+    req_of_parts: dict[int, int] = {}
+    ordinal: dict[str, int] = {}
+    out, t = [], 100.0
+    for i in range(n):
+        t += rng.choice((0.01, 0.5, 3.0)) if rng.random() < 0.98 else 4000.0  # now and then beyond CHAIN_TTL_S
+        r = rng.random()
+        route, family = rng.choice((("default", "openai"), ("default", "openai"), ("b", "openai"),
+                                    ("default", "anthropic")))
+        body: dict = {"model": "m"}
+        path = "/v1/chat/completions"
+        if r < 0.45:  # the flood: the same short prompt, or one of a few
+            body["messages"] = [{"role": "user", "content": rng.choice(("Say hi.", "Say hi.", "ping", "2+2?"))}]
+        elif r < 0.55:  # a follow-up on one of them: main, side call or count_tokens (many candidates alike)
+            body["messages"] = [{"role": "user", "content": rng.choice(("Say hi.", "ping"))},
+                                {"role": "assistant", "content": "Hi!"},
+                                {"role": "user", "content": rng.choice(("more", "title?"))}]
+            body["model"] = rng.choice(("m", "m", "small"))
+            if rng.random() < 0.2:
+                path = "/v1/messages/count_tokens"
+        elif r < 0.85 or not convs:  # grow an open conversation (or start one)
+            if not convs or rng.random() < 0.1:
+                system = [{"role": "system", "content": f"agent {rng.randrange(6)}"}] if rng.random() < 0.7 else []
+                convs.append([route, family, system + [{"role": "user", "content": f"task {i % 17}"}],
+                              rng.random() < 0.5])
+            c = rng.choice(convs)
+            route, family = c[0], c[1]
+            step = rng.random()
+            if step < 0.4:
+                c[2] = c[2] + [{"role": "assistant", "content": f"call {i}"},
+                               {"role": "tool", "tool_call_id": str(i), "content": "result"}]
+            elif step < 0.8:
+                c[2] = c[2] + [{"role": "assistant", "content": f"answer {i}"}, {"role": "user", "content": f"more {i}"}]
+            elif step < 0.9 and len(c[2]) > 2:  # a branch: an edited earlier message
+                c[2] = c[2][:-2] + [{"role": "user", "content": f"edited {i}"}]
+            msgs = c[2]  # else: a retry of the same prompt
+            body["messages"] = list(msgs)
+            if c[3]:
+                body["tools"] = [{"type": "function", "function": {"name": "read"}}]
+            if rng.random() < 0.1:
+                body["model"] = "small"  # a side call
+                body.pop("tools", None)
+            if rng.random() < 0.05:
+                path = "/v1/messages/count_tokens"
+        else:  # a client session id
+            body["messages"] = [{"role": "user", "content": f"s {i}"}]
+            body["metadata"] = {"session_id": f"sess-{rng.randrange(8)}"}
+        parts = prompt_parts("openai.chat", body)
+        a = idx.assign(route=route, family=family, model=body["model"], path=path, parts=parts, t0=t)
+        req_of_parts[id(parts)] = i
+        conv = ordinal.setdefault(a.conversation_id, len(ordinal))
+        prev = "-" if a.previous is None else req_of_parts[id(a.previous)]
+        since = "-" if a.since_previous_s is None else f"{a.since_previous_s:.3f}"
+        out.append(f"{conv} {a.turn} {a.request_kind} {prev} {since}")
+        idx.ended(a.conversation, t + 0.2)
+    return out
+
+
+def test_placement_matches_the_recorded_workloads():
+    """The index places every request where it did before it was made faster (recorded with the
+    linear scan over all conversations: python tests/test_conversations.py regenerates, only for an
+    intended change)."""
+    want = json.loads(GOLDEN.read_text())
+    got = {"256": _placement_workload(1, 256), "24": _placement_workload(2, 24), "3": _placement_workload(3, 3, 800)}
+    for k in want:
+        for i, (g, w) in enumerate(zip(got[k], want[k], strict=True)):
+            assert g == w, (k, i)
+
+
+def test_new_conversation_ids_are_twelve_hex_and_distinct():
+    idx = ConversationIndex()
+    ids = set()
+    for i in range(3000):
+        a = idx.assign(route="default", family="openai", model="m", path="/v1/chat/completions",
+                       parts=prompt_parts("openai.chat", {"messages": [{"role": "user", "content": "Say hi."}]}),
+                       t0=float(i))
+        assert len(a.conversation_id) == 12 and int(a.conversation_id, 16) >= 0
+        ids.add(a.conversation_id)
+    assert len(ids) == 3000
+
 # ---- sessions / session / stats ---------------------------------------------------------------
 
 def _cli(*args, width=160):
@@ -300,3 +391,8 @@ def test_stats_fits_ttft_against_uncached_tokens(db_path):
     assert g["better_fit"] == "uncached"
     text = _cli("stats", "--db", str(db_path)).output
     assert "TTFT follows uncached input tokens better" in " ".join(text.split())
+
+
+if __name__ == "__main__":
+    GOLDEN.write_text(json.dumps({"256": _placement_workload(1, 256), "24": _placement_workload(2, 24),
+                                  "3": _placement_workload(3, 3, 800)}, indent=0) + "\n")

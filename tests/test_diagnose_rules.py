@@ -677,3 +677,169 @@ def test_cache_miss_needs_a_recent_repeat_and_a_reported_zero():
     # the specific finding replaces the generic repeated-prefix one
     both = _run(dict(CACHE_MISS, prefix_tokens=1900, prefix_seen_before=1, change_=change))
     assert "cache.miss" in codes(both) and "prompt.repeated_prefix" not in codes(both)
+
+
+# ---- golden findings: what the rules and the renderer said before they were made faster ---------------------
+
+GOLDEN = pathlib.Path(__file__).resolve().parent / "fixtures" / "diagnose_golden.json"
+
+
+def _golden_mixes() -> list[tuple[str, dict]]:
+    """Deterministic combinations of the cases above: two or three causes at once, another route, family, load."""
+    import random
+
+    rng = random.Random(13)
+    out = []
+    for i in range(160):
+        picked = rng.sample(CASES, rng.choice((2, 3)))
+        over = with_(*[dict(c[1]) for c in picked])
+        if rng.random() < 0.3:
+            over.update(route="team", upstream="https://gw.example/openai",
+                        upstream_url="https://gw.example/openai" + over.get("path", "/v1/chat/completions"))
+        if rng.random() < 0.3:
+            over.update(proxy_delay_ms=rng.choice((12.0, 75.0, 400.0)), proxy_lag_ms=30.0,
+                        proxy_cpu=rng.choice((None, 0.2, 0.99)))
+        if rng.random() < 0.2:
+            over.update(ttfb_ms=rng.choice((None, 250.0, 900.0, 1400.0)), conn_reused=rng.choice((None, True, False)))
+        out.append(("mix-" + "+".join(c[0] for c in picked) + f"-{i}", over))
+    return out
+
+
+def _golden_sequence(maxlen: int, n: int, seed: int) -> list:
+    """Records diagnosed one after the other with the earlier ones as ``recent`` (the analysis thread's
+    order): the network baseline over a window that fills up and then slides."""
+    import random
+
+    rng = random.Random(seed)
+    recent: collections.deque = collections.deque(maxlen=maxlen)
+    out = []
+    for i in range(n):
+        model = rng.choice(("gpt-4o-mini", "gpt-4o-mini", "gpt-4o", None))
+        ttfb = rng.choice((None, 0, 80.0, 95, 120.5, 140.0, 2.0)) if rng.random() < 0.15 else round(rng.uniform(40, 160), 3)
+        if rng.random() < 0.12 and ttfb is not None:
+            ttfb = rng.choice((350.0, 700.0, 1500.0, 2600.0))
+        ttft = None if ttfb is None else ttfb + rng.choice((5.0, 40.0, 900.0))
+        rec = healthy(id=rng.choice((f"s{i}", f"s{i}", f"s{i}", f"s{max(0, i - 3)}")), model=model,
+                      status=rng.choice((200, 200, 200, 200, 429, None)),
+                      conn_reused=rng.choice((True, True, None, False)), ttfb_ms=ttfb, ttft_ms=ttft,
+                      first_token_ms=ttft, gap_ms=None if ttft is None else ttft - ttfb)
+        if i % 97 == 0 and i < 400:  # something that is not a Record in the history (for a while)
+            recent.append(types.SimpleNamespace(model=model, ttfb_ms=ttfb, status=200))
+        if i == n // 2:
+            recent.clear()  # a new history: nothing of the old one counts
+        lang_ = "zh" if i % 7 == 0 else "en"
+        c = types.SimpleNamespace(settings=Settings(lang=lang_), recent=recent, prompt_change=None)
+        found = diagnose(rec, c)
+        # the same history as a plain list (read afresh every time) says the same
+        assert diagnose(rec, types.SimpleNamespace(settings=c.settings, recent=list(recent), prompt_change=None)) == found
+        out.append(_golden_findings(found))
+        recent.append(rec)
+        if i % 89 == 0:
+            recent.append(rec)  # the same record twice
+    return out
+
+
+def _golden_renders() -> dict:
+    """Every template rendered with no params, odd params and unknown codes and languages."""
+    out = {}
+    for code, e in cat.CATALOG.items():
+        for variant in (e.variants or (None,)):
+            names = set()
+            for lang_ in cat.LANGS:
+                for part in ("message", "hint"):
+                    names |= cat.fields(cat.template(code, part, lang_, variant))
+            for label, value in (("none", None), ("text", "x{y}"), ("int", 1234567), ("float", 0.51234),
+                                 ("list", ["system", "newline"]), ("bool", True)):
+                params = {n: value for n in names}
+                params["variant"] = variant
+                for lang_ in ("en", "zh", "fr"):
+                    out[f"{code}/{variant}/{label}/{lang_}"] = list(render(code, params, lang_))
+            out[f"{code}/{variant}/empty"] = list(render(code, {"variant": variant}, "en"))
+        for lang_ in cat.LANGS:
+            out[f"{code}/when/{lang_}"] = cat.when(code, lang_)
+    out["unknown"] = list(render("no.such.code", {"a": 1}, "zh"))
+    out["finding"] = render_finding({"code": "usage.missing", "params": None, "extra": 1}, "zh")
+    return out
+
+
+def _digest(value) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _golden_findings(found: list) -> list:
+    """[code, severity, digest of message + hint + params] per finding, in order."""
+    return [[f["code"], f["severity"], _digest([f["message"], f["hint"], f["params"]])] for f in found]
+
+
+def golden_corpus() -> dict:
+    cases = {}
+    for name, overrides, _code, _severity in CASES:
+        for lang_ in ("en", "zh"):
+            cases[f"{name}/{lang_}"] = _golden_findings(_run(overrides, lang_=lang_))
+    for name, overrides in _golden_mixes():
+        cases[name] = _golden_findings(_run(overrides, lang_="zh" if len(name) % 3 == 0 else "en"))
+    return {"cases": cases, "sequence-500": _golden_sequence(500, 1200, 5), "sequence-7": _golden_sequence(7, 300, 6),
+            "renders": {k: _digest(v) for k, v in _golden_renders().items()}}
+
+
+def test_findings_match_the_golden_corpus():
+    """Every finding's code, severity, message, hint, params and order, byte for byte, as recorded before the
+    rules and the renderer were made faster (regenerate only for an intended change:
+    python tests/test_diagnose_rules.py)."""
+    want = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    got = golden_corpus()
+    assert set(got) == set(want)
+    for part in want:
+        if isinstance(want[part], dict):
+            assert set(got[part]) == set(want[part]), part
+            for key in want[part]:
+                assert got[part][key] == want[part][key], (part, key)
+        else:
+            for i, (g, w) in enumerate(zip(got[part], want[part], strict=True)):
+                assert g == w, (part, i)
+
+
+if __name__ == "__main__":
+    GOLDEN.write_text(json.dumps(golden_corpus(), ensure_ascii=False, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def test_render_matches_the_lenient_formatter_for_any_values():
+    """The fast path (str.format_map) renders exactly what string.Formatter field by field would,
+    for values of every type, missing ones and ones that do not fit their format spec."""
+    import random
+    import string
+
+    class Lenient(string.Formatter):
+        def get_value(self, key, args, kwargs):
+            return kwargs.get(key) if isinstance(key, str) else super().get_value(key, args, kwargs)
+
+        def format_field(self, value, format_spec):
+            if value is None:
+                return "?"
+            try:
+                return super().format_field(value, format_spec)
+            except (ValueError, TypeError):
+                return str(value)
+
+    def label(v, lang_):  # label codes shown in words, lists joined
+        if isinstance(v, (list, tuple)):
+            return ("、" if lang_ == "zh" else ", ").join(label(x, lang_) for x in v)
+        return cat.LABELS[v].get(lang_, cat.LABELS[v]["en"]) if isinstance(v, str) and v in cat.LABELS else str(v)
+
+    ref = Lenient()
+    rng = random.Random(21)
+    values = (None, "", "text {x}", 0, -3, 12345678, 2**70, 0.5, -1234.5678, float("inf"), True, False,
+              ["system", "tools"], {"a": 1}, (1, 2))
+    for code, e in cat.CATALOG.items():
+        for variant in (e.variants or (None,)):
+            for lang_ in cat.LANGS:
+                tmpls = [cat.template(code, part, lang_, variant) for part in ("message", "hint")]
+                names = set().union(*(cat.fields(t) for t in tmpls))
+                for _ in range(12):
+                    params = {n: rng.choice(values) for n in names if rng.random() < 0.9}
+                    params["variant"] = variant
+                    shown = {k: (label(v, lang_) if k in cat.LABELLED else v) for k, v in params.items()}
+                    want = tuple(ref.format(t, **shown) for t in tmpls)
+                    assert render(code, params, lang_) == want, (code, variant, lang_, params)

@@ -7,14 +7,20 @@ Messages are rendered from the catalog at the end (see engine.py).
 
 from __future__ import annotations
 
+import bisect
+import collections
+import functools
 import re
 import statistics
+import threading
+import weakref
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES
+from firsttoken.addon.record import Record
 from firsttoken.addon.secrets import redact_text
 
 LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages")
@@ -49,6 +55,7 @@ class Ctx:
         self.prompt_change: dict[str, Any] | None = (
             change if isinstance(change, dict) and change.get("id") == getattr(rec, "id", None) else None)
         self.findings: list[dict[str, Any]] = []
+        self._common: dict[str, Any] | None = None
 
     @property
     def recent(self) -> list[Any]:
@@ -62,7 +69,7 @@ class Ctx:
 
     # -- findings ---------------------------------------------------------------------
     def add(self, code: str, severity: str, **params: Any) -> None:
-        self.findings.append({"code": code, "severity": severity, "params": _jsonable(params)})
+        self.findings.append({"code": code, "severity": severity, "params": _jsonable_params(params)})
 
     def has(self, *codes: str) -> bool:
         """Whether any of ``codes`` was found already."""
@@ -77,26 +84,18 @@ class Ctx:
         return self.rec.status
 
     def common(self) -> dict[str, Any]:
-        """Params nearly every message uses."""
-        rec = self.rec
-        host, port, scheme, prefix = self.target()
-        return {"host": host, "port": port, "status": rec.status, "api": rec.api,
-                "upstream": rec.upstream, "url": rec.upstream_url, "path": client_path(rec)}
+        """Params nearly every message uses (a fresh dict: callers add to it)."""
+        if self._common is None:
+            rec = self.rec
+            host, port, scheme, prefix = self.target()
+            self._common = {"host": host, "port": port, "status": rec.status, "api": rec.api,
+                            "upstream": rec.upstream, "url": rec.upstream_url, "path": client_path(rec)}
+        return dict(self._common)
 
     def target(self) -> tuple[str, int | None, str, str]:
         """(host, port, scheme, upstream path prefix) of where the request went."""
         rec = self.rec
-        u = urlsplit(rec.upstream_url or rec.upstream or "")
-        host = u.hostname or "upstream"
-        try:
-            port = u.port
-        except ValueError:
-            port = None
-        scheme = u.scheme or "http"
-        if port is None:
-            port = 443 if scheme == "https" else 80
-        prefix = urlsplit(rec.upstream or "").path.rstrip("/")
-        return host, port, scheme, prefix
+        return _target(rec.upstream_url, rec.upstream)
 
     def mount(self) -> str:
         route = self.rec.route
@@ -133,6 +132,10 @@ class Ctx:
         """Median of ``field`` over earlier healthy warm records of the same model (and count)."""
         rec = self.rec
         model, rid = rec.model, rec.id
+        if type(self._recent_of) is collections.deque:  # the analysis thread's: kept up to date, not rescanned
+            found = _baseline_of(self._recent_of, field, model, rid)
+            if found is not None:
+                return found
         vals = []
         for r in self.recent:  # up to 500 records a call: plain attribute reads where they exist
             try:
@@ -149,6 +152,169 @@ class Ctx:
         if len(vals) < BASELINE_MIN_SAMPLES:
             return None, len(vals)
         return float(statistics.median(vals)), len(vals)
+
+
+@functools.lru_cache(maxsize=256)
+def _target(upstream_url: str | None, upstream: str | None) -> tuple[str, int | None, str, str]:
+    u = urlsplit(upstream_url or upstream or "")
+    host = u.hostname or "upstream"
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+    scheme = u.scheme or "http"
+    if port is None:
+        port = 443 if scheme == "https" else 80
+    prefix = urlsplit(upstream or "").path.rstrip("/")
+    return host, port, scheme, prefix
+
+
+# ---- baselines over the recent records, kept in step with the analysis thread's deque ----------------
+#
+# ``Ctx.baseline`` is a median over up to 500 earlier records; rescanning them cost ~130 us a request.
+# The analysis thread's ``recent`` only ever grows at the right and drops at the left (a deque with a
+# maxlen, finished records that no longer change), so a window per deque follows it: each call takes
+# in the records appended since the last one and lets go of those dropped, keeping per field and
+# model the sorted values that count. Whatever it cannot answer exactly (an entry that is not a
+# Record, a NaN, the record itself already in the window) falls back to the scan.
+
+class _Field:
+    """One field's values in the window: per model the sorted values of the records that count."""
+
+    def __init__(self) -> None:
+        self.by_model: dict[str | None, list[Any]] = {}
+        self.values: collections.deque = collections.deque()  # per record: its counted value, or None
+        self.nan = 0  # counted values that are NaN (they do not sort)
+
+    def add(self, model: Any, counted: bool, v: Any) -> None:
+        if counted and isinstance(v, (int, float)):
+            if v != v:
+                self.nan += 1
+            else:
+                bisect.insort(self.by_model.setdefault(model, []), v)
+            self.values.append(v)
+        else:
+            self.values.append(None)
+
+    def drop(self, model: Any) -> None:
+        v = self.values.popleft()
+        if v is None:
+            return
+        if v != v:
+            self.nan -= 1
+            return
+        vals = self.by_model[model]
+        del vals[bisect.bisect_left(vals, v)]
+
+
+class _Window:
+    """The records of one ``recent`` deque and, per field asked for, the values a baseline needs."""
+
+    def __init__(self, src: collections.deque) -> None:
+        key = id(src)
+        self.ref = weakref.ref(src, lambda _r: _WINDOWS.pop(key, None))
+        self.reset()
+
+    def reset(self) -> None:
+        self.records: collections.deque = collections.deque()
+        self.keys: collections.deque = collections.deque()  # per record: (model, counted, id), or None if odd
+        self.ids: dict[str, int] = {}
+        self.odd = 0  # records the window cannot judge by itself (not a Record, odd model or id)
+        self.fields: dict[str, _Field] = {}
+
+    def sync(self, src: collections.deque) -> None:
+        """Take in what was appended to ``src`` since the last call, drop what it dropped."""
+        records = self.records
+        n, m = len(src), len(records)
+        if n and m:
+            last = records[-1]
+            k = -1
+            for j in range(1, n + 1):  # most calls find it at once: one record was appended
+                if src[-j] is last:
+                    k = j - 1
+                    break
+            drop = m + k - n
+            if k >= 0 and drop >= 0:
+                for _ in range(drop):
+                    self._drop()
+                for j in range(n - k, n):
+                    self._add(src[j])
+                try:
+                    if records == src:  # identity first, in C: the window is src's, record for record
+                        return
+                except Exception:  # an entry whose == raises: start over
+                    pass
+        self.reset()
+        for r in list(src):
+            self._add(r)
+
+    def _add(self, r: Any) -> None:
+        self.records.append(r)
+        if type(r) is not Record or not isinstance(r.id, str) or (r.model is not None and type(r.model) is not str):
+            self.keys.append(None)
+            self.odd += 1
+            for f in self.fields.values():
+                f.values.append(None)
+            return
+        model, counted, rid = r.model, r.status == 200 and r.conn_reused is not False, r.id
+        self.keys.append((model, counted, rid))
+        self.ids[rid] = self.ids.get(rid, 0) + 1
+        for name, f in self.fields.items():
+            f.add(model, counted, getattr(r, name, None))
+
+    def _drop(self) -> None:
+        self.records.popleft()
+        key = self.keys.popleft()
+        if key is None:
+            self.odd -= 1
+            for f in self.fields.values():
+                f.values.popleft()
+            return
+        rid = key[2]
+        left = self.ids[rid] - 1
+        if left:
+            self.ids[rid] = left
+        else:
+            del self.ids[rid]
+        for f in self.fields.values():
+            f.drop(key[0])
+
+    def field(self, name: str) -> _Field:
+        f = self.fields.get(name)
+        if f is None:
+            f = self.fields[name] = _Field()
+            for r, key in zip(self.records, self.keys):
+                if key is None:
+                    f.values.append(None)
+                else:
+                    f.add(key[0], key[1], getattr(r, name, None))
+        return f
+
+
+_WINDOWS: dict[int, _Window] = {}
+_WINDOWS_LOCK = threading.Lock()
+
+
+def _baseline_of(src: collections.deque, field: str, model: Any, rid: Any) -> tuple[float | None, int] | None:
+    """``Ctx.baseline`` from the window that follows ``src``; None when only the scan can tell."""
+    if (model is not None and type(model) is not str) or type(rid) is not str:
+        return None
+    with _WINDOWS_LOCK:
+        w = _WINDOWS.get(id(src))
+        if w is None or w.ref() is not src:
+            while len(_WINDOWS) >= 16:
+                _WINDOWS.pop(next(iter(_WINDOWS)), None)
+            w = _WINDOWS[id(src)] = _Window(src)
+        w.sync(src)
+        f = w.field(field)
+        if w.odd or f.nan or rid in w.ids:
+            return None
+        vals = f.by_model.get(model) or ()
+        n = len(vals)
+        if n < BASELINE_MIN_SAMPLES:
+            return None, n
+        i = n // 2
+        return float(vals[i] if n % 2 else (vals[i - 1] + vals[i]) / 2), n
 
 
 def client_path(rec: Any) -> str:
@@ -186,6 +352,20 @@ def has_any(text: str | None, words: Iterable[str]) -> bool:
 
 def _num(v: Any, default: float) -> float:
     return v if isinstance(v, (int, float)) and not isinstance(v, bool) else default
+
+
+def _jsonable_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``_jsonable`` of a finding's params: the flat values most are, without a call each."""
+    out = {}
+    for k, v in params.items():
+        t = type(v)
+        if t is str or t is int or v is None or t is bool:
+            out[k] = v
+        elif t is float:
+            out[k] = round(v, 3)
+        else:
+            out[k] = _jsonable(v)
+    return out
 
 
 def _jsonable(v: Any) -> Any:

@@ -13,6 +13,7 @@ assembled here in the order of ``FAMILIES``; this module is the catalog's only A
 from __future__ import annotations
 
 import logging
+import re
 import string
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -159,9 +160,50 @@ def render(code: str, params: dict[str, Any] | None, lang: str = "en") -> tuple[
         if k in params:
             params[k] = _label(params[k], lang)
     variant = params.get("variant")
-    msg = _FMT.format(template(code, "message", lang, variant), **params)
-    hint = _FMT.format(template(code, "hint", lang, variant), **params)
+    msg = _format(template(code, "message", lang, variant), params)
+    hint = _format(template(code, "hint", lang, variant), params)
     return msg, hint
+
+
+#: template -> the params it names (None: fields the fast path does not handle, e.g. ``{a.b}``, ``{}``)
+_NAMES: dict[str, tuple[str, ...] | None] = {}
+_SIMPLE_FIELD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _names(tmpl: str) -> tuple[str, ...] | None:
+    names: list[str] = []
+    for _, name, spec, conversion in string.Formatter().parse(tmpl):
+        if name is None:
+            continue
+        if not _SIMPLE_FIELD.fullmatch(name) or conversion is not None or "{" in (spec or ""):
+            return None
+        names.append(name)
+    return tuple(dict.fromkeys(names))
+
+
+def _format(tmpl: str, params: dict[str, Any]) -> str:
+    """``_FMT.format(tmpl, **params)``: in C (``str.format_map``) when every field it names has a
+    value that formats; else leniently, field by field."""
+    try:
+        names = _NAMES[tmpl]
+    except KeyError:
+        try:
+            names = _names(tmpl)
+        except ValueError:  # not a valid template: the lenient formatter says how
+            names = None
+        if len(_NAMES) < 4096:
+            _NAMES[tmpl] = names
+    if names is not None:
+        get = params.get
+        for n in names:
+            if get(n) is None:  # missing or None: shown as "?"
+                break
+        else:
+            try:
+                return tmpl.format_map(params)
+            except (ValueError, TypeError):  # a value that does not fit its format spec
+                pass
+    return _FMT.format(tmpl, **params)
 
 
 def when(code: str, lang: str = "en") -> str:

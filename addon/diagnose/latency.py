@@ -72,6 +72,8 @@ def rule_network(rec: Any, c: Ctx) -> None:
     ttfb, ttft = rec.ttfb_ms, rec.ttft_ms
     if ttfb < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * ttfb:
         return
+    if ttfb <= NETWORK_BASELINE_FLOOR_MS and ttfb <= NETWORK_TTFB_MS:
+        return  # neither verdict below can fire: no need for the model's baseline
     p = dict(c.common(), ttfb_ms=ttfb, ttft_ms=ttft, connect_ms=rec.connect_ms if rec.conn_reused is False else 0,
              model=rec.model or "?")
     median, samples = c.baseline("ttfb_ms")
@@ -87,10 +89,27 @@ def rule_cold_connection(rec: Any, c: Ctx) -> None:
         c.add("latency.cold_connection", "info", **c.common(), connect_ms=rec.connect_ms, ttfb_ms=rec.ttfb_ms)
 
 
+#: model -> context window, for the models seen (the lookup tries every known prefix)
+_WINDOW_OF: dict[str, int | None] = {}
+
+
+def _context_window(model: str | None) -> int | None:
+    if type(model) is not str:
+        return context_window(model)
+    try:
+        return _WINDOW_OF[model]
+    except KeyError:
+        window = context_window(model)
+        if len(_WINDOW_OF) >= 1024:
+            _WINDOW_OF.clear()
+        _WINDOW_OF[model] = window
+        return window
+
+
 def prompt_limit(model: str | None, fixed: int) -> tuple[int, int | None]:
     """(limit, context window) for prompt.large: ``fixed`` when set (> 0), else a share of the
     model's context window, else a floor for models whose window is not known."""
-    window = context_window(model)
+    window = _context_window(model)
     if fixed > 0:
         return fixed, window
     if window:
