@@ -76,7 +76,10 @@ def has(row: dict, code: str, severity: str | None = None, variant: str | None =
 
 
 def no_problems(row: dict) -> None:
-    bad = [(f["code"], f["severity"], f["message"]) for f in findings(row) if f["severity"] in ("error", "warn")]
+    """No error or warning about the request. ``proxy.saturated`` is the proxy's note about its
+    own load: honest whenever this machine is busy (tests run beside other work), so not counted."""
+    bad = [(f["code"], f["severity"], f["message"]) for f in findings(row)
+           if f["severity"] in ("error", "warn") and f["code"] != "proxy.saturated"]
     assert not bad, f"{row['api']}: {bad}"
 
 
