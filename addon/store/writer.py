@@ -67,7 +67,8 @@ class Writer:
     def __init__(self, path: str, batch: int = 500) -> None:
         self.path = str(path)
         self.batch = batch
-        self.q: queue.Queue[Any] = queue.Queue()
+        # (a SimpleQueue: put() is ~10x cheaper than Queue's, and most puts are on the event loop)
+        self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._cols: set[str] | None = None
         self.written = 0
         self.failed = 0
@@ -379,6 +380,8 @@ _PLAIN = frozenset({str, int, float, type(None)})
 _CONTROL = (threading.Event, tuple)
 
 _UPSERT: dict[tuple[str, ...], str] = {}
+#: json.dumps(v, ensure_ascii=False, default=str) without building an encoder for every value
+_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 
 def _storage_error(e: BaseException | None) -> bool:
@@ -401,10 +404,10 @@ def _size(row: dict[str, Any]) -> int:
 
 
 def _value(v: Any) -> Any:
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, ensure_ascii=False, default=str)
-    if isinstance(v, bool):
+    if v is True or v is False:
         return int(v)
+    if isinstance(v, (list, dict)):
+        return _json(v)
     return v
 
 
