@@ -5,8 +5,19 @@ transaction per batch, so a burst of streams costs a few commits, not hundreds. 
 upserts keyed by ``id``: a partial dict updates only the columns it names, which is how an
 in-flight row is created first and completed later.
 
-A row is committed at most ``GATHER_S`` (+ the write itself) after it was queued, so a
-``kill -9`` loses at most the last ~100 ms of queued rows (docs/faults.md).
+A request puts ~6 rows over its life (in flight, peek, response headers, phases, parse, then
+the final row with ``state='done'``), and every upsert fires the statistics triggers and
+updates every index. So the partial rows of a request in flight wait in memory, merged per
+request (later values win), until they have waited ``INFLIGHT_S`` or the request's final row
+comes, whichever is first: a request shorter than that costs one upsert, a long stream one
+per ``INFLIGHT_S`` of partial updates plus its final row. The database ends exactly as if
+every row had been upserted in the order it was put; ``flush()``, ``read()`` and ``close()``
+write the waiting rows first.
+
+A final row is committed at most ``GATHER_S`` (+ the write itself) after it was queued, a
+partial row at most ``INFLIGHT_S`` (+ ``GATHER_S``) after: a ``kill -9`` loses at most the
+last ~100 ms of finished requests, and a request started less than ``INFLIGHT_S`` before it
+may leave no row at all (docs/faults.md).
 
 When the database cannot be written (disk full, file-size limit, read-only file, I/O error)
 the rows are not dropped: they wait in memory (``PENDING_MAX_ROWS`` requests /
@@ -35,6 +46,12 @@ log = logging.getLogger("firsttoken")
 _STOP = object()
 #: how long the writer gathers rows before a transaction
 GATHER_S = 0.02
+#: how long the partial rows of a request in flight may wait in memory for more of its rows
+#: (merged into one upsert). 0.5 s: `firsttoken live --db` reads every 0.5 s, so a request shows
+#: there at most one read later than if it were written at once; a request shorter than this
+#: costs one upsert, a 1 s stream two (six rows: ~4 upserts with GATHER_S alone); a kill -9
+#: leaves no row for the requests started in the last 0.5 s (docs/faults.md).
+INFLIGHT_S = 0.5
 #: a batch meeting "database is locked" is retried once a second for this long before giving up
 LOCKED_RETRIES = 300
 #: while writes fail: how often to retry, and how much to keep in memory meanwhile
@@ -50,7 +67,8 @@ class Writer:
     def __init__(self, path: str, batch: int = 500) -> None:
         self.path = str(path)
         self.batch = batch
-        self.q: queue.Queue[Any] = queue.Queue()
+        # (a SimpleQueue: put() is ~10x cheaper than Queue's, and most puts are on the event loop)
+        self.q: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._cols: set[str] | None = None
         self.written = 0
         self.failed = 0
@@ -62,6 +80,8 @@ class Writer:
         self.on_health: list[Any] = []  # callables(health dict), called when writes start failing / recover
         self._hurry = threading.Event()  # set by flush/read/close: stop gathering, write now
         self._checked: set[tuple[str, ...]] = set()  # column sets known to exist
+        #: id -> [time due, merged partial row, copied?] of requests in flight, oldest first
+        self._waiting: dict[Any, list[Any]] = {}
         self.db = open_db(self.path)  # fail early (bad path, read-only dir) in the caller's thread
         self._thread = threading.Thread(target=self._run, name="firsttoken-writer", daemon=True)
         self._thread.start()
@@ -85,7 +105,7 @@ class Writer:
                 "written": self.written, "path": self.path}
 
     def flush(self, timeout: float = 10.0) -> None:
-        """Wait until every row put so far is committed."""
+        """Wait until every row put so far is committed (partial rows waiting included)."""
         done = threading.Event()
         self.q.put(done)
         self._hurry.set()
@@ -103,9 +123,9 @@ class Writer:
         stop = False
         while not stop:
             try:
-                items = [self.q.get(timeout=RETRY_S if self.pending else None)]
-            except queue.Empty:
-                self._write(db, [])  # nothing new: retry the rows waiting in memory
+                items = [self.q.get(timeout=self._timeout())]
+            except queue.Empty:  # nothing new: write the partial rows whose time came, retry the pending
+                self._write(db, self._due([], time.monotonic() + GATHER_S))
                 continue
             # Gather for a moment before writing: one transaction for a burst, and the write
             # lands after the request that caused it has been forwarded, not in its way. The
@@ -119,19 +139,23 @@ class Writer:
                     items.append(self.q.get_nowait())
                 except queue.Empty:
                     break
-            rows, events = [], []
+            now = time.monotonic()
+            rows: list[dict[str, Any]] = []
+            events: list[threading.Event] = []
+            final: set[Any] = set()  # ids whose final row is in this batch
             for it in items:
                 if it is _STOP:
                     stop = True
                 elif isinstance(it, threading.Event):
                     events.append(it)
-                elif isinstance(it, tuple):  # a read(): after the rows queued before it
-                    if rows:
-                        self._write(db, rows)
-                        rows = []
+                elif isinstance(it, tuple):  # a read(): after every row queued before it
+                    self._write(db, self._due(rows, None))
+                    rows, final = [], set()
                     self._read(db, *it)
                 else:
-                    rows.append(it)
+                    self._take(it, rows, final, now)
+            # flush() and close() (always last in a batch) write every row put before them
+            rows = self._due(rows, None if events or stop else now + GATHER_S)
             if rows or self.pending:
                 self._write(db, rows)
             for e in events:
@@ -140,6 +164,57 @@ class Writer:
             log.error("firsttoken: %d request(s) could not be written to %s and are lost at exit: %s",
                       len(self.pending), self.path, self.last_error)
         db.conn.close()
+
+    def _take(self, row: dict[str, Any], rows: list[dict[str, Any]], final: set[Any], now: float) -> None:
+        """One row from the queue. A final row (``state='done'``) goes into this batch's
+        ``rows``, with what its request has waiting; a partial row waits, merged into what its
+        request has waiting (later values win), unless its request's final row is already in
+        this batch: then it goes after that one."""
+        rid = row.get("id")
+        if row.get("state") == "done":
+            w = self._waiting.pop(rid, None)
+            if w is not None and not w[1].keys() <= row.keys():
+                row = {**row, **{k: v for k, v in w[1].items() if k not in row}}
+            # (else the final row names every column the waiting one does: that one is moot)
+            rows.append(row)
+            final.add(rid)
+        elif rid in final:
+            rows.append(row)
+        else:
+            w = self._waiting.get(rid)
+            if w is None:
+                self._waiting[rid] = [now + INFLIGHT_S, row, False]
+            else:
+                if not w[2]:  # merged into a copy: the caller's dicts stay as they were
+                    w[1], w[2] = dict(w[1]), True
+                w[1].update(row)
+
+    def _timeout(self) -> float | None:
+        """How long the thread may sleep for new rows: until the first waiting partial row is
+        due, or the next retry of the rows kept since a failed write (else until a row comes)."""
+        t = RETRY_S if self.pending else None
+        if self._waiting:
+            due = max(0.0, next(iter(self._waiting.values()))[0] - time.monotonic())
+            t = due if t is None else min(t, due)
+        return t
+
+    def _due(self, rows: list[dict[str, Any]], until: float | None) -> list[dict[str, Any]]:
+        """``rows`` and then the waiting partial rows due by ``until`` (None: all of them).
+        Due by a little later than now (``GATHER_S``) so that one wake-up takes rows due together."""
+        waiting = self._waiting
+        if not waiting:
+            return rows
+        if until is None:
+            rows.extend(w[1] for w in waiting.values())
+            waiting.clear()
+            return rows
+        ids = []
+        for rid, w in waiting.items():  # oldest first: stop at the first one not yet due
+            if w[0] > until:
+                break
+            ids.append(rid)
+        rows.extend(waiting.pop(rid)[1] for rid in ids)
+        return rows
 
     @staticmethod
     def _read(db, query: Callable[[Any], Any], fut: Future) -> None:
@@ -305,6 +380,8 @@ _PLAIN = frozenset({str, int, float, type(None)})
 _CONTROL = (threading.Event, tuple)
 
 _UPSERT: dict[tuple[str, ...], str] = {}
+#: json.dumps(v, ensure_ascii=False, default=str) without building an encoder for every value
+_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 
 def _storage_error(e: BaseException | None) -> bool:
@@ -327,10 +404,10 @@ def _size(row: dict[str, Any]) -> int:
 
 
 def _value(v: Any) -> Any:
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, ensure_ascii=False, default=str)
-    if isinstance(v, bool):
+    if v is True or v is False:
         return int(v)
+    if isinstance(v, (list, dict)):
+        return _json(v)
     return v
 
 
