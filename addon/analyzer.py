@@ -71,6 +71,7 @@ class Analyzer:
         self.pause: Callable[[], float] | None = None  # s to step aside before a job (the loop is busy)
         self._procs = None  # the helper process for very large bodies, started on first use
         self._live_catch_up = False  # a catch_up(live=True) job is queued
+        self._busy_since: float | None = None  # since when the event loop has lagged (_step_aside)
         self._thread = threading.Thread(target=self._run, name="firsttoken-analyzer", daemon=True)
         self._thread.start()
 
@@ -141,9 +142,7 @@ class Analyzer:
                 except Exception:  # the finish job decodes the rest and reports the error
                     log.exception("firsttoken: decoding kept chunks failed")
                 continue
-            wait = self.pause() if self.pause is not None else 0.0
-            if wait > 0.0 and self.q.qsize() < 1000:  # analysis can wait; chunks cannot
-                time.sleep(wait)
+            self._step_aside()
             try:
                 if kind == "parse":
                     self._parse(flight)
@@ -156,6 +155,29 @@ class Analyzer:
                     self._write(flight)
             if kind == "finish":
                 self._idle_due = self.on_idle is not None
+
+    def _step_aside(self) -> None:
+        """Analysis can wait; chunks cannot. While the event loop lags (``pause`` > 0) the next
+        job waits, for at most POSTPONE_S of continuous lag and while fewer than
+        POSTPONE_JOBS wait: a burst of streams is analysed after it, when this thread no
+        longer fights the event loop for the GIL (which also costs less CPU: every GIL
+        hand-over wakes a thread and cools the caches). Under lag that lasts longer, analysis
+        runs anyway, stepping aside only briefly before each job."""
+        if self.pause is None:
+            return
+        while True:
+            wait = self.pause()
+            if wait <= 0.0:
+                self._busy_since = None
+                return
+            now = time.monotonic()
+            if self._busy_since is None:
+                self._busy_since = now
+            if now - self._busy_since >= POSTPONE_S or self.q.qsize() >= POSTPONE_JOBS:
+                if self.q.qsize() < 1000:
+                    time.sleep(wait)
+                return
+            time.sleep(POSTPONE_STEP_S)
 
     def _catch_up(self, flights: list[Flight], live: bool) -> None:
         if live:
@@ -333,6 +355,12 @@ class Analyzer:
 def _redact(text: str | None, secrets: list[str]) -> str | None:
     return None if text is None else redact_text(text, secrets)
 
+
+#: analysis waits for a lagging event loop for at most this long (s) of continuous lag ...
+POSTPONE_S = 2.0
+#: ... and while fewer jobs than this wait; it checks the lag again every POSTPONE_STEP_S
+POSTPONE_JOBS = 5000
+POSTPONE_STEP_S = 0.02
 
 _PARSE_FIELDS = (
     "id", "model", "stream", "max_tokens", "request_error", "tokenizer", "tokens_exact",
