@@ -319,12 +319,13 @@ class Capture:
         c.headers = now
         self._connection_timing(flight, flow)
         rec.status = resp.status_code
-        rec.content_type = resp.headers.get("content-type")
-        rec.content_encoding = resp.headers.get("content-encoding")
-        rec.retry_after = _retry_after(resp.headers)
+        headers = _header_dict(resp.headers)  # one pass: each mitmproxy lookup scans every field
+        rec.content_type = headers.get("content-type")
+        rec.content_encoding = headers.get("content-encoding")
+        rec.retry_after = _retry_after(headers)
         for h in REQUEST_ID_HEADERS:
-            if h in resp.headers:
-                rec.upstream_request_id = resp.headers[h][:200]
+            if h in headers:
+                rec.upstream_request_id = headers[h][:200]
                 break
         tap = StreamTap(
             c, rec.api, rec.content_type, rec.content_encoding,
@@ -549,6 +550,16 @@ def _client_framing(flow: http.HTTPFlow, draining: bool) -> None:
         resp.headers["connection"] = "close"
     elif draining:
         resp.headers["connection"] = "close"
+
+
+def _header_dict(headers) -> dict[str, str]:
+    """mitmproxy's headers as a dict of lower-case names, repeated fields joined with ", " as
+    ``Headers.get`` joins them."""
+    out: dict[str, str] = {}
+    for k, v in headers.items(multi=True):
+        k = k.lower()
+        out[k] = f"{out[k]}, {v}" if k in out else v
+    return out
 
 
 def _retry_after(headers) -> float | None:

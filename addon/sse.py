@@ -108,13 +108,14 @@ class SSEDecoder:
         ``data: <text>\n\n`` (how most servers send each event): the same event ``feed``
         would return, without the line machinery. None otherwise, and then nothing was
         consumed: call ``feed``."""
-        if (self._head is not None or self._buf or self._data or self._pending_cr or self._event
-                or self._closed or self._line_cut or type(data) is not bytes):
+        if (self._buf or self._data or self._pending_cr or self._event or self._closed or self._line_cut
+                or type(data) is not bytes or (self._head is not None and self._head != b"")):
             return None
         n = len(data)
         if (n < 8 or n > MAX_EVENT_DATA or not data.startswith(b"data: ") or not data.endswith(b"\n\n")
                 or data.find(b"\n", 6) != n - 2 or b"\r" in data):
             return None
+        self._head = None  # the stream's first bytes, and not a BOM
         return SSEEvent("message", data[6:-2].decode("utf-8", "replace"), self._last_id)
 
     def close(self) -> list[SSEEvent]:

@@ -160,15 +160,6 @@ class StreamTap:
             self.drained_bytes += len(chunk)
             if self.interp is None and not self._wants_data():
                 continue
-            if self._decompress is None and not self.keep_body and self.decoder is not None:
-                ev = self.decoder.feed_one(chunk)  # the common case: one whole event per chunk
-                if ev is not None:
-                    try:
-                        self._event(ev, now)
-                    except Exception as e:  # as _safe_feed: never raise, stop analysing
-                        self.error = self.error or f"{type(e).__name__}: {e}"
-                        self.interp = self.decoder = None
-                    continue
             self._feed_kept(chunk, now)
         if self._closed_at is not None and not self._decoder_closed:
             self._decoder_closed = True
@@ -214,8 +205,12 @@ class StreamTap:
         if self.keep_body and len(self.saved) < self.keep_body:
             self.saved += data[: self.keep_body - len(self.saved)]
         if self.decoder is not None and self.interp is not None:
-            for ev in self.decoder.feed(data):
+            ev = self.decoder.feed_one(data)  # the common case: one whole event per chunk
+            if ev is not None:
                 self._event(ev, now)
+            else:
+                for ev in self.decoder.feed(data):
+                    self._event(ev, now)
         elif self.interp is not None:
             if len(self.body) + len(data) <= MAX_BODY_COPY:
                 self.body += data

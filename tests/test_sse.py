@@ -318,3 +318,48 @@ def test_garbage_never_raises_and_is_chunking_invariant() -> None:
             evs, d2 = decode(*parts)
             assert evs == whole and d2.comments == d.comments, (case, parts)
             assert decode(*[raw[i : i + 1] for i in range(len(raw))])[0] == whole, (case, raw)
+
+
+# -- feed_one: the tap's shortcut for a chunk that is exactly one event ---------------------
+
+
+def decode_one_first(*chunks: bytes) -> tuple[list[SSEEvent], SSEDecoder]:
+    """As the tap decodes: ``feed_one`` where it answers, ``feed`` otherwise."""
+    d = SSEDecoder()
+    out: list[SSEEvent] = []
+    for c in chunks:
+        ev = d.feed_one(c)
+        if ev is not None:
+            out.append(ev)
+        else:
+            out += d.feed(c)
+    out += d.close()
+    return out, d
+
+
+def _event_chunks(raw: bytes) -> list[bytes]:
+    """The stream cut after every blank line: one event per chunk, as servers send them."""
+    parts = raw.replace(b"\r\n", b"\n").split(b"\n\n")
+    return [p + b"\n\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_feed_one_agrees_with_feed(path: Path) -> None:
+    for raw in _variants(path.read_bytes()).values():
+        for chunks in (_event_chunks(raw), [raw], [raw[i:i + 7] for i in range(0, len(raw), 7)]):
+            got, d1 = decode_one_first(*chunks)
+            want, d0 = decode(*chunks)
+            assert got == want and d1.comments == d0.comments and d1.retry == d0.retry
+
+
+def test_feed_one_on_garbage_agrees_with_the_reference() -> None:
+    rng = random.Random(99)
+    shots = 0
+    for case in range(600):
+        raw = _garbage(rng) if rng.random() < 0.5 else b"".join(
+            rng.choice([b"data: {}\n\n", b"data: x\n\n", b"\xef\xbb\xbfdata: a\n\n", b"id: 7\n", b": c\n\n",
+                        b"data: \xff\n\n", b"event: e\n", b"data: a\nb\n\n", b"data: y\r\n\r\n"]) for _ in range(8))
+        got, d = decode_one_first(*_event_chunks(raw))
+        assert ([(e.event, e.data, e.id) for e in got], d.comments) == reference(raw.replace(b"\r\n", b"\n")), (case, raw)
+        shots += sum(SSEDecoder().feed_one(c) is not None for c in _event_chunks(raw)[:1])
+    assert shots > 50  # the shortcut did answer, often

@@ -58,17 +58,19 @@ class _Collect(logging.Handler):
 
 
 #: the mitmproxy addons a firsttoken proxy runs: the proxy itself, TLS, the address guard
-#: (block_global), h2c refusal, Alt-Svc rewriting and mitm.it (forward mode's CA page).
-#: Not the interactive tools (playback, map/modify, save, cut, export, sticky cookies...):
-#: no option of `firsttoken proxy` reaches them, and mitmproxy asks every addon about every
-#: hook of every flow, which under load costs ~0.4 ms of CPU per request (see `bench`).
-MITMPROXY_ADDONS = ("Core", "Block", "DisableH2C", "Proxyserver", "NextLayer", "TlsConfig", "UpdateAltSvc",
-                    "Onboarding")
+#: (block_global), h2c refusal and Alt-Svc rewriting; in forward mode also mitm.it (the page
+#: clients get mitmproxy's CA from). Not the interactive tools (playback, map/modify, save,
+#: cut, export, sticky cookies...): no option of `firsttoken proxy` reaches them, and
+#: mitmproxy asks every addon about every hook of every flow, which under load costs ~0.4 ms
+#: of CPU per request (see `bench`).
+MITMPROXY_ADDONS = ("Core", "Block", "DisableH2C", "Proxyserver", "NextLayer", "TlsConfig", "UpdateAltSvc")
+FORWARD_MODE_ADDONS = ("Onboarding",)
 
 
-def mitmproxy_addons(defaults: list[Any]) -> list[Any]:
+def mitmproxy_addons(defaults: list[Any], forward_mode: bool = False) -> list[Any]:
     """The addons of mitmproxy's ``default_addons()`` that firsttoken uses (MITMPROXY_ADDONS)."""
-    return [a for a in defaults if type(a).__name__ in MITMPROXY_ADDONS]
+    names = MITMPROXY_ADDONS + (FORWARD_MODE_ADDONS if forward_mode else ())
+    return [a for a in defaults if type(a).__name__ in names]
 
 
 class ProxyServer:
@@ -171,7 +173,7 @@ class ProxyServer:
             logging.getLogger(name).propagate = False
         opts = mitm_options.Options()
         master = Master(opts, event_loop=self.loop)
-        master.addons.add(*mitmproxy_addons(mitm_addons.default_addons()))
+        master.addons.add(*mitmproxy_addons(mitm_addons.default_addons(), self.forward_mode))
         master.addons.add(*self.addons)
         try:
             opts.update(**self.options)
