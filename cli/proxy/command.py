@@ -67,11 +67,24 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
         err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
 
     server.on_listen.append(write_state)  # the per-user registry: `env`, `doctor`, `run`, `live` find this proxy
+    server.on_listen.append(freeze_startup_objects)
     server.on_drain.append(lambda *_: clear_state(server))  # stopping: it takes no new clients
     try:
         _serve(server, out, lang, no_live)
     finally:
         clear_state(server)
+
+
+def freeze_startup_objects(_server=None) -> None:
+    """Leave what startup built (mitmproxy, rich, the modules: ~all objects there are) out of
+    the garbage collector's full passes (``gc.freeze``): they live as long as the process,
+    and each full pass over them took ~40 ms of the event loop's time (at 200 concurrent streams,
+    ~0.08 ms a request less with them frozen; raising the young generations' thresholds
+    measured no better). Only in the proxy's own process (not in tests' or mitmdump's)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def _serve(server, out, lang, no_live) -> None:
