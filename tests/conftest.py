@@ -113,3 +113,15 @@ def start_proxy_process(args: list[str], **popen) -> tuple[subprocess.Popen, int
         p.kill()
         raise AssertionError("proxy did not listen") from None
     return p, port
+
+
+def dump_db(path) -> tuple[list, list, list]:
+    """Every request, finding and (non-empty) statistics bucket of a database: for comparing two."""
+    conn = sqlite3.connect(path)
+    try:
+        return (conn.execute("SELECT * FROM requests ORDER BY id").fetchall(),
+                conn.execute("SELECT * FROM findings ORDER BY request_id, code").fetchall(),
+                # (row by row can leave an all-zero bucket behind, e.g. for a model first unknown)
+                conn.execute("SELECT * FROM stats_totals WHERE n != 0 ORDER BY model, cold").fetchall())
+    finally:
+        conn.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from conftest import dump_db
+
 from firsttoken.addon.record import FIELDS, Record
 from firsttoken.addon.store.db import open_db
 from firsttoken.addon.store.migrations import MIGRATIONS
@@ -72,17 +74,6 @@ def test_bulk_load_ends_as_if_the_rows_were_written_one_by_one(tmp_path):
     assert bulk.execute("SELECT count(*) FROM findings").fetchone() == kept.execute("SELECT count(*) FROM findings").fetchone()
 
 
-def _dump(path):
-    conn = sqlite3.connect(path)
-    try:
-        return (conn.execute("SELECT * FROM requests ORDER BY id").fetchall(),
-                conn.execute("SELECT * FROM findings ORDER BY request_id, code").fetchall(),
-                # (row by row can leave an all-zero bucket behind, e.g. for a model first unknown)
-                conn.execute("SELECT * FROM stats_totals WHERE n != 0 ORDER BY model, cold").fetchall())
-    finally:
-        conn.close()
-
-
 def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_path):
     """The writer merges a batch's rows per request and writes equal column sets together: the
     requests, their findings and the statistics the triggers keep must equal one upsert per row."""
@@ -116,8 +107,8 @@ def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_pat
     w.flush()
     w.close()
     assert w.written and not w.failed
-    batched = _dump(tmp_path / "batched.db")
-    assert batched == _dump(tmp_path / "one.db")
+    batched = dump_db(tmp_path / "batched.db")
+    assert batched == dump_db(tmp_path / "one.db")
     assert len(batched[0]) == 30 and batched[1] and batched[2]
     assert rows[0] == {"id": "r00", "started_at": "2026-01-01T00:00:00+00:00", "state": "in_flight",
                        "phase": "connecting", "model": None, "api": "openai.chat"}  # the caller's dicts untouched

@@ -8,6 +8,7 @@ import sqlite3
 import time
 
 import pytest
+from conftest import dump_db
 
 from firsttoken.addon.record import Record
 from firsttoken.addon.store import writer as writer_mod
@@ -149,17 +150,6 @@ def test_flush_read_and_close_write_the_waiting_partial_rows(tmp_path, monkeypat
     assert reader.execute("SELECT id, phase FROM requests ORDER BY id").fetchall() == [("a", "streaming"), ("b", "prefill")]
 
 
-def _dump(path):
-    conn = sqlite3.connect(path)
-    try:
-        return (conn.execute("SELECT * FROM requests ORDER BY id").fetchall(),
-                conn.execute("SELECT * FROM findings ORDER BY request_id, code").fetchall(),
-                # (row by row can leave an all-zero bucket behind, e.g. for a model first unknown)
-                conn.execute("SELECT * FROM stats_totals WHERE n != 0 ORDER BY model, cold").fetchall())
-    finally:
-        conn.close()
-
-
 def _one_by_one(path, rows) -> None:
     """The reference: one upsert per row, in put order."""
     db = open_db(path)
@@ -240,8 +230,8 @@ def test_random_interleavings_end_as_one_upsert_per_row_in_put_order(tmp_path, m
             w.read(lambda db: db.execute("SELECT count(*) FROM requests").fetchone())
     w.close()
     assert not w.failed and not w.pending
-    deferred = _dump(tmp_path / "deferred.db")
-    assert deferred == _dump(tmp_path / "one.db")
+    deferred = dump_db(tmp_path / "deferred.db")
+    assert deferred == dump_db(tmp_path / "one.db")
     assert len(deferred[0]) == 40 and deferred[1] and deferred[2]
     print(f"\nseed {seed}: {len(rows)} rows, {c.upserts} upserts in {c.transactions} transactions")
     assert c.upserts < len(rows)
@@ -280,4 +270,4 @@ def test_rows_waiting_while_the_disk_is_full_are_kept_and_written_in_order(tmp_p
         assert w.health()["ok"] and not w.pending
     finally:
         w.close()
-    assert _dump(path) == _dump(tmp_path / "one.db")
+    assert dump_db(path) == dump_db(tmp_path / "one.db")
