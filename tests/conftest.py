@@ -125,3 +125,17 @@ def dump_db(path) -> tuple[list, list, list]:
                 conn.execute("SELECT * FROM stats_totals WHERE n != 0 ORDER BY model, cold").fetchall())
     finally:
         conn.close()
+
+
+def upsert_one_by_one(path, rows) -> None:
+    """The writer's reference: one upsert per row, in put order, each its own transaction."""
+    from firsttoken.addon.store.db import open_db
+    from firsttoken.addon.store.writer import Writer
+
+    db = open_db(path)
+    w = Writer.__new__(Writer)  # its SQL only: no thread
+    w._cols, w._checked = None, set()
+    for r in rows:
+        with db.conn:
+            w._apply(db, [r])  # a batch of one row: nothing to merge
+    db.conn.close()

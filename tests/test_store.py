@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from conftest import dump_db
+from conftest import dump_db, upsert_one_by_one
 
 from firsttoken.addon.record import FIELDS, Record
 from firsttoken.addon.store.db import open_db
@@ -94,13 +94,7 @@ def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_pat
                      model="m-a", api="openai.chat", status=200, ttfb_ms=12.5, ttft_ms=40.0 + i,
                      findings=[{"code": "usage.missing", "severity": "info"}] if i % 3 else [])
         rows.append(rec.row())
-    one_by_one = open_db(tmp_path / "one.db")
-    w1 = Writer.__new__(Writer)
-    w1._cols, w1._checked = None, set()
-    for r in rows:
-        with one_by_one.conn:
-            w1._apply(one_by_one, [r])  # a batch of one row: nothing to merge
-    one_by_one.conn.close()
+    upsert_one_by_one(tmp_path / "one.db", rows)
     w = Writer(str(tmp_path / "batched.db"))
     for r in rows:
         w.put(r)

@@ -8,11 +8,10 @@ import sqlite3
 import time
 
 import pytest
-from conftest import dump_db
+from conftest import dump_db, upsert_one_by_one
 
 from firsttoken.addon.record import Record
 from firsttoken.addon.store import writer as writer_mod
-from firsttoken.addon.store.db import open_db
 from firsttoken.addon.store.writer import Writer
 
 
@@ -150,17 +149,6 @@ def test_flush_read_and_close_write_the_waiting_partial_rows(tmp_path, monkeypat
     assert reader.execute("SELECT id, phase FROM requests ORDER BY id").fetchall() == [("a", "streaming"), ("b", "prefill")]
 
 
-def _one_by_one(path, rows) -> None:
-    """The reference: one upsert per row, in put order."""
-    db = open_db(path)
-    w = Writer.__new__(Writer)
-    w._cols, w._checked = None, set()
-    for r in rows:
-        with db.conn:
-            w._apply(db, [r])  # a batch of one row: nothing to merge
-    db.conn.close()
-
-
 def _random_rows(rng: random.Random, n_ids: int) -> list[dict]:
     """Rows of ``n_ids`` requests, interleaved at random (each request's own rows in order):
     partial rows of random columns, a final row, sometimes partial rows after it, sometimes a
@@ -216,7 +204,7 @@ def test_random_interleavings_end_as_one_upsert_per_row_in_put_order(tmp_path, m
     rng = random.Random(seed)
     monkeypatch.setattr(writer_mod, "INFLIGHT_S", rng.choice([0.005, 0.03, 0.08]), raising=False)
     rows = _random_rows(rng, 40)
-    _one_by_one(tmp_path / "one.db", rows)
+    upsert_one_by_one(tmp_path / "one.db", rows)
     w = Writer(str(tmp_path / "deferred.db"))
     c = counting(w)
     for r in rows:
@@ -247,7 +235,7 @@ def test_rows_waiting_while_the_disk_is_full_are_kept_and_written_in_order(tmp_p
     for r in rows:  # bodies large enough that the rows need new pages
         if r.get("state") == "done":
             r["request_body"] = "x" * 6000
-    _one_by_one(tmp_path / "one.db", rows)
+    upsert_one_by_one(tmp_path / "one.db", rows)
     path = tmp_path / "full.db"
     w = Writer(str(path))
     try:
