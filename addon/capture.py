@@ -70,7 +70,7 @@ class Capture:
         self._conn_claimed: set[str] = set()
         self._strategy_set = False  # connection_strategy was set to lazy by this addon
         self.run_id: str | None = None  # stamped on every record (`firsttoken run` owns this proxy)
-        self.loadwatch = LoadWatch(active=lambda: bool(self.flights))  # the proxy's own event-loop lag and CPU use
+        self.loadwatch = LoadWatch()  # the proxy's own event-loop lag and CPU use
         self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
         #: the proxy is stopping (ProxyServer.drain): responses close their client connection
         self.draining = False

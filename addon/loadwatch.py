@@ -23,16 +23,11 @@ import contextlib
 import socket
 import struct
 import time
-from collections.abc import Callable
 from typing import Any
 
 #: the monitor's period (s): a sleep this long that wakes late measures the loop's lag; it also
 #: bounds the error of ``wait_before`` (~50 wake-ups a second: a fraction of a percent of a core)
 INTERVAL = 0.02
-#: ... and while no request is in flight (``active`` says so): an idle proxy on a laptop should
-#: not wake 50 times a second. A request arriving then still has its wait measured (TCP_INFO;
-#: elsewhere the pending sleep wakes late by as much as the loop lags)
-IDLE_INTERVAL = 0.25
 #: samples kept (at INTERVAL, ~5 minutes): enough for any request still in flight to be looked up
 KEEP = 15000
 #: background threads step aside (``pause``) while the loop lags more than this (s) ...
@@ -83,11 +78,8 @@ def client_socket(proxyserver: Any, client: Any) -> Any:
 
 
 class LoadWatch:
-    def __init__(self, interval: float = INTERVAL, idle_interval: float = IDLE_INTERVAL,
-                 active: Callable[[], bool] | None = None) -> None:
+    def __init__(self, interval: float = INTERVAL) -> None:
         self.interval = interval
-        self.idle_interval = max(interval, idle_interval)
-        self.active = active  # whether requests are in flight (None: always sample at `interval`)
         self._at: list[float] = []  # perf_counter time each sample woke
         self._due: list[float] = []  # ... and when its timer was due
         self._next_due: float | None = None  # the timer now pending
@@ -107,10 +99,9 @@ class LoadWatch:
             self._task = None
 
     async def _run(self) -> None:
-        sleep, perf, cpu = asyncio.sleep, time.perf_counter, time.process_time
+        sleep, perf, cpu, interval = asyncio.sleep, time.perf_counter, time.process_time, self.interval
         with contextlib.suppress(asyncio.CancelledError):
             while True:
-                interval = self.interval if self.active is None or self.active() else self.idle_interval
                 self._next_due = due = perf() + interval
                 await sleep(interval)
                 self.sample(perf(), due, cpu())
@@ -137,10 +128,6 @@ class LoadWatch:
         return min(lag, MAX_PAUSE) if lag > BUSY_LAG else 0.0
 
     # -- questions -------------------------------------------------------------------
-    def samples(self) -> int:
-        """How many measurements are kept."""
-        return len(self._at)
-
     def wait_before(self, t: float, now: float | None = None) -> float:
         """About how long (s) something the loop handled at ``t`` had waited for it.
 
