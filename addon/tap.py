@@ -119,7 +119,6 @@ class StreamTap:
         self._on_backlog = on_backlog
         self.backlog_asked = False  # on_backlog was called and drain() has not run since
         self._closed_at: float | None = None  # finish() while deferring: drain() closes the decoder
-        self._decoder_closed = False
 
     def __call__(self, chunk: bytes) -> bytes:
         if self.deferring:
@@ -134,14 +133,23 @@ class StreamTap:
                     self.backlog_asked = True
                     self._on_backlog()
             return chunk
-        self._safe_feed(chunk, time.perf_counter())
+        if chunk:
+            # mitmproxy calls with b"" at the end of the body, but an HTTP/2 upstream may also
+            # send empty DATA frames mid-stream: the end is signalled by the hooks (finish()).
+            now = time.perf_counter()
+            c = self.clock
+            if c.first_byte is None:
+                c.first_byte = now
+            c.last_byte = now
+            self.bytes += len(chunk)
+            self._safe_decode(chunk, now)
         if self._may_defer and self.clock.first_visible is not None and self.interp is not None:
             self.deferring = True
         return chunk
 
-    def _safe_feed(self, chunk: bytes, now: float) -> None:
+    def _safe_decode(self, chunk: bytes, now: float) -> None:
         try:
-            self._feed(chunk, now)
+            self._decode(chunk, now)
         except Exception as e:  # never let analysis break forwarding
             if self.error is None:
                 self.error = f"{type(e).__name__}: {e}"
@@ -156,33 +164,15 @@ class StreamTap:
         self.backlog_asked = False
         kept = self.kept
         while kept:
-            now, chunk = kept.popleft()
+            now, chunk = kept.popleft()  # stamped and counted when it arrived
             self.drained_bytes += len(chunk)
-            if self.interp is None and not self._wants_data():
-                continue
-            self._feed_kept(chunk, now)
-        if self._closed_at is not None and not self._decoder_closed:
-            self._decoder_closed = True
-            self._close_decoder(self._closed_at)
-
-    def _feed_kept(self, chunk: bytes, now: float) -> None:
-        """``_feed`` for a chunk already stamped when it arrived (byte counts included)."""
-        c = self.clock
-        last, n = c.last_byte, self.bytes
-        self._safe_feed(chunk, now)
-        c.last_byte, self.bytes = last, n
+            self._safe_decode(chunk, now)
+        if self._closed_at is not None:
+            self._close_decoder(self._closed_at)  # (SSEDecoder.close is idempotent)
 
     # -- internals -----------------------------------------------------------------
-    def _feed(self, chunk: bytes, now: float) -> None:
-        c = self.clock
-        if not chunk:
-            # mitmproxy calls with b"" at the end of the body, but an HTTP/2 upstream may also
-            # send empty DATA frames mid-stream: the end is signalled by the hooks (finish()).
-            return
-        if c.first_byte is None:
-            c.first_byte = now
-        c.last_byte = now
-        self.bytes += len(chunk)
+    def _decode(self, chunk: bytes, now: float) -> None:
+        """Decode a copy of one chunk that arrived at ``now``."""
         data = chunk
         if not self._wants_data():
             return  # nothing reads the decoded bytes: no decompression, no copy
