@@ -241,6 +241,10 @@ class Analyzer:
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
             rec.oversize_events = tap.oversize_events
             rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
+            if rec.client_aborted and rec.stream_done:
+                # the client hung up after the stream's final event: the openai SDK closes on
+                # `[DONE]` without waiting for the chunked terminator. A complete response.
+                rec.client_aborted, rec.error = False, None
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars
             rec.sse_comments = tap.sse_comments

@@ -28,10 +28,13 @@ class LoopbackServer:
 
 
 class RawUpstream(LoopbackServer):
-    """Serves ``chunks`` (list of bytes) with ``delay`` seconds between them, chunked encoding."""
+    """Serves ``chunks`` (list of bytes) with ``delay`` seconds between them, chunked encoding;
+    ``end_delay`` seconds pass between the last chunk and the terminating zero-length one."""
 
-    def __init__(self, chunks: list[bytes], headers: dict[str, str] | None = None, delay: float = 0.0, status: int = 200):
+    def __init__(self, chunks: list[bytes], headers: dict[str, str] | None = None, delay: float = 0.0, status: int = 200,
+                 end_delay: float = 0.0):
         self.chunks = chunks
+        self.end_delay = end_delay
         self.headers = headers or {"content-type": "text/event-stream"}
         self.delay = delay
         self.status = status
@@ -60,8 +63,13 @@ class RawUpstream(LoopbackServer):
                     outer.sent.update(c)
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(c), c))
                     self.wfile.flush()
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
+                if outer.end_delay:
+                    time.sleep(outer.end_delay)
+                try:
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except OSError:  # the proxy let go of the connection already (the client had closed)
+                    pass
 
             do_GET = do_POST
 

@@ -239,3 +239,25 @@ def test_decompression_bomb_is_forwarded_but_not_analysed(db_path):
         assert raw == bomb
         row = one_row(p, db_path)
     assert row["status"] == 200 and "decompress" in (row["error"] or "")
+
+
+def test_client_closing_after_the_final_event_is_a_complete_request(db_path):
+    # The openai SDK stops reading at `data: [DONE]` and closes the connection, without
+    # waiting for the chunked terminator. When the terminator is late, the proxy sees the
+    # client hang up: that is a complete response, not an abort.
+    import openai
+
+    chunks = [_chunk(i, "x") for i in range(5)] + [b"data: [DONE]\n\n"]
+    with RawUpstream(chunks, delay=0.02, end_delay=1.0) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        oai = openai.OpenAI(base_url=p.url + "/v1", api_key="sk-test-closing-000000000000", max_retries=0)
+        stream = oai.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}],
+                                             stream=True)
+        assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "xxxxx"
+        deadline = time.time() + 5
+        while time.time() < deadline and not rows(db_path, "WHERE state = 'done'"):
+            time.sleep(0.05)
+        row = one_row(p, db_path)
+    assert row["stream_done"] == 1 and row["events"] == 5
+    assert row["client_aborted"] == 0 and row["error"] is None
+    assert "client.aborted" not in row["findings"]
+    assert row["total_ms"] < 800  # ended when the client had everything, not when the terminator came
