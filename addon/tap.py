@@ -12,11 +12,14 @@ chunks later (``drain``: at the end, when the live view asks, or when more than
 ``DEFER_MAX_BYTES`` wait), with the times they arrived, so every figure comes out exactly
 as if decoded live, while the event loop, which forwards every other stream, does a stamp
 and an append per chunk. The chunks cross threads through a deque (atomic append/popleft);
-once deferring, only the analysis thread touches the decoder.
+once deferring, the decoder is touched only inside ``drain`` (one at a time, under a lock): by
+the analysis thread, or by the event loop itself when more than ``DEFER_HARD_MAX_BYTES`` wait
+because the analysis thread fell behind, so a fast stream never piles up in memory.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from collections import deque
@@ -42,6 +45,9 @@ MAX_TOKEN_EVENTS = 200_000
 MAX_TEXT_KEEP = 4 * 1024 * 1024
 #: kept (deferred) bytes beyond which the tap asks the analysis thread to decode them now
 DEFER_MAX_BYTES = 1024 * 1024
+#: ... and beyond which the event loop decodes them itself: when the analysis thread falls
+#: behind a fast stream (it gets the GIL only between the loop's turns), memory stays bounded
+DEFER_HARD_MAX_BYTES = 8 * 1024 * 1024
 
 
 def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None:
@@ -119,6 +125,7 @@ class StreamTap:
         self._on_backlog = on_backlog
         self.backlog_asked = False  # on_backlog was called and drain() has not run since
         self._closed_at: float | None = None  # finish() while deferring: drain() closes the decoder
+        self._draining = threading.Lock()  # one drain() at a time: chunks are decoded in order
 
     def __call__(self, chunk: bytes) -> bytes:
         if self.deferring:
@@ -128,10 +135,13 @@ class StreamTap:
                 self.bytes += len(chunk)
                 self.kept.append((now, chunk))
                 self.kept_bytes += len(chunk)
-                if (self.kept_bytes - self.drained_bytes > DEFER_MAX_BYTES and not self.backlog_asked
-                        and self._on_backlog is not None):
-                    self.backlog_asked = True
-                    self._on_backlog()
+                backlog = self.kept_bytes - self.drained_bytes
+                if backlog > DEFER_MAX_BYTES:
+                    if not self.backlog_asked and self._on_backlog is not None:
+                        self.backlog_asked = True
+                        self._on_backlog()
+                    elif backlog > DEFER_HARD_MAX_BYTES:
+                        self.drain()
             return chunk
         if chunk:
             # mitmproxy calls with b"" at the end of the body, but an HTTP/2 upstream may also
@@ -161,14 +171,15 @@ class StreamTap:
         unless deferring). After ``finish`` it also ends the decoding, as ``finish`` would have."""
         if not self.deferring:
             return
-        self.backlog_asked = False
-        kept = self.kept
-        while kept:
-            now, chunk = kept.popleft()  # stamped and counted when it arrived
-            self.drained_bytes += len(chunk)
-            self._safe_decode(chunk, now)
-        if self._closed_at is not None:
-            self._close_decoder(self._closed_at)  # (SSEDecoder.close is idempotent)
+        with self._draining:
+            self.backlog_asked = False
+            kept = self.kept
+            while kept:
+                now, chunk = kept.popleft()  # stamped and counted when it arrived
+                self.drained_bytes += len(chunk)
+                self._safe_decode(chunk, now)
+            if self._closed_at is not None:
+                self._close_decoder(self._closed_at)  # (SSEDecoder.close is idempotent)
 
     # -- internals -----------------------------------------------------------------
     def _decode(self, chunk: bytes, now: float) -> None:

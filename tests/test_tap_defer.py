@@ -129,3 +129,28 @@ def test_deferring_starts_at_the_first_visible_token_and_asks_for_a_drain_when_t
     assert asked == [1]  # once, until drained
     t.drain()
     assert not t.kept and len(t.clock.token_events) == 50 and not t.backlog_asked
+
+
+def test_a_backlog_the_analysis_thread_never_drains_stays_bounded(monkeypatch):
+    """A fast stream can outrun the analysis thread (it gets the GIL only between the event
+    loop's turns): beyond DEFER_HARD_MAX_BYTES the event loop decodes the backlog itself, so
+    memory stays bounded and the figures are still those of live decoding."""
+    monkeypatch.setattr(tapmod, "DEFER_MAX_BYTES", 2000)
+    monkeypatch.setattr(tapmod, "DEFER_HARD_MAX_BYTES", 10_000)
+    raw = _openai_stream(3000)
+    chunks = _chunks(raw, random.Random(7))
+    asked, peak = [], 0
+    t = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None, defer=True, on_backlog=lambda: asked.append(1))
+    for ch in chunks:  # nobody answers on_backlog
+        t(ch)
+        peak = max(peak, t.kept_bytes - t.drained_bytes)
+    assert t.deferring and asked and len(raw) > 10 * 10_000
+    assert peak <= 10_000 + max(map(len, chunks))
+    t.finish()
+    t.drain()
+    live = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None)
+    for ch in chunks:
+        live(ch)
+    live.finish()
+    assert t.output_chars == live.output_chars == sum(len(f"w{i} ") for i in range(3000))
+    assert len(t.clock.token_events) == len(live.clock.token_events) == 3000 and t.facts.done
