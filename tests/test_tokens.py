@@ -827,3 +827,35 @@ def test_count_cache_is_bounded(monkeypatch):
     assert texts <= 10 and chars <= 1000
     assert shapes.count_cached(Enc(), "099" + "x" * 97) == 100  # the newest is kept
     shapes.clear_count_cache()
+
+
+def test_long_texts_are_counted_in_segments_with_the_one_call_count(monkeypatch):
+    """token_len cuts before a space that follows a non-space, where no pre-token piece
+    crosses: the count is exactly tiktoken's one-call count, whatever the text."""
+    enc, _ = load_encoding("cl100k_base")
+    here = os.path.dirname(__file__)
+    sources = [open(os.path.join(here, f), encoding="utf-8").read() for f in ("test_tokens.py", "conftest.py")]
+    rng = random.Random(5)
+    pieces = ["don't ", "I'll  ", "延迟 ", "x\n\n  y", "1234567 ", "  \t ", "!!! ", "\r\n", "naïve ", "🙂 ", "  a", "'s "]
+    mixed = ["".join(rng.choice(pieces) for _ in range(3000)) for _ in range(4)]
+    # every window of these sizes holds a cut point (source code's indentation needs the larger ones)
+    for seg, texts in ((40, mixed), (400, mixed), (2000, sources + mixed), (SEG := encodings.SEGMENT_CHARS, sources * 20)):
+        monkeypatch.setattr(encodings, "SEGMENT_CHARS", seg)
+        for text in texts:
+            assert encodings.token_len(enc, text) == len(enc.encode_ordinary(text)), seg
+    assert len(sources[0] * 20) > 2 * SEG  # the real segment size was exercised
+
+
+def test_a_huge_unbroken_run_is_counted_in_bounded_memory():
+    """4 MiB of one repeated character cost tiktoken +190 MB in one piece; in segments the
+    count moves by at most a token per cut."""
+    import subprocess
+    import sys
+
+    code = ("import resource; from firsttoken.addon.tokens import encodings as e; enc, _ = e.load_encoding('cl100k_base');"
+            "r0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; n = e.token_len(enc, 'x' * 4_000_000);"
+            "print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - r0) // 1024)")
+    n, grew_mb = map(int, subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                         timeout=120).stdout.split())
+    assert abs(n - 500_000) <= 4_000_000 // encodings.SEGMENT_CHARS + 1
+    assert grew_mb < 60, grew_mb

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from firsttoken.addon.tokens.encodings import DEFAULT_ENCODING, ByteEstimate, encoding_for_model, load_encoding
+from firsttoken.addon.tokens.encodings import DEFAULT_ENCODING, ByteEstimate, encoding_for_model, load_encoding, token_len
 from firsttoken.addon.tokens.prefix import prefix_hash
 from firsttoken.addon.tokens.shapes import REPLY_PRIMING, ShapeCounter, clear_count_cache
 
@@ -202,7 +202,7 @@ def count_text(text: str, model: str | None = None) -> tuple[int, str, bool]:
     enc, label = load_encoding(enc_name)
     if not isinstance(text, str):
         text = "" if text is None else str(text)
-    return len(enc.encode_ordinary(text)), label, exact and label == enc_name
+    return token_len(enc, text), label, exact and label == enc_name
 
 
 def benchmark(tokens: int = 200_000, model: str | None = "gpt-4") -> dict[str, Any]:

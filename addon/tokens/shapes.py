@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from firsttoken.addon.tokens.encodings import token_len
 from firsttoken.addon.tokens.images import anthropic_image_tokens, b64_image_dims, openai_image_tokens
 from firsttoken.addon.tokens.prefix import strip_cache_hints as _strip_cache_hints
 
@@ -45,14 +46,14 @@ _cached_chars = 0
 
 
 def count_cached(enc: Any, s: str) -> int:
-    """``len(enc.encode_ordinary(s))``, remembered: a text seen before costs one dict lookup
+    """``token_len(enc, s)``, remembered: a text seen before costs one dict lookup
     (its hash), not a tokenizer call (which also hands the GIL to the event loop and back).
     Thread-safe enough: dict operations are atomic; the size is approximate under races."""
     global _cached_chars
     key = (getattr(enc, "name", None) or id(enc), s)
     n = _counts.get(key)
     if n is None:
-        n = len(enc.encode_ordinary(s))
+        n = token_len(enc, s)
         if len(s) <= CACHE_MAX_CHARS // 4:
             while _counts and _cached_chars + len(s) > CACHE_MAX_CHARS:
                 try:
