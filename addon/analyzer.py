@@ -26,6 +26,7 @@ from firsttoken.addon.flight import Flight
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
+from firsttoken.addon.store import conversations as store_conversations
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import stale_in_flight
 from firsttoken.addon.store.queries import decode_row
@@ -60,7 +61,7 @@ class Analyzer:
         self.on_idle = on_idle  # called when the queue runs empty after a finished record
         self._idle_due = False
         self.prefixes = tokens.PrefixTracker()
-        self.conversations = ConversationIndex()
+        self.conversations = ConversationIndex(history=self._recorded_turn)
         #: record id -> (conversation, prompt change) between a request's parse and its finish
         self._pending: collections.OrderedDict[str, tuple[Any, dict[str, Any]]] = collections.OrderedDict()
         #: the prompt change of the record being diagnosed (read by the cache rules through Ctx)
@@ -307,6 +308,15 @@ class Analyzer:
                     pairs.appendleft((est, server))
         except Exception as e:  # history is a bonus; never block the proxy on it
             log.warning("firsttoken: could not read history for calibration: %s", e)
+
+    def _recorded_turn(self, conversation_id: str) -> tuple[int, str | None] | None:
+        """A client session's last recorded turn (the conversation index asks once per session it
+        has not met in this process): read on the writer thread, briefly; history is a bonus."""
+        try:
+            return self.writer.read(lambda db: store_conversations.last_turn(db, conversation_id), timeout=2.0)
+        except Exception as e:
+            log.debug("firsttoken: could not read the recorded turns of %s: %s", conversation_id, e)
+            return None
 
     def _recover(self) -> None:
         """Close the rows a dead proxy left in flight on this database (kill -9, a crash):

@@ -15,7 +15,8 @@ Pure and in memory (runs on the analysis thread). Two steps:
 
 It keeps, per conversation, only the last request's parts (system text, tool names, message
 hashes), so :func:`divergence` can say where a prompt stopped matching the previous one. Nothing
-here is written to disk.
+here is written to disk; a client session met for the first time is looked up in what was
+recorded (``history``), so after a proxy restart its turns go on rather than start at 1 again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import json
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -300,8 +302,12 @@ class ConversationIndex:
     (route and family, how many, a hash of them), so a request looks up only the conversations
     its messages could extend, not every conversation it remembers."""
 
-    def __init__(self, maxsize: int = MAX_CONVERSATIONS) -> None:
+    def __init__(self, maxsize: int = MAX_CONVERSATIONS,
+                 history: Callable[[str], tuple[int, str | None] | None] | None = None) -> None:
         self.maxsize = max(1, maxsize)
+        #: a client session not in memory (a proxy restarted, or it was forgotten): its last recorded
+        #: turn and main model, so turns go on where they were (``store.conversations.last_turn``)
+        self.history = history
         self._convs: OrderedDict[str, Conversation] = OrderedDict()
         #: (key, number of messages, hash of them) -> the conversations filed there, least recently used first
         self._chains: dict[tuple[Any, ...], dict[str, Conversation]] = {}
@@ -313,6 +319,18 @@ class ConversationIndex:
 
     def get(self, conversation_id: str) -> Conversation | None:
         return self._convs.get(conversation_id)
+
+    def _resume(self, conv: Conversation) -> None:
+        """Turn and main model of a session recorded before (a proxy restart): history is a bonus,
+        so a lookup that fails leaves the conversation as new."""
+        if self.history is None:
+            return
+        try:
+            found = self.history(conv.id)
+        except Exception:
+            return
+        if found:
+            conv.turn, conv.main_model = found
 
     def _chain_match(self, key: tuple[str, str], parts: Parts, now: float) -> Conversation | None:
         """The conversation whose last request's messages ``parts`` extends (the longest; of
@@ -375,6 +393,7 @@ class ConversationIndex:
             conv = self._convs.get(cid)
             if conv is None:
                 conv = Conversation(id=cid, key=key, session=parts.session)
+                self._resume(conv)
         else:
             conv = self._chain_match(key, parts, t0)
             if conv is None:

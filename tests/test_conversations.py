@@ -16,7 +16,7 @@ import openai
 import pytest
 from conftest import FAST, rows
 
-from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts, session_of
+from firsttoken.addon.conversations import ConversationIndex, Parts, divergence, prompt_parts, session_of
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 
@@ -118,6 +118,60 @@ def test_session_id_groups_requests_that_share_no_messages(proxy, db_path):
     rs = rows(db_path)
     assert rs[0]["conversation_id"] == rs[1]["conversation_id"] != rs[2]["conversation_id"]
     assert [r["turn"] for r in rs] == [1, 2, 1]
+
+
+def test_turns_go_on_after_a_proxy_restart(sim, db_path):
+    """A Claude Code session outlives a proxy restart: the next proxy on the same database picks
+    up its turns where the last one left them, and still tells a side call from the main loop."""
+    sid = "0c9a2b7e-5d1f-4a3b-9c8d-7e6f5a4b3c2d"
+    meta = {"user_id": json.dumps({"device_id": "df01", "account_uuid": "", "session_id": sid})}
+    msgs = [{"role": "user", "content": "What is in a.txt?"}]
+
+    def ask(p, model="sim-1", tools=(TOOL_AN,), messages=None):
+        c = anthropic.Anthropic(base_url=p.url, api_key="sk-ant-test-000000000000000000000", max_retries=0)
+        return c.messages.create(model=model, max_tokens=16, metadata=meta, tools=list(tools),
+                                 messages=messages or msgs)
+
+    def reply(r):
+        return {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in r.content]}
+
+    first = ProxyServer([sim.url], str(db_path), port=0).start()
+    try:
+        msgs.append(reply(ask(first)))
+        msgs.append({"role": "user", "content": "And b.txt?"})
+        r = ask(first, model="sim-tool-1")  # turn 2 asks for a tool; the proxy stops while it runs
+        first.flush()
+    finally:
+        first.stop()
+    call = next(b for b in r.content if b.type == "tool_use")
+    msgs += [reply(r), {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "hi"}]}]
+    second = ProxyServer([sim.url], str(db_path), port=0).start()
+    try:
+        msgs.append(reply(ask(second)))  # the tool's result: still turn 2
+        msgs.append({"role": "user", "content": "And c.txt?"})
+        ask(second)  # a new user message: the next turn
+        ask(second, model="sim-haiku-1", tools=(), messages=[{"role": "user", "content": "Title for this chat?"}])
+        second.flush()
+    finally:
+        second.stop()
+    rs = rows(db_path)
+    assert len(rs) == 5 and len({r["conversation_id"] for r in rs}) == 1
+    assert [r["turn"] for r in rs[:4]] == [1, 2, 2, 3]
+    assert [r["request_kind"] for r in rs] == ["main"] * 4 + ["side"]
+
+
+def test_index_resumes_a_recorded_session_and_starts_afresh_without_history():
+    def broken(_cid):
+        raise OSError("database gone")
+
+    asked = []
+    for history, turn in ((None, 1), (broken, 1), (lambda _cid: None, 1), (lambda cid: asked.append(cid) or (7, "sim-1"), 8)):
+        idx = ConversationIndex(history=history)
+        for t0 in (1.0, 2.0):  # asked once, when the session is first met
+            parts = Parts(session="s-1", messages=["a"] * int(t0), user_turns=1, new_turn=t0 == 1.0)
+            a = idx.assign(route="r", family="anthropic", model="sim-1", path="/v1/messages", parts=parts, t0=t0)
+            assert a.turn == turn
+    assert len(asked) == 1
 
 
 def _big_system(stamp: str) -> str:

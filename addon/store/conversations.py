@@ -84,6 +84,25 @@ def session(db: sqlite_utils.Database, id_prefix: str) -> tuple[dict[str, Any], 
     return summary, [decode_row(dict(zip(names, r))) for r in cur.fetchall()]
 
 
+def last_turn(db: sqlite_utils.Database, conversation_id: str) -> tuple[int, str | None] | None:
+    """The highest turn recorded for a conversation and the model of its newest main request:
+    where a proxy started afresh picks up a client session it recorded before (turns go on from
+    there instead of restarting at 1). None when the conversation has no row, or the database
+    predates conversations."""
+    try:
+        row = db.execute(
+            "SELECT max(turn), (SELECT model FROM requests WHERE conversation_id = :c AND request_kind = 'main' "
+            "ORDER BY started_at DESC LIMIT 1) FROM requests WHERE conversation_id = :c",
+            {"c": conversation_id}).fetchone()
+    except sqlite3.OperationalError as e:
+        if "no such column" in str(e):
+            return None
+        raise
+    if row is None or row[0] is None:
+        return None
+    return int(row[0]), row[1]
+
+
 #: what the live view's conversation line needs of each request (``cli/live/data.conversation_line``)
 ACTIVE_FIELDS = ("id", "started_at", "conversation_id", "turn", "request_kind", "usage_cached_tokens", "usage_prompt_tokens")
 
