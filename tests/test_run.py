@@ -228,6 +228,51 @@ def test_managed_claude_settings_fall_back_to_forward_mode(tmp_path):
     assert make_plan(["claude"], {}, tmp_path, tmp_path, managed=(tmp_path / "none.json",)).forward_reason is None
 
 
+@pytest.mark.parametrize("argv, client, at", [
+    (["claude", "-p", "hi"], "claude-code", 1),
+    (["/usr/local/bin/codex.exe", "exec"], "codex", 1),
+    (["cline", "--json", "Say hi"], "cline", 1),
+    (["npx", "claude", "-p", "hi"], "claude-code", 2),
+    (["npx", "-y", "@anthropic-ai/claude-code@2.1.197", "-p", "hi"], "claude-code", 3),
+    (["npx", "--", "claude", "-p", "hi"], "claude-code", 3),
+    (["npx", "-p", "@openai/codex", "codex", "exec", "hi"], "codex", 4),
+    (["npx", "--package=@openai/codex", "codex", "exec"], "codex", 3),
+    (["bunx", "cline@3.0.65", "--json", "Say hi"], "cline", 2),
+    (["bun", "x", "@openai/codex", "exec"], "codex", 3),
+    (["pnpm", "dlx", "@anthropic-ai/claude-code", "-p", "hi"], "claude-code", 3),
+    (["yarn", "dlx", "cline", "--json", "Say hi"], "cline", 3),
+    (["node", "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js", "-p", "hi"], "claude-code", 2),
+    (["node", "--max-old-space-size", "4096", "/x/node_modules/@anthropic-ai/claude-code/cli.js"], "claude-code", 4),
+    (["/usr/bin/node", "--require", "./hook.js", "./node_modules/@openai/codex/bin/codex.js", "exec"], "codex", 4),
+    (["bun", "run", "/opt/node_modules/cline/bin/cline", "--json", "Say hi"], "cline", 3),
+    (["node", "./bin/claude.mjs"], "claude-code", 2),
+    # not a client: a command given as a string, another package, a plain script, a bare launcher
+    (["npx", "-c", "claude -p hi"], "other", 1),
+    (["node", "-e", "require('@anthropic-ai/claude-code')"], "other", 1),
+    (["npx", "prettier", "claude.js"], "other", 1),
+    (["node", "app.js", "claude"], "other", 1),
+    (["python", "my_app.py"], "other", 1),
+    (["npx"], "other", 1),
+    ([], "other", 1),
+])
+def test_client_of_sees_through_launchers(argv, client, at):
+    """A client run through npx / bunx / pnpm dlx / yarn dlx / node SCRIPT is that client, and its
+    own arguments (where `run` adds --settings or -c) start after the launcher's."""
+    from firsttoken.cli.run.upstreams import client_of
+
+    assert client_of(argv) == (client, at)
+
+
+def test_print_env_through_a_launcher_puts_the_setting_after_the_package(tmp_path):
+    env = base_env(tmp_path, ANTHROPIC_BASE_URL="https://gw.example.com")
+    r = subprocess.run([FT, "run", "--print-env", "--db", str(tmp_path / "x.db"), "--", "npx", "-y",
+                        "@anthropic-ai/claude-code", "-p", "hi"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# firsttoken run: claude-code;")
+    assert ("""#   npx -y @anthropic-ai/claude-code --settings '{"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8787/anthropic"}}'"""
+            " -p hi") in r.stdout
+
+
 # -- the terminal and signals --------------------------------------------------------------------
 
 def test_tty_passes_through(tmp_path):

@@ -1,7 +1,8 @@
 """`firsttoken run`: where the child would have sent its requests, and how to send them through
 the proxy instead.
 
-The upstreams come from what the command would have used: ``ANTHROPIC_BASE_URL``,
+The client is known by its program, also through a launcher (``npx claude``, ``node
+…/cli.js``: :func:`client_of`). The upstreams come from what the command would have used: ``ANTHROPIC_BASE_URL``,
 ``OPENAI_BASE_URL`` / ``OPENAI_API_BASE``, the providers' public URLs when unset — and the
 client's own configuration where it wins over the environment: Claude Code's settings.json
 ``env`` blocks, Codex's config.toml model provider. The child is then pointed at the proxy with
@@ -62,6 +63,7 @@ class Plan:
     argv: list[str]
     client: str  # claude-code | codex | other
     upstreams: dict[str, Upstream]
+    args_at: int = 1  # where the client's own arguments start in argv (after a launcher: npx claude …)
     forward_reason: str | None = None  # set: the child cannot be redirected by settings
     codex_provider: str | None = None  # codex: the provider whose base_url -c overrides ("openai": built in)
     notes: list[str] = field(default_factory=list)
@@ -76,16 +78,80 @@ class Plan:
             raise PlanError(str(e)) from None
 
 
-def client_of(argv: list[str]) -> str:
-    """Which client a command runs, by its program name."""
-    name = Path(argv[0]).name.lower() if argv else ""
-    name = re.sub(r"\.(exe|cmd|js|mjs)$", "", name)
-    return {"claude": "claude-code", "codex": "codex"}.get(name, "other")
+#: a client by its program (or bin) name, and by its npm package
+CLIENT_PROGRAMS = {"claude": "claude-code", "codex": "codex", "cline": "cline"}
+CLIENT_PACKAGES = {"@anthropic-ai/claude-code": "claude-code", "@openai/codex": "codex", "cline": "cline"}
+#: package runners: the program that runs a package's bin, with the words before the package
+PACKAGE_RUNNERS = {("npx",), ("bunx",), ("pnpx",), ("pnpm", "dlx"), ("yarn", "dlx"), ("bun", "x")}
+PACKAGE_RUNNER_VALUE_OPTIONS = ("-p", "--package", "--registry", "--cache", "--prefix", "--userconfig")
+#: script runners: the program that runs a script file (node …/cli.js), and their options that take a value
+SCRIPT_RUNNERS = ("node", "nodejs", "bun")
+SCRIPT_RUNNER_VALUE_OPTIONS = ("-r", "--require", "--import", "--loader", "--experimental-loader", "-C",
+                               "--conditions", "--env-file", "--title", "--stack-size", "--max-old-space-size")
+
+
+def client_of(argv: list[str]) -> tuple[str, int]:
+    """Which client a command runs (claude-code, codex, cline or other), and where the client's own
+    arguments start in ``argv`` (the place to add a command-line setting).
+
+    By the program's name (``claude``, ``…/codex``, ``cline.exe``), also through a launcher: a package
+    runner (``npx claude``, ``npx -y @anthropic-ai/claude-code@2 …``, ``bunx``, ``pnpm dlx``, ``yarn dlx``,
+    ``npx -p @openai/codex codex``) or a script runner with the client's script (``node
+    …/@anthropic-ai/claude-code/cli.js``, ``bun …/cline``). A command the launcher runs from a string
+    (``npx -c '…'``, ``node -e``) is other.
+    """
+    def program(word: str) -> str:
+        return re.sub(r"\.(exe|cmd|js|mjs|cjs)$", "", Path(word).name.lower())
+
+    def package(word: str) -> str:  # @scope/name@1.2 -> @scope/name, name@latest -> name
+        at = word.find("@", 1)
+        return (word[:at] if at > 0 else word).lower()
+
+    name = program(argv[0]) if argv else ""
+    if name in CLIENT_PROGRAMS:
+        return CLIENT_PROGRAMS[name], 1
+    runner = next((r for r in PACKAGE_RUNNERS if [program(argv[0]), *argv[1:len(r)]] == list(r)), None) if argv else None
+    if runner is not None:
+        i, pkgs = len(runner), []
+        while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+            if argv[i] in ("-c", "--call"):
+                return "other", 1
+            if argv[i] in PACKAGE_RUNNER_VALUE_OPTIONS:
+                pkgs += [argv[i + 1]] if argv[i] in ("-p", "--package") and i + 1 < len(argv) else []
+                i += 1
+            elif argv[i].startswith("--package="):
+                pkgs.append(argv[i].split("=", 1)[1])
+            i += 1
+        i += 1 if i < len(argv) and argv[i] == "--" else 0
+        if i >= len(argv):
+            return "other", 1
+        for word in [argv[i], *pkgs]:
+            client = CLIENT_PACKAGES.get(package(word)) or CLIENT_PROGRAMS.get(program(package(word)))
+            if client:
+                return client, i + 1
+        return "other", 1
+    if name in SCRIPT_RUNNERS:
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            if argv[i] in ("-e", "--eval", "-p", "--print", "-"):
+                return "other", 1
+            i += 2 if argv[i] in SCRIPT_RUNNER_VALUE_OPTIONS else 1
+        if i < len(argv) and name == "bun" and argv[i] == "run":
+            i += 1
+        if i >= len(argv):
+            return "other", 1
+        script = argv[i].replace("\\", "/").lower()
+        for pkg, client in CLIENT_PACKAGES.items():
+            if f"node_modules/{pkg}/" in script:
+                return client, i + 1
+        return CLIENT_PROGRAMS.get(program(script), "other"), (i + 1 if program(script) in CLIENT_PROGRAMS else 1)
+    return "other", 1
 
 
 def make_plan(argv: list[str], env: Mapping[str, str], home: Path, cwd: Path,
               managed: tuple[Path, ...] = MANAGED_CLAUDE_SETTINGS) -> Plan:
-    plan = Plan(list(argv), client_of(argv), {})
+    client, args_at = client_of(argv)
+    plan = Plan(list(argv), client, {}, args_at)
     for fam, names in FAMILY_ENV.items():
         var = next((n for n in names if (env.get(n) or "").strip()), None)
         plan.upstreams[fam] = (Upstream(fam, env[var].strip(), f"${var}") if var
@@ -171,12 +237,13 @@ def redirect(plan: Plan, proxy_url: str, routes: dict[str, Route], env: Mapping[
     out = {var: bases[fam] for fam, names in FAMILY_ENV.items() if fam in bases for var in names}
     out.update(_no_proxy(env))
     argv, how = list(plan.argv), f"base URLs in the environment ({', '.join(k for k in out if 'PROXY' not in k.upper())})"
+    at = plan.args_at
     if plan.client == "claude-code" and "anthropic" in bases:
-        argv[1:1] = ["--settings", json.dumps({"env": {"ANTHROPIC_BASE_URL": bases["anthropic"]}})]
+        argv[at:at] = ["--settings", json.dumps({"env": {"ANTHROPIC_BASE_URL": bases["anthropic"]}})]
         how = "claude --settings '{\"env\": {\"ANTHROPIC_BASE_URL\": …}}' (beats settings.json and the environment)"
     elif plan.client == "codex" and plan.codex_provider and "openai" in bases:
         key = "openai_base_url" if plan.codex_provider == "openai" else f"model_providers.{plan.codex_provider}.base_url"
-        argv[1:1] = ["-c", f"{key}={json.dumps(bases['openai'])}"]
+        argv[at:at] = ["-c", f"{key}={json.dumps(bases['openai'])}"]
         how = f"codex -c {key}=… (beats config.toml)"
     return Redirect(argv, out, how)
 
