@@ -1,6 +1,7 @@
 """`firsttoken run -- CMD`: real children (Python SDK scripts, Claude Code, Codex) against the
 simulator, each with only the base URL a user already had for the "real" upstream; the proxy
-runs inside `firsttoken run`, the summary is checked against the records.
+runs inside `firsttoken run`, the summary is checked against the records. (The Cline CLI:
+tests/test_cline.py.)
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "ANTHROPIC_", "CLAUDE_", "CODEX_", "FIRSTTOKEN_")) or k == "FIRSTTOKEN_STATE_DIR"}
+           if not k.startswith(("OPENAI_", "ANTHROPIC_", "CLAUDE_", "CODEX_", "CLINE_", "FIRSTTOKEN_"))
+           or k == "FIRSTTOKEN_STATE_DIR"}
     env.update(HOME=str(home), NO_PROXY="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
     env.update(extra)
     return env
@@ -370,8 +372,8 @@ def find_cli(name: str) -> str:
     for candidate in (NODE_BIN / name, shutil.which(name)):
         if candidate and Path(candidate).exists():
             return str(candidate)
-    msg = (f"the {name} CLI is not installed: `npm install --prefix .ci/node @anthropic-ai/claude-code @openai/codex` "
-           "(.ci/run does it)")
+    msg = (f"the {name} CLI is not installed: `npm install --prefix .ci/node @anthropic-ai/claude-code @openai/codex "
+           "cline` (.ci/run does it)")
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
         pytest.fail(msg)
     pytest.skip(msg)

@@ -11,15 +11,25 @@ them (the records are written after the child exits), so while the child runs:
 * SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 are always forwarded.
 
 The exit code is the child's, or 128+N when a signal N ended it (like a shell).
+
+Files the child reads for the run (Cline's settings copy: :func:`child_files`) live in a private
+directory (0700, files 0600; under ``$XDG_RUNTIME_DIR``, memory-backed on most Linux systems,
+when there is one) that is removed when the child exits. They may hold a copy of a key the user's
+own configuration already holds: nowhere else is it written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+
+from firsttoken.cli.run.upstreams import ChildFile
 
 FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)
 ALWAYS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -93,3 +103,35 @@ def run_child(argv: list[str], env: Mapping[str, str]) -> int:
                 signal.signal(sig, handler)
             except (ValueError, OSError, TypeError):
                 pass
+
+
+@contextlib.contextmanager
+def child_files(files: Sequence[ChildFile]) -> Iterator[dict[str, str]]:
+    """Write ``files`` to a private directory for the child; yield the variables that name them;
+    remove the directory afterwards (whatever happened)."""
+    if not files:
+        yield {}
+        return
+    runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
+    parent = runtime if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK) else None
+    try:
+        d = tempfile.mkdtemp(prefix="firsttoken-run-", dir=parent)
+    except OSError as e:
+        raise ChildError(f"could not create a private directory for the child's settings ({e}): "
+                         "check that $TMPDIR is writable, or use `firsttoken run --forward`") from None
+    try:
+        env = {}
+        try:
+            for f in files:
+                path = os.path.join(d, f.name)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
+                    out.write(f.text)
+                if f.env:
+                    env[f.env] = path
+        except OSError as e:
+            raise ChildError(f"could not write the child's {f.name} in {d} ({e}): check the free space there, "
+                             "or use `firsttoken run --forward`") from None
+        yield env
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

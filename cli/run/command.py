@@ -4,7 +4,8 @@
 2. Join a `firsttoken proxy` already running for those upstreams (its requests are marked
    ``/_run/<id>`` in the path), or start one in this process on a free loopback port that
    stamps the run id on every record. Nothing is printed while the child runs.
-3. Run CMD on our terminal with its base URLs pointed at the proxy (cli/run/child.py).
+3. Run CMD on our terminal with its base URLs pointed at the proxy (cli/run/child.py), with the
+   private files its redirect needs (Cline's settings copy), removed when it exits.
 4. When it exits: the summary of its records on stderr, and its exit code as ours.
 """
 
@@ -25,7 +26,7 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.options import db_option, fail, resolve_db
-from firsttoken.cli.run.child import ChildError, run_child
+from firsttoken.cli.run.child import ChildError, child_files, run_child
 from firsttoken.cli.run.summary import render, summarize
 from firsttoken.cli.run.upstreams import (
     Plan,
@@ -39,7 +40,6 @@ from firsttoken.cli.run.upstreams import (
 )
 
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
-FAMILIES_USED = {"claude-code": ("anthropic",), "codex": ("openai",)}  # other clients: both
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -59,11 +59,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
       firsttoken run -- claude                     interactive Claude Code
       firsttoken run -- claude -p "fix the tests"  one-shot
       firsttoken run -- codex exec "…"
+      firsttoken run -- cline --json "…"           the Cline CLI
       firsttoken run -- python my_app.py           anything using the openai / anthropic SDKs
 
     The upstreams are the ones CMD would have used (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
-    Claude Code's settings.json, Codex's config.toml; the public APIs when unset). firsttoken
-    prints nothing while CMD runs and exits with CMD's exit code.
+    Claude Code's settings.json, Codex's config.toml, Cline's providers.json; the public APIs
+    when unset). firsttoken prints nothing while CMD runs and exits with CMD's exit code.
     """
     env = dict(os.environ)
     try:
@@ -80,9 +81,9 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
     server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None)
     if joined:
         db = joined[1]  # the joined proxy records into its own database
-    child_env = {**env, **r.env, "FIRSTTOKEN_RUN_ID": run_id}
     try:
-        code = run_child(r.argv, child_env)
+        with child_files(r.files) as file_env:
+            code = run_child(r.argv, {**env, **r.env, **file_env, "FIRSTTOKEN_RUN_ID": run_id})
     except ChildError as e:
         _stop(server)
         fail(str(e), 127)
@@ -146,7 +147,7 @@ def find_running(plan: Plan, db: str, any_db: bool = False) -> tuple[str, dict[s
     one writing ``db`` first."""
     from firsttoken.cli.proxy.state import read_states, state_routes
 
-    want = {fam: r for fam, r in plan.routes().items() if fam in FAMILIES_USED.get(plan.client, ("anthropic", "openai"))}
+    want = {fam: r for fam, r in plan.routes().items() if fam in plan.families}
     for st in reversed(read_states(db)):  # those writing ``db`` come last: tried first
         proxy_db = str(st.get("db") or "")
         if st.get("forward") or not proxy_db or (not any_db and os.path.realpath(proxy_db) != os.path.realpath(db)):

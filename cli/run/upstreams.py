@@ -2,21 +2,24 @@
 the proxy instead.
 
 The client is known by its program, also through a launcher (``npx claude``, ``node
-…/cli.js``: :func:`client_of`). The upstreams come from what the command would have used: ``ANTHROPIC_BASE_URL``,
-``OPENAI_BASE_URL`` / ``OPENAI_API_BASE``, the providers' public URLs when unset — and the
-client's own configuration where it wins over the environment: Claude Code's settings.json
-``env`` blocks, Codex's config.toml model provider. The child is then pointed at the proxy with
-the one base-URL rule (:func:`firsttoken.addon.routing.client_base_url`) through the channel
-that wins for that client:
+…/cli.js``: :func:`client_of`). The upstreams come from what the command would have used:
+``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL`` / ``OPENAI_API_BASE``, the providers' public URLs when
+unset — and the client's own configuration where it wins over the environment: Claude Code's
+settings.json ``env`` blocks, Codex's config.toml model provider, Cline's providers.json
+(cli/run/cline.py). The child is then pointed at the proxy with the one base-URL rule
+(:func:`firsttoken.addon.routing.client_base_url`) through the channel that wins for that client:
 
 * every child: ``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL`` and ``OPENAI_API_BASE`` in its environment;
 * Claude Code: also ``--settings '{"env": {"ANTHROPIC_BASE_URL": …}}'`` (command-line settings
   beat the user's and project's settings.json, which beat the environment);
-* Codex: also ``-c openai_base_url=…`` (built-in provider) or ``-c model_providers.ID.base_url=…``.
+* Codex: also ``-c openai_base_url=…`` (built-in provider) or ``-c model_providers.ID.base_url=…``;
+* Cline (it has no base-URL flag or variable): ``CLINE_PROVIDER_SETTINGS_PATH`` = a private copy
+  of its providers.json whose provider's ``baseUrl`` is the proxy (a :class:`ChildFile`), and
+  ``CLINE_SESSION_BACKEND_MODE=local`` so that a running Cline hub does not take the task.
 
 When a client cannot be redirected by settings (a managed Claude Code policy sets the base URL,
-a Codex provider firsttoken cannot override) the child runs in forward mode instead:
-``HTTPS_PROXY`` plus mitmproxy's CA (:func:`forward_env`).
+a Codex provider firsttoken cannot override, a Cline sandbox or a provider of unknown base URL)
+the child runs in forward mode instead: ``HTTPS_PROXY`` plus mitmproxy's CA (:func:`forward_env`).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.doctor.core import Context
 from firsttoken.cli.doctor.files import CODEX_BUILTIN_PROVIDERS, codex_config_path, read_claude_settings
+from firsttoken.cli.run import cline
 
 DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 FAMILY_ENV = {"anthropic": ("ANTHROPIC_BASE_URL",), "openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE")}
@@ -61,12 +65,24 @@ class Plan:
     """What `run` does for one command: its client, upstreams and how it is redirected."""
 
     argv: list[str]
-    client: str  # claude-code | codex | other
+    client: str  # claude-code | codex | cline | other
     upstreams: dict[str, Upstream]
     args_at: int = 1  # where the client's own arguments start in argv (after a launcher: npx claude …)
     forward_reason: str | None = None  # set: the child cannot be redirected by settings
     codex_provider: str | None = None  # codex: the provider whose base_url -c overrides ("openai": built in)
+    cline: cline.ClineConfig | None = None  # cline running a task: its provider settings
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        """The APIs the client speaks: the upstreams a running proxy must serve for the child to join it."""
+        if self.client == "claude-code":
+            return ("anthropic",)
+        if self.client == "codex":
+            return ("openai",)
+        if self.client == "cline" and self.cline is not None and self.cline.family:
+            return (self.cline.family,)
+        return ("anthropic", "openai")
 
     def route_specs(self) -> list[str]:
         return [f"{fam}={u.url}" for fam, u in self.upstreams.items()]
@@ -160,6 +176,8 @@ def make_plan(argv: list[str], env: Mapping[str, str], home: Path, cwd: Path,
         _claude(plan, Context(env=env, home=home, cwd=cwd), managed)
     elif plan.client == "codex":
         _codex(plan, Context(env=env, home=home, cwd=cwd))
+    elif plan.client == "cline":
+        _cline(plan, env, home, cwd)
     for fam, up in plan.upstreams.items():
         route = routing.parse_upstream(f"{fam}={up.url}") if "://" in up.url else None
         if route is None:
@@ -222,13 +240,53 @@ def _codex(plan: Plan, ctx: Context) -> None:
                         f"add [model_providers.{chosen}] (`firsttoken env codex` prints one)")
 
 
+def _cline(plan: Plan, env: Mapping[str, str], home: Path, cwd: Path) -> None:
+    args = cline.parse_args(plan.argv[plan.args_at:])
+    if args.command:
+        plan.notes.append(f"`cline {args.command}` is not a task: firsttoken leaves Cline's settings as they are "
+                          "(run a task, e.g. `firsttoken run -- cline --json \"…\"`, to record one)")
+        return
+    if args.zen:
+        raise PlanError("cline --zen hands the task to Cline's background hub, whose settings firsttoken cannot "
+                        "reach, so nothing would be recorded: run it without --zen (e.g. "
+                        "`firsttoken run -- cline --yolo \"…\"`)")
+    try:
+        cfg = cline.read_config(args, env, home, cwd)
+    except cline.ClineConfigError as e:
+        raise PlanError(str(e)) from None
+    upstream = cfg.upstream()
+    if upstream is not None and cfg.family is not None:
+        plan.upstreams[cfg.family] = Upstream(cfg.family, upstream, cfg.source)
+        if cfg.family == "anthropic" and not routing.ends_in_v1(cfg.base_url or "") and "://" in upstream:
+            plan.notes.append(f"{cfg.source} = {cfg.base_url} has no API version: through firsttoken Cline calls "
+                              f"{upstream}/v1/messages (the base-URL rule adds /v1).")
+    if cfg.sandbox:
+        plan.forward_reason = (f"{cfg.sandbox} is a sandbox that reads {cfg.label}, which nothing relocates: "
+                               "Cline runs through HTTPS_PROXY instead (only known LLM API hosts are recorded)")
+    elif upstream is None:
+        plan.forward_reason = (f"Cline's provider {cfg.provider!r} has no base URL in {cfg.label} that firsttoken "
+                               "knows: Cline runs through HTTPS_PROXY instead (only known LLM API hosts are recorded)")
+    else:
+        plan.cline = cfg
+
+
 # -- pointing the child at the proxy -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChildFile:
+    """A file the child reads, written to a private directory for the run and removed after it."""
+
+    name: str
+    text: str
+    env: str | None = None  # the variable that gives the child its path
+
 
 @dataclass
 class Redirect:
     argv: list[str]
     env: dict[str, str]  # variables to set in the child's environment
     how: str  # which way was chosen, in words
+    files: list[ChildFile] = field(default_factory=list)
 
 
 def redirect(plan: Plan, proxy_url: str, routes: dict[str, Route], env: Mapping[str, str]) -> Redirect:
@@ -237,7 +295,7 @@ def redirect(plan: Plan, proxy_url: str, routes: dict[str, Route], env: Mapping[
     out = {var: bases[fam] for fam, names in FAMILY_ENV.items() if fam in bases for var in names}
     out.update(_no_proxy(env))
     argv, how = list(plan.argv), f"base URLs in the environment ({', '.join(k for k in out if 'PROXY' not in k.upper())})"
-    at = plan.args_at
+    at, files = plan.args_at, []
     if plan.client == "claude-code" and "anthropic" in bases:
         argv[at:at] = ["--settings", json.dumps({"env": {"ANTHROPIC_BASE_URL": bases["anthropic"]}})]
         how = "claude --settings '{\"env\": {\"ANTHROPIC_BASE_URL\": …}}' (beats settings.json and the environment)"
@@ -245,7 +303,18 @@ def redirect(plan: Plan, proxy_url: str, routes: dict[str, Route], env: Mapping[
         key = "openai_base_url" if plan.codex_provider == "openai" else f"model_providers.{plan.codex_provider}.base_url"
         argv[at:at] = ["-c", f"{key}={json.dumps(bases['openai'])}"]
         how = f"codex -c {key}=… (beats config.toml)"
-    return Redirect(argv, out, how)
+    elif plan.client == "cline" and plan.cline is not None and plan.cline.family in routes:
+        cfg = plan.cline
+        # Cline appends /chat/completions, /responses or /messages to its base URL, which therefore
+        # holds the API version whatever the API: the OpenAI half of the one base-URL rule.
+        base = routing.client_base_url(proxy_url, routes[cfg.family], "openai")
+        files.append(ChildFile("providers.json", cline.settings_copy(cfg, base), "CLINE_PROVIDER_SETTINGS_PATH"))
+        if cfg.models_json is not None:
+            files.append(ChildFile("models.json", cfg.models_json))  # Cline reads it beside providers.json
+        out["CLINE_SESSION_BACKEND_MODE"] = "local"
+        how = (f"CLINE_PROVIDER_SETTINGS_PATH = a copy of {cfg.label}, providers.{cfg.provider}.settings.baseUrl "
+               "→ the proxy (beats Cline's config dir); CLINE_SESSION_BACKEND_MODE=local (not its background hub)")
+    return Redirect(argv, out, how, files)
 
 
 def forward_env(proxy_url: str, ca: Path, bundle: Path, env: Mapping[str, str]) -> dict[str, str]:
@@ -279,6 +348,11 @@ def export_lines(plan: Plan, r: Redirect, proxy_note: list[str]) -> list[str]:
     if r.argv != plan.argv:
         lines.append(f"# {plan.client}: its own configuration wins over the environment; run it as:")
         lines.append("#   " + shlex.join(r.argv))
+    if r.files:  # their text may hold the user's keys: described, never printed
+        lines.append(f"# {plan.client}: its own configuration wins over the environment; `firsttoken run` writes "
+                     f"{' and '.join(f.name for f in r.files)} to a private directory for the run (removed after it) "
+                     f"and sets {', '.join(f.env for f in r.files if f.env)}: {r.how}.")
+        lines.append(f"# To set it once yourself: `firsttoken env {plan.client}` prints the command.")
     return lines
 
 
