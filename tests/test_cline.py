@@ -1,6 +1,7 @@
 """The Cline CLI (npm `cline`) through firsttoken: how `firsttoken run` reads and redirects its
-provider settings (unit tests), then the real binary against the simulator, offline, on loopback,
-through `firsttoken run -- cline …` (also while Cline's background hub runs).
+provider settings (unit tests), then the real binary against the simulator, offline, on loopback:
+set up by hand with the `cline auth` command `firsttoken env cline` prints, and through
+`firsttoken run -- cline …` (also while Cline's background hub runs).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import rows
+from conftest import rows, start_proxy_process
 from test_run import FT, SIM_TEXT, base_env, check_summary, find_cli, ft_run
 
 from firsttoken.addon import routing
@@ -183,6 +184,23 @@ def test_child_files_are_private_and_removed(tmp_path, monkeypatch):
         assert env == {}
 
 
+def test_firsttoken_env_cline_prints_the_cli_command_and_the_panel(tmp_path):
+    """The CLI's base URL holds the version for both APIs (it appends /chat/completions or /messages);
+    the VS Code panel's Anthropic one does not (its SDK appends /v1/messages). One rule computes both."""
+    from firsttoken.cli.env.command import plan_for, render, resolve_target
+
+    t = resolve_target(upstreams=["openai=https://api.openai.com/v1", "anthropic=https://api.anthropic.com"], states=[])
+    text = render(plan_for("cline", t, model="gpt-4o-mini", env={}, home=tmp_path))
+    assert 'cline auth -p openai-compatible -k "$OPENAI_API_KEY" -m gpt-4o-mini -b http://127.0.0.1:8787/openai' in text
+    assert "cline auth -p anthropic -k \"$ANTHROPIC_API_KEY\" -m '<model id>'" in text  # not the OpenAI model
+    assert '"baseUrl": "http://127.0.0.1:8787/anthropic/v1"' in text
+    assert "Base URL: http://127.0.0.1:8787/anthropic   (no /v1)" in text and "Base URL: http://127.0.0.1:8787/openai" in text
+    t = resolve_target(upstreams=["https://api.openai.com"], states=[])
+    shell = render(plan_for("cline", t, env={"OPENAI_API_KEY": KEY}, home=tmp_path), "shell")
+    assert all(line.startswith("#") for line in shell.splitlines()) and KEY not in shell
+    assert "#   cline auth -p openai-compatible -k \"$OPENAI_API_KEY\" -m '<model id>' -b http://127.0.0.1:8787/v1" in shell
+
+
 # -- the real Cline CLI --------------------------------------------------------------------------
 
 def cline_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -235,6 +253,37 @@ def proxy_files(tmp_path: Path, env: dict[str, str]) -> list[Path]:
 
 def snapshot(path: Path) -> tuple[bytes, int]:
     return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def test_cline_with_the_base_url_firsttoken_env_prints(sim, tmp_path):
+    """By hand: `firsttoken proxy`, then the `cline auth` command `firsttoken env cline` prints for it."""
+    cline = find_cli("cline")
+    env = cline_env(tmp_path, OPENAI_API_KEY=KEY, CLINE_SESSION_BACKEND_MODE="local",  # (no hub daemon left behind)
+                    PATH=f"{Path(cline).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    db = tmp_path / "ft.db"
+    p, port = start_proxy_process(["--upstream", sim.url + "/v1", "--db", str(db)], env=env)
+    try:
+        shown = subprocess.run([FT, "env", "cline", "--model", "gpt-4o-mini"], env=env, capture_output=True, text=True,
+                               timeout=30)
+        (auth,) = [x.strip() for x in shown.stdout.splitlines() if x.strip().startswith("cline auth")]
+        assert auth == f'cline auth -p openai-compatible -k "$OPENAI_API_KEY" -m gpt-4o-mini -b http://127.0.0.1:{port}'
+        r = subprocess.run(["bash", "-c", auth], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        settings = json.loads(user_settings(Path(env["HOME"])).read_text())
+        assert settings["providers"]["openai-compatible"]["settings"]["baseUrl"] == f"http://127.0.0.1:{port}"
+        r = run_cline(cline, env, tmp_path / "work")
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+        assert answer(r.stdout)["finishReason"] == "completed" and SIM_TEXT in r.stdout
+    finally:
+        p.send_signal(signal.SIGINT)
+        p.communicate(timeout=30)
+    rs = rows(db)
+    assert len(rs) == 1, rs
+    x = rs[0]
+    assert (x["api"], x["model"], x["path"], x["upstream_url"], x["status"], x["stream"]) == (
+        "openai.chat", "gpt-4o-mini", "/chat/completions", sim.url + "/v1/chat/completions", 200, 1)
+    assert x["ttft_ms"] is not None and x["ttfb_ms"] < x["ttft_ms"] and x["usage_completion_tokens"] > 0
+    assert files_holding(KEY, *proxy_files(tmp_path, env)) == []
 
 
 PROVIDERS = {  # provider: (its base URL at the simulator, model, the API and path through `firsttoken run`)

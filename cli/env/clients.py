@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,26 +182,46 @@ def _families(target: Target, route_name: str | None) -> list[tuple[str, Route |
 
 
 def _cline_plan(plan: Plan, target: Target, route_name: str | None, model: str | None) -> Plan:
+    """The Cline CLI's `cline auth` command and the VS Code panel's values. The CLI appends
+    /chat/completions, /responses or /messages to its base URL, which therefore holds the API
+    version whatever the API (the OpenAI half of the base-URL rule); the VS Code panel's Anthropic
+    provider uses the Anthropic SDK, which appends /v1/messages (the Anthropic half)."""
     plan.title = f"cline: proxy {target.url}"
-    text: list[str] = []
-    for fam, route in _families(target, route_name):
-        if text:
-            text.append("")
+    cli: list[str] = []
+    panel: list[str] = []
+    families = _families(target, route_name)
+    for fam, route in families:
+        model_arg = shlex.quote(model if model and (len(families) == 1 or fam == "openai") else "<model id>")
+        cli_base = routing.client_base_url(target.url, route, "openai")
+        if panel:
+            cli.append("")
+            panel.append("")
         if fam == "openai":
             _version_note(plan, route)
-            text += ["API Provider: OpenAI Compatible",
-                     f"  Base URL: {routing.client_base_url(target.url, route, 'openai')}",
-                     "  API Key:  your upstream's key (forwarded unchanged)",
-                     f"  Model ID: {model or '<the model name>'}"]
+            cli += [f'cline auth -p openai-compatible -k "$OPENAI_API_KEY" -m {model_arg} -b {cli_base}']
+            panel += ["API Provider: OpenAI Compatible",
+                      f"  Base URL: {routing.client_base_url(target.url, route, 'openai')}",
+                      "  API Key:  your upstream's key (forwarded unchanged)",
+                      f"  Model ID: {model or '<the model name>'}"]
         else:
             base = routing.client_base_url(target.url, route, "anthropic")
             plan.warnings += routing.base_url_warnings(route, "anthropic")
-            text += ["API Provider: Anthropic",
-                     "  tick 'Use custom base URL'",
-                     f"  Base URL: {base}   (no /v1)",
-                     "  API Key:  your Anthropic key (forwarded unchanged)"]
-    plan.blocks.append(("Cline settings (the gear icon in Cline's panel)", "\n".join(text)))
-    plan.notes.append("Cline reads no environment variables for this: set it in its settings panel.")
+            cli += [f'cline auth -p anthropic -k "$ANTHROPIC_API_KEY" -m {model_arg}',
+                    "# `cline auth` takes no -b for Anthropic (OpenAI providers only): then, in "
+                    "~/.cline/data/settings/providers.json,",
+                    f'# providers.anthropic.settings:  "baseUrl": "{cli_base}"   (the CLI\'s ends in the version)']
+            panel += ["API Provider: Anthropic",
+                      "  tick 'Use custom base URL'",
+                      f"  Base URL: {base}   (no /v1)",
+                      "  API Key:  your Anthropic key (forwarded unchanged)"]
+    plan.blocks.append(("Cline CLI (once: it saves this in ~/.cline/data/settings/providers.json)", "\n".join(cli)))
+    plan.blocks.append(("Cline in VS Code (the gear icon in Cline's panel)", "\n".join(panel)))
+    plan.notes += [
+        "Cline reads no environment variable for its base URL: the CLI keeps it in its provider settings "
+        "(`cline auth`), VS Code in its settings panel.",
+        "The key stays Cline's: `cline auth -k` saves it in Cline's own settings, the proxy forwards it unchanged.",
+        "`firsttoken run -- cline --json \"…\"` points one run at a proxy without changing your settings.",
+    ]
     return plan
 
 
@@ -251,8 +272,9 @@ def _forward_plan(client: str, target: Target, env: Mapping[str, str]) -> Plan:
             plan.blocks.append(("~/.claude/settings.json", json.dumps(
                 {"env": {"HTTPS_PROXY": target.url, "NODE_EXTRA_CA_CERTS": str(ca)}}, indent=2)))
         else:
-            plan.notes.append("Cline runs inside VS Code: start `code` from a shell with these set, or set "
-                              "VS Code's http.proxy; the CA must be in NODE_EXTRA_CA_CERTS of VS Code's process.")
+            plan.notes.append("The Cline CLI: run it from a shell with these set. Cline in VS Code: start `code` from "
+                              "such a shell, or set VS Code's http.proxy; the CA must be in NODE_EXTRA_CA_CERTS of "
+                              "VS Code's process.")
     elif client in ("openai", "anthropic"):
         plan.exports += [("SSL_CERT_FILE", str(bundle)), ("REQUESTS_CA_BUNDLE", str(bundle))]
         plan.exports.append(("NODE_EXTRA_CA_CERTS", str(ca)))
