@@ -14,7 +14,9 @@ as if decoded live, while the event loop, which forwards every other stream, doe
 and an append per chunk. The chunks cross threads through a deque (atomic append/popleft);
 once deferring, the decoder is touched only inside ``drain`` (one at a time, under a lock): by
 the analysis thread, or by the event loop itself when more than ``DEFER_HARD_MAX_BYTES`` wait
-because the analysis thread fell behind, so a fast stream never piles up in memory.
+because the analysis thread fell behind, so a fast stream never piles up in memory. The loop
+decodes a bounded slice per chunk (twice the chunk's size), never the whole backlog at once: a
+fast 20 MB response must not hold every other stream for the time its decoding takes.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ DEFER_MAX_BYTES = 1024 * 1024
 #: ... and beyond which the event loop decodes them itself: when the analysis thread falls
 #: behind a fast stream (it gets the GIL only between the loop's turns), memory stays bounded
 DEFER_HARD_MAX_BYTES = 8 * 1024 * 1024
+#: ... a slice at a time: each chunk then decodes at most twice its size plus this much
+DEFER_SLICE_BYTES = 64 * 1024
 
 
 def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None:
@@ -141,7 +145,10 @@ class StreamTap:
                         self.backlog_asked = True
                         self._on_backlog()
                     elif backlog > DEFER_HARD_MAX_BYTES:
-                        self.drain()
+                        # the analysis thread fell behind: the loop decodes, but a bounded slice per
+                        # chunk (twice what arrived), so the backlog shrinks while no chunk costs the
+                        # other streams more than its own size; never waits for a drain under way
+                        self.drain(limit=2 * len(chunk) + DEFER_SLICE_BYTES, wait=False)
             return chunk
         if chunk:
             # mitmproxy calls with b"" at the end of the body, but an HTTP/2 upstream may also
@@ -166,20 +173,30 @@ class StreamTap:
             self.interp = None
             self.decoder = None
 
-    def drain(self) -> None:
+    def drain(self, limit: int | None = None, wait: bool = True) -> None:
         """Decode the kept chunks, with the times they arrived (the analysis thread; a no-op
-        unless deferring). After ``finish`` it also ends the decoding, as ``finish`` would have."""
+        unless deferring). After ``finish`` it also ends the decoding, as ``finish`` would have.
+
+        ``limit``: stop once about this many bytes were decoded (the event loop's bounded slice);
+        ``wait=False``: return at once if another drain is under way."""
         if not self.deferring:
             return
-        with self._draining:
-            self.backlog_asked = False
+        if not self._draining.acquire(blocking=wait):
+            return
+        try:
+            if limit is None:
+                self.backlog_asked = False  # (a slice leaves the analysis thread's job asked for)
             kept = self.kept
-            while kept:
+            done = 0
+            while kept and (limit is None or done < limit):
                 now, chunk = kept.popleft()  # stamped and counted when it arrived
                 self.drained_bytes += len(chunk)
+                done += len(chunk)
                 self._safe_decode(chunk, now)
-            if self._closed_at is not None:
+            if self._closed_at is not None and not kept:
                 self._close_decoder(self._closed_at)  # (SSEDecoder.close is idempotent)
+        finally:
+            self._draining.release()
 
     # -- internals -----------------------------------------------------------------
     def _decode(self, chunk: bytes, now: float) -> None:

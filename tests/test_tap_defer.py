@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import threading
 import zlib
 
 import pytest
@@ -154,3 +155,49 @@ def test_a_backlog_the_analysis_thread_never_drains_stays_bounded(monkeypatch):
     live.finish()
     assert t.output_chars == live.output_chars == sum(len(f"w{i} ") for i in range(3000))
     assert len(t.clock.token_events) == len(live.clock.token_events) == 3000 and t.facts.done
+
+
+def test_the_event_loop_decodes_a_backlog_in_slices_never_all_at_once(monkeypatch):
+    """When the event loop has to decode (the analysis thread fell behind), each chunk costs at
+    most a slice about twice its own size: a fast 20 MB response must not hold every other
+    stream while its whole backlog is decoded. And it never waits for a drain under way."""
+    monkeypatch.setattr(tapmod, "DEFER_MAX_BYTES", 2000)
+    monkeypatch.setattr(tapmod, "DEFER_HARD_MAX_BYTES", 10_000)
+    monkeypatch.setattr(tapmod, "DEFER_SLICE_BYTES", 0, raising=False)
+    raw = _openai_stream(3000)
+    chunks = [raw[i:i + 256] for i in range(0, len(raw), 256)]
+    t = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None, defer=True, on_backlog=lambda: None)
+    slices = []
+    for ch in chunks:
+        before = t.drained_bytes
+        t(ch)
+        slices.append(t.drained_bytes - before)
+    assert any(slices)  # the loop did decode ...
+    assert max(slices) <= 3 * 256  # ... a bounded slice per chunk (twice its size, plus the chunk it stops in)
+    t.finish()
+    t.drain()
+    live = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None)
+    for ch in chunks:
+        live(ch)
+    live.finish()
+    assert t.output_chars == live.output_chars and t.facts.done
+    assert len(t.clock.token_events) == len(live.clock.token_events) == 3000
+
+
+def test_the_event_loop_never_waits_for_the_analysis_threads_drain(monkeypatch):
+    monkeypatch.setattr(tapmod, "DEFER_MAX_BYTES", 2000)
+    monkeypatch.setattr(tapmod, "DEFER_HARD_MAX_BYTES", 10_000)
+    raw = _openai_stream(3000)
+    chunks = [raw[i:i + 256] for i in range(0, len(raw), 256)]
+    t = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None, defer=True, on_backlog=lambda: None)
+    t(chunks[0])
+    assert t.deferring
+    with t._draining:  # the analysis thread is in the middle of a drain
+        worker = threading.Thread(target=lambda: [t(ch) for ch in chunks[1:200]], daemon=True)
+        worker.start()
+        worker.join(5.0)
+        assert not worker.is_alive(), "the event loop blocked on the analysis thread's drain"
+        assert t.kept_bytes - t.drained_bytes > 10_000  # nothing decoded meanwhile
+    t.finish()
+    t.drain()
+    assert not t.kept and t.drained_bytes == t.kept_bytes  # the analysis thread's drain did it all
