@@ -11,6 +11,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from firsttoken.addon.safe_text import printable, printable_data
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
 from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
@@ -32,15 +33,18 @@ def fit_text(g: dict[str, Any]) -> Text:
     return t
 
 
-def _group_name(v: Any, by: str) -> str:
+def _group_name(v: Any, by: str) -> Text:
+    """A group's name as shown: a model, route or experiment is whatever the client or upstream
+    sent, so its control characters are shown as escapes and its brackets are not markup."""
     if v is None:
-        return "(none)"
+        return Text("(none)")
     if by == "hour":
-        return f"{v.replace('T', ' ')}:00Z"
-    return str(v)
+        return Text(printable(f"{v.replace('T', ' ')}:00Z"))
+    return Text(printable(str(v)))
 
 
 def render(res: dict[str, Any]) -> Group:
+    res = printable_data(res)  # group names, codes, warnings: request-derived text never reaches the terminal raw
     by = res["by"]
     groups = res["groups"]
     summary = Table(title=f"Requests by {by}", header_style="bold", title_justify="left")
@@ -52,7 +56,7 @@ def render(res: dict[str, Any]) -> Group:
         err = Text(f"{g['errors']:,} ({rate * 100:.1f}%)" if rate is not None else f"{g['errors']:,}",
                    style="red" if g["errors"] else "")
         codes = "\n".join(f"{c['code']} {c['rate'] * 100:.1f}%" for c in g["error_codes"][:3] if c["rate"] is not None)
-        summary.add_row(_group_name(g["group"], by), f"{g['count']:,}", err, codes or "–",
+        summary.add_row(_group_name(g["group"], by), f"{g['count']:,}", err, Text(codes or "–"),
                         f"{g['cold']:,}", fit_text(g))
     pct = Table(title="Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
 
@@ -90,6 +94,7 @@ def bar(parts: list[tuple[float, str]], scale: float, width: int) -> Text:
 
 def plot(res: dict[str, Any], width: int = 48) -> Group:
     """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model)."""
+    res = printable_data(res)
     by = res["by"]
     rows = [g for g in res["groups"] if g["ttft_ms"]["n"]]
     top = max([g["ttft_ms"]["p95"] or 0 for g in rows] + [1.0])
