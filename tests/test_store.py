@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from conftest import dump_db, upsert_one_by_one
 
 from firsttoken.addon.record import FIELDS, Record
-from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store.db import StoreError, connect_reader, open_db
 from firsttoken.addon.store.migrations import MIGRATIONS
 from firsttoken.addon.store.writer import Writer
+from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+
+FT = str(Path(sys.executable).parent / "firsttoken")
 
 
 def test_migrations_create_every_record_column_and_are_idempotent(tmp_path):
@@ -106,3 +115,83 @@ def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_pat
     assert len(batched[0]) == 30 and batched[1] and batched[2]
     assert rows[0] == {"id": "r00", "started_at": "2026-01-01T00:00:00+00:00", "state": "in_flight",
                        "phase": "connecting", "model": None, "api": "openai.chat"}  # the caller's dicts untouched
+
+
+# -- whose database: readers and writers ask one rule -------------------------------------------------
+
+def _foreign(path) -> tuple[bytes, int]:
+    """Someone else's SQLite file (a `users` table, rollback journal, 0644): its bytes and mode."""
+    c = sqlite3.connect(path)
+    c.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    c.execute("INSERT INTO users (name) VALUES ('alice')")
+    c.commit()
+    c.close()
+    os.chmod(path, 0o644)
+    return path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
+
+
+def _untouched(path, before: tuple[bytes, int]) -> None:
+    assert (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) == before
+    assert sorted(f.name for f in path.parent.iterdir() if f.name.startswith(path.name)) == [path.name]
+    c = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    assert c.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert [r[0] for r in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["users"]
+    c.close()
+
+
+def test_writers_refuse_a_sqlite_file_that_is_not_firsttokens_before_changing_it(sim, tmp_path):
+    app = tmp_path / "app.db"
+    before = _foreign(app)
+    with pytest.raises(StoreError) as e:
+        open_db(app)
+    assert str(e.value) == (f"{app} is a SQLite database that is not firsttoken's (tables: users); firsttoken left "
+                            "it untouched: pass another --db path (a new file is fine), or the file `firsttoken proxy` writes")
+    _untouched(app, before)
+    with pytest.raises(StoreError, match="not firsttoken's \\(tables: users\\); firsttoken left it untouched"):
+        connect_reader(app)  # the readers' verdict is the same rule's
+    with pytest.raises(ProxyStartError, match="not firsttoken's") as e:
+        ProxyServer([sim.url], str(app), port=0).start()
+    assert "cannot write" not in str(e.value)
+    # `firsttoken proxy` as a user runs it: one plain sentence, no traceback, the file as it was
+    r = subprocess.run([FT, "proxy", "--no-live", "--port", "0", "--upstream", sim.url, "--db", str(app)],
+                       capture_output=True, text=True, timeout=60)
+    err = " ".join(r.stderr.split())
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "not firsttoken's (tables: users); firsttoken left it untouched: pass another --db path" in err, err
+    r = subprocess.run([FT, "demo", "--db", str(app)], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "not firsttoken's" in r.stderr
+    _untouched(app, before)
+    # a file that is not SQLite at all is not even chmodded
+    notes = tmp_path / "notes.db"
+    notes.write_text("not a database\n" * 100)
+    os.chmod(notes, 0o644)
+    with pytest.raises(StoreError, match="not a SQLite database"):
+        open_db(notes)
+    assert stat.S_IMODE(notes.stat().st_mode) == 0o644 and notes.read_text().startswith("not a database")
+
+
+def test_writers_take_a_new_path_an_empty_file_and_their_own_database(tmp_path):
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    blank = tmp_path / "blank.db"  # a SQLite file with no tables yet
+    c = sqlite3.connect(blank)
+    c.execute("PRAGMA user_version = 1")
+    c.close()
+    for p in (tmp_path / "new.db", empty, blank):
+        open_db(p).conn.close()
+        open_db(p).conn.close()  # and again: now it is firsttoken's
+        connect_reader(p).close()
+    # the first migration cut short (the list of migrations made, nothing in it): still firsttoken's to finish
+    half = tmp_path / "half.db"
+    c = sqlite3.connect(half)
+    c.execute("CREATE TABLE _migrations (name TEXT PRIMARY KEY, applied_at TEXT)")
+    c.close()
+    db = open_db(half)
+    assert db.execute("SELECT count(*) FROM _migrations").fetchone()[0] == len(MIGRATIONS)
+    db.conn.close()
+    # a reader has nothing to read in a database no writer has made yet, and says so
+    nothing = tmp_path / "nothing.db"
+    nothing.touch()
+    with pytest.raises(StoreError, match="empty SQLite database"):
+        connect_reader(nothing)
+    assert nothing.read_bytes() == b""

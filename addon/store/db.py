@@ -76,10 +76,15 @@ def private_files(p: Path) -> None:
 
 
 def open_db(path: str | os.PathLike, *, write: bool = True) -> sqlite_utils.Database:
-    """Open the database: writers create + migrate it, readers get ``open_reader``."""
+    """Open the database: writers create + migrate it, readers get ``open_reader``.
+
+    A writer takes a new path, an empty file or firsttoken's own database; any other file is
+    refused before anything changes (no WAL switch, no chmod, no tables)."""
     if not write:
         return open_reader(path)
     p = Path(path).expanduser()
+    if str(p) != ":memory:":
+        claimable(p)
     private_dir(p.parent)
     if str(p) != ":memory:":
         private_files(p)
@@ -101,27 +106,86 @@ def not_ours_message(p: Path, e: Exception) -> str:
             "Point --db (or FIRSTTOKEN_DB) at the file `firsttoken proxy` writes, or at a new path")
 
 
+#: the tables every firsttoken database has: the first migration's, and the list of migrations applied
+MARK_TABLES = frozenset({"requests", "_migrations"})
+
+
+def owner(conn: sqlite3.Connection) -> tuple[str, list[str]]:
+    """Whose database this is, by its tables: ``"firsttoken"`` (firsttoken's schema is there),
+    ``"empty"`` (no tables yet: a writer may make it firsttoken's) or ``"other"`` (someone else's:
+    never touched). The one rule readers and writers ask; also returns the tables' names.
+    Raises sqlite3.DatabaseError for a file that is not SQLite."""
+    tables = sorted(r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"))
+    if MARK_TABLES <= set(tables):
+        return "firsttoken", tables
+    if not tables:
+        return "empty", tables
+    if tables == ["_migrations"] and conn.execute("SELECT count(*) FROM _migrations").fetchone()[0] == 0:
+        return "empty", tables  # firsttoken's first migration was interrupted (it creates this table first)
+    return "other", tables
+
+
+def foreign_message(p: Path, tables: list[str], *, writing: bool) -> str:
+    """What a command says of a SQLite file that is not firsttoken's (``owner`` said "other")."""
+    has = ", ".join(tables[:6]) + (", …" if len(tables) > 6 else "")
+    head = f"{p} is a SQLite database that is not firsttoken's (tables: {has}); firsttoken left it untouched"
+    if writing:
+        return head + ": pass another --db path (a new file is fine), or the file `firsttoken proxy` writes"
+    return (head + ". Point --db at the file `firsttoken proxy` writes, "
+            "or run `firsttoken proxy --db NEW.db` / `firsttoken demo --db NEW.db` to make one")
+
+
+def _inspect(p: Path) -> tuple[sqlite3.Connection, str, list[str]]:
+    """A read-only connection to an existing file and ``owner``'s verdict on it (StoreError
+    for a folder, a file that is not SQLite, or one that cannot be read)."""
+    if p.is_dir():
+        raise StoreError(f"{p} is a folder, not a database file: point --db at the file `firsttoken proxy` writes")
+    try:
+        conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=10)
+    except sqlite3.Error as e:
+        raise StoreError(f"firsttoken cannot open {p} ({e}); it left it untouched") from None
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        kind, tables = owner(conn)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        if getattr(e, "sqlite_errorname", "") in ("SQLITE_NOTADB", "SQLITE_CORRUPT"):
+            raise StoreError(not_ours_message(p, e)) from None
+        raise StoreError(f"firsttoken cannot read {p} ({e}); it left it untouched") from None
+    return conn, kind, tables
+
+
+def claimable(p: Path) -> None:
+    """Raise StoreError unless a writer may make ``p`` its database: a new path, an empty file,
+    an empty SQLite database or firsttoken's own. Looks without changing anything."""
+    try:
+        if not p.exists():
+            return
+        wal = Path(str(p) + "-wal")
+        if p.is_file() and p.stat().st_size == 0 and not (wal.exists() and wal.stat().st_size):
+            return
+    except OSError:
+        return  # (an unreadable parent: opening it fails next, with its own error)
+    conn, kind, tables = _inspect(p)
+    conn.close()
+    if kind == "other":
+        raise StoreError(foreign_message(p, tables, writing=True))
+
+
 def connect_reader(path: str | os.PathLike) -> sqlite3.Connection:
     """A read-only connection to a firsttoken database (checked). Raises FileNotFoundError
     for a missing file and StoreError for a file that is not a firsttoken database."""
     p = Path(path).expanduser()
     if not p.exists():
         raise FileNotFoundError(missing_message(p))
-    if p.is_dir():
-        raise StoreError(f"{p} is a folder, not a database file: point --db at the file `firsttoken proxy` writes")
-    conn = sqlite3.connect(f"{p.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, timeout=10)
-    try:
-        conn.execute("PRAGMA busy_timeout = 10000")
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as e:
+    conn, kind, tables = _inspect(p)
+    if kind != "firsttoken":
         conn.close()
-        raise StoreError(not_ours_message(p, e)) from None
-    if "requests" not in tables:
-        conn.close()
-        has = ", ".join(sorted(tables)[:6]) or "no tables"
-        raise StoreError(f"{p} is a SQLite database but not firsttoken's (it has {has}; no `requests` table); "
-                         "firsttoken left it untouched. Point --db at the file `firsttoken proxy` writes, "
-                         "or run `firsttoken proxy --db NEW.db` / `firsttoken demo --db NEW.db` to make one")
+        if kind == "empty":
+            raise StoreError(f"{p} is an empty SQLite database: nothing recorded yet (firsttoken left it untouched). "
+                             f"`firsttoken proxy --db {p}` records into it")
+        raise StoreError(foreign_message(p, tables, writing=False))
     return conn
 
 

@@ -259,10 +259,12 @@ class ProxyServer:
 
     def _check_db(self) -> None:
         """Fail before listening when the database cannot be written (and migrate it now)."""
-        from firsttoken.addon.store.db import open_db
+        from firsttoken.addon.store.db import StoreError, open_db
 
         try:
             open_db(self.db).conn.close()
+        except StoreError as e:  # a file that is not firsttoken's: its message says what to do
+            raise ProxyStartError(str(e)) from None
         except Exception as e:
             raise ProxyStartError(
                 f"firsttoken cannot write its database {self.db}: {e}. "
