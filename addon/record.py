@@ -54,6 +54,7 @@ class Record:
     ttft_ms: float | None = None
     gap_ms: float | None = None
     total_ms: float | None = None
+    end_silence_ms: float | None = None  # an abnormal end (error, hang-up): how long it had been silent before it
     itl_p50_ms: float | None = None
     itl_p95_ms: float | None = None
     itl_max_ms: float | None = None
@@ -191,8 +192,17 @@ class Clock:
         rec.first_byte_ms = _ms(self.first_byte, t0)
         rec.first_token_ms = _ms(self.first_token, t0)
         rec.ttft_ms = _ms(self.first_visible, t0)
-        end = self.last_byte if self.last_byte is not None else self.end
+        # A request that ended normally ends with its last byte (a client lingering before it
+        # closes is not the upstream's time); one that ended abnormally (the client hung up, the
+        # upstream closed or failed) ends when that happened, and says how long it had been
+        # silent by then: a client read timeout during a stall is the stall, not a short stream.
+        abnormal = self.end is not None and (rec.client_aborted or rec.error is not None)
+        end = self.end if abnormal else (self.last_byte if self.last_byte is not None else self.end)
         rec.total_ms = _ms(end, t0)
+        if abnormal:
+            last = self.token_events[-1] if self.token_events and not self.events_over_cap else self.last_byte
+            last = last if last is not None else self.headers
+            rec.end_silence_ms = round(max(0.0, self.end - last) * 1000.0, 3) if last is not None else None
         if rec.ttft_ms is not None and rec.ttfb_ms is not None:
             rec.gap_ms = round(rec.ttft_ms - rec.ttfb_ms, 3)
         # The proxy's own delay: waiting to be read (lag at arrival, not inside the timings),

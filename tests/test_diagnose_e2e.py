@@ -585,6 +585,46 @@ def test_client_stops_reading_mid_stream(slow_sim, make_proxy, db_path):
     no_problems(row)
 
 
+def test_client_read_timeout_during_a_stall_is_the_stall(make_proxy, db_path):
+    """The openai SDK's read timeout ends a stream that went silent: the record ends when the
+    client hung up (not at the last byte) and names the silence, which no gap between two token
+    events shows; the hang-up is not counted as a failed request."""
+    from firsttoken.addon.store.queries import is_error
+
+    with SimServer(SimConfig(**{**FAST, "tpot_ms": 20, "output_tokens": 20, "stall_ms": 20_000})) as sim:
+        p = make_proxy([sim.url], stall_ms=500)
+        t0 = time.perf_counter()
+        r = chat(oai(p.url + "/v1", timeout=1.5), fault="stall")
+        waited_ms = (time.perf_counter() - t0) * 1000.0
+        assert isinstance(r, (openai.APITimeoutError, httpx.ReadTimeout)), r
+        row = one(p, db_path)
+    assert row["client_aborted"] == 1 and row["events"] > 0
+    assert abs(row["total_ms"] - waited_ms) < 300, (row["total_ms"], waited_ms)  # not the last byte's 0.2 s
+    assert 1000 < row["end_silence_ms"] < waited_ms
+    stall = has(row, "stream.stall", "warn", variant="end_client")
+    assert stall["params"]["silence_ms"] == row["end_silence_ms"]
+    aborted = has(row, "client.aborted", "info", variant="streaming")
+    assert aborted["params"]["itl_max_ms"] >= row["end_silence_ms"]
+    assert not is_error(row)
+
+
+def test_client_gives_up_after_headers_and_nothing_more(make_proxy, db_path):
+    """Headers and one keep-alive, then silence until the client's timeout: the record says how
+    long it really waited, not the 50 ms the headers took."""
+    with RawUpstream([b": keep-alive\n\n"], end_delay=30.0) as up:
+        p = make_proxy([up.url])
+        t0 = time.perf_counter()
+        with pytest.raises(httpx.ReadTimeout):
+            with httpx.stream("POST", p.url + CHAT, json=chat_body(), timeout=httpx.Timeout(2.0, read=1.5)) as r:
+                for _ in r.iter_raw():
+                    pass
+        waited_ms = (time.perf_counter() - t0) * 1000.0
+        row = one(p, db_path)
+    f = has(row, "client.aborted", "warn", variant="before_tokens")
+    assert abs(f["params"]["total_ms"] - waited_ms) < 300, (f["params"]["total_ms"], waited_ms)
+    assert row["end_silence_ms"] > 1000
+
+
 # ---- streams ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("fault", ["mid_stream_error", "error_line"])

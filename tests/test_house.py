@@ -166,10 +166,38 @@ def test_every_intermediate_schema_upgrades(tmp_path, n):
     assert set(FIELDS) <= set(db["requests"].columns_dict)
 
 
+def test_the_error_rule_in_sql_the_triggers_and_python_agree(tmp_path):
+    """Every combination of the columns the rule reads: the SQL rule, ``is_error`` and the
+    statistics triggers count the same requests (a NULL from SQL's three-valued logic would
+    fail the NOT NULL totals and lose the row)."""
+    import itertools
+    import uuid
+
+    from firsttoken.addon.store.db import open_db
+
+    db = open_db(tmp_path / "rule.db")
+    combos = list(itertools.product(("done", "in_flight"), (None, 200, 404, 503), (None, "boom"), (None, "warn", "error"),
+                                    (0, 1)))
+    for state, status, error, sev, aborted in combos:
+        db.conn.execute("INSERT INTO requests (id, started_at, state, status, error, top_severity, client_aborted) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [uuid.uuid4().hex, "2026-12-01T00:00:00", state, status, error,
+                                                          sev, aborted])
+    db.conn.commit()
+    rows = [dict(zip(("state", "status", "error", "top_severity", "client_aborted", "e"), r)) for r in db.conn.execute(
+        f"SELECT state, status, error, top_severity, client_aborted, {queries.ERROR} FROM requests")]
+    assert len(rows) == len(combos) and all(r["e"] in (0, 1) for r in rows)
+    assert all(bool(r["e"]) == queries.is_error(r) for r in rows)
+    (counted,) = db.conn.execute("SELECT sum(n_errors) FROM stats_totals").fetchone()
+    assert counted == sum(r["e"] for r in rows) > 0
+    aborted_only = [r for r in rows if r["client_aborted"] and r["state"] == "done" and r["status"] in (None, 200)
+                    and r["top_severity"] != "error"]
+    assert aborted_only and not any(r["e"] for r in aborted_only)  # a hang-up is not a failed request
+
+
 def test_the_error_rule_frozen_in_the_last_migration_is_the_current_one():
-    """The triggers and the index hold the error rule as migration m011 wrote it; changing the
+    """The triggers and the index hold the error rule as migration m013 wrote it; changing the
     rule in queries.error_sql without a new migration would make stats count differently."""
     from firsttoken.addon.store import migrations
 
-    assert queries.error_sql("{r}") == migrations.M011_ERROR
-    assert queries.ERROR == migrations.M011_ERROR_BARE
+    assert queries.error_sql("{r}") == migrations.M013_ERROR
+    assert queries.ERROR == migrations.M013_ERROR_BARE

@@ -103,8 +103,10 @@ def rule_client_aborted(rec: Any, c: Ctx) -> None:
         variant, sev = "before_tokens", "warn"
     else:
         variant, sev = "streaming", "info"
+    # the longest wait the client met: between two token events, or the silence it hung up in
+    longest = max(rec.itl_max_ms or 0.0, rec.end_silence_ms or 0.0)
     c.add("client.aborted", sev, variant=variant, **c.common(), total_ms=rec.total_ms, ttfb_ms=rec.ttfb_ms,
-          events=rec.events, itl_max_ms=rec.itl_max_ms or 0.0)
+          events=rec.events, itl_max_ms=longest)
 
 
 def rule_client_request(rec: Any, c: Ctx) -> None:
@@ -221,7 +223,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "streaming": "The client stopped reading after {total_ms:,.0f} ms and {events} token events, while the stream was still running."},
                {"before_headers": "The client's timeout is shorter than this upstream's response time: raise it (openai/anthropic SDK: timeout=..., Claude Code: API_TIMEOUT_MS, curl: --max-time).",
                 "before_tokens": "The client's timeout is shorter than this upstream's time to first token: raise it (openai/anthropic SDK: timeout=..., Claude Code: API_TIMEOUT_MS, curl: --max-time).",
-                "streaming": "Fine if it was cancelled on purpose; otherwise a client read timeout closed it (longest gap between tokens: {itl_max_ms:,.0f} ms): raise the read timeout."}),
+                "streaming": "Fine if it was cancelled on purpose; otherwise a client read timeout closed it (longest wait for a token, the silence it ended in included: {itl_max_ms:,.0f} ms): raise the read timeout."}),
         "zh": ("客户端断开了连接",
                "客户端在响应结束前关闭了连接（首个 token 之前为警告，流式输出中为提示）。",
                {"before_headers": "客户端在 {total_ms:,.0f} 毫秒后放弃，此时 {host} 还没有返回响应头。",
@@ -229,7 +231,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "streaming": "客户端在 {total_ms:,.0f} 毫秒、收到 {events} 个 token 事件后停止读取，而流仍在进行。"},
                {"before_headers": "客户端超时比上游的响应时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
                 "before_tokens": "客户端超时比上游的首 token 时间短：调大超时（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
-                "streaming": "若是主动取消则无妨；否则是客户端的读取超时关闭了连接（token 之间最长间隔 {itl_max_ms:,.0f} 毫秒）：调大读取超时。"}),
+                "streaming": "若是主动取消则无妨；否则是客户端的读取超时关闭了连接（等待 token 的最长时间，含断开前的静默：{itl_max_ms:,.0f} 毫秒）：调大读取超时。"}),
     }),
     ("client.aborted_upload", "connectivity", _W, (), {
         "en": ("Client hung up mid-upload",

@@ -95,7 +95,16 @@ def rule_buffered(rec: Any, c: Ctx) -> None:
 
 
 def rule_stall(rec: Any, c: Ctx) -> None:
-    if rec.itl_max_ms is None or rec.itl_max_ms <= c.stall_ms or c.has("stream.buffered"):
+    if c.has("stream.buffered"):
+        return
+    silence = rec.end_silence_ms
+    if silence is not None and silence > c.stall_ms and silence >= (rec.itl_max_ms or 0.0):
+        # it went silent and then ended (the client's read timeout, the upstream closing): the
+        # longest pause is the one at the end, which no gap between two token events shows
+        c.add("stream.stall", "warn", variant="end_client" if rec.client_aborted else "end_upstream", **c.common(),
+              silence_ms=silence, stall_ms=c.stall_ms, events=rec.events, total_ms=rec.total_ms)
+        return
+    if rec.itl_max_ms is None or rec.itl_max_ms <= c.stall_ms:
         return
     offs = list(rec.event_offsets or [])
     at_event, at_ms = None, None
@@ -128,6 +137,11 @@ RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_m
 # ---- The ``streams`` family of the finding catalog, in English and Chinese.
 
 _E, _W, _I = "error", "warn", "info"
+_STALL_FIX_EN = ("Either the upstream sent nothing for that long (load, a long tool call, a proxy in between flushing late), "
+                 "or the client stopped reading and the proxy waited for it (a slow or paused consumer): make sure client "
+                 "read timeouts exceed {itl_max_ms:,.0f} ms; raise --stall-ms if such pauses are expected.")
+_STALL_FIX_ZH = ("要么上游在这段时间内没有发送任何内容（负载、生成较长的工具调用、中间代理延迟刷新），要么客户端停止了读取、代理在等它"
+                 "（消费端过慢或暂停）：确保客户端读取超时大于 {itl_max_ms:,.0f} 毫秒；如果这种停顿属于正常，调大 --stall-ms。")
 
 # (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)})
 ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
@@ -177,15 +191,23 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("stream.stall", "streams", _W, (), {
         "en": ("Stall inside the stream",
-               "The longest gap between two token events exceeds --stall-ms.",
+               "The longest gap between two token events, or the silence before a stream ended abnormally (a client hang-up, an upstream error), exceeds --stall-ms.",
                {"at": "The stream paused {itl_max_ms:,.0f} ms between two token events as seen by the proxy (limit {stall_ms:,.0f} ms), after token event {at_event} at {at_ms:,.0f} ms.",
-                "somewhere": "The stream paused {itl_max_ms:,.0f} ms between two token events as seen by the proxy (limit {stall_ms:,.0f} ms)."},
-               "Either the upstream sent nothing for that long (load, a long tool call, a proxy in between flushing late), or the client stopped reading and the proxy waited for it (a slow or paused consumer): make sure client read timeouts exceed {itl_max_ms:,.0f} ms; raise --stall-ms if such pauses are expected."),
+                "somewhere": "The stream paused {itl_max_ms:,.0f} ms between two token events as seen by the proxy (limit {stall_ms:,.0f} ms).",
+                "end_client": "The stream had sent nothing for {silence_ms:,.0f} ms (limit {stall_ms:,.0f} ms) when the client hung up at {total_ms:,.0f} ms, after {events} token events: it stalled, and the client gave up waiting.",
+                "end_upstream": "The stream had sent nothing for {silence_ms:,.0f} ms (limit {stall_ms:,.0f} ms) when it ended with an error at {total_ms:,.0f} ms, after {events} token events."},
+               {"at": _STALL_FIX_EN, "somewhere": _STALL_FIX_EN,
+                "end_client": "The upstream stopped generating (load, a long tool call, a gateway holding the stream): retry; if such pauses are expected, make the client's read timeout longer than {silence_ms:,.0f} ms (openai/anthropic SDK: timeout=..., Claude Code: API_TIMEOUT_MS, curl: --max-time).",
+                "end_upstream": "The upstream (or a gateway in between) went quiet and then cut the stream: retry; if it repeats, check the gateway's idle timeout against {silence_ms:,.0f} ms and the upstream's status."}),
         "zh": ("流中出现停顿",
-               "两个 token 事件之间的最长间隔超过 --stall-ms。",
+               "两个 token 事件之间的最长间隔，或流异常结束（客户端断开、上游出错）之前的静默时长，超过 --stall-ms。",
                {"at": "代理观察到流在两个 token 事件之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒），发生在第 {at_event} 个 token 事件之后、{at_ms:,.0f} 毫秒处。",
-                "somewhere": "代理观察到流在两个 token 事件之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒）。"},
-               "要么上游在这段时间内没有发送任何内容（负载、生成较长的工具调用、中间代理延迟刷新），要么客户端停止了读取、代理在等它（消费端过慢或暂停）：确保客户端读取超时大于 {itl_max_ms:,.0f} 毫秒；如果这种停顿属于正常，调大 --stall-ms。"),
+                "somewhere": "代理观察到流在两个 token 事件之间停顿了 {itl_max_ms:,.0f} 毫秒（阈值 {stall_ms:,.0f} 毫秒）。",
+                "end_client": "客户端在 {total_ms:,.0f} 毫秒断开时，流已经 {silence_ms:,.0f} 毫秒没有发送任何内容（阈值 {stall_ms:,.0f} 毫秒），此前共 {events} 个 token 事件：流停顿了，客户端放弃了等待。",
+                "end_upstream": "流在 {total_ms:,.0f} 毫秒以错误结束时，已经 {silence_ms:,.0f} 毫秒没有发送任何内容（阈值 {stall_ms:,.0f} 毫秒），此前共 {events} 个 token 事件。"},
+               {"at": _STALL_FIX_ZH, "somewhere": _STALL_FIX_ZH,
+                "end_client": "上游停止了生成（负载、较长的工具调用、网关扣住了流）：重试；如果这种停顿属于正常，把客户端的读取超时调到大于 {silence_ms:,.0f} 毫秒（openai/anthropic SDK：timeout=...，Claude Code：API_TIMEOUT_MS，curl：--max-time）。",
+                "end_upstream": "上游（或中间的网关）先是没有动静，然后切断了流：重试；如果反复出现，对照 {silence_ms:,.0f} 毫秒检查网关的空闲超时和上游的状态。"}),
     }),
     ("response.no_choices", "streams", _E, (), {
         "en": ("200 without choices or content",

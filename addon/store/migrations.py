@@ -176,7 +176,7 @@ def rebuild_stats_totals(db: sqlite_utils.Database, error: str | None = None) ->
     errors as the triggers in place do (or by ``error``)."""
     if error is None:
         done = {r[0] for r in db.execute("SELECT name FROM _migrations").fetchall()}
-        error = _current_error() if "m011_error_rule" in done else _M006_ERROR
+        error = _current_error(done)
     db.execute("DELETE FROM stats_totals")
     sel = _totals_values("r", "", error)[0]
     cols = sel[sel.index("(") + 1: sel.index(")")]
@@ -231,15 +231,39 @@ def m010_run_id(db: sqlite_utils.Database) -> None:
 
 
 #: the error rule as m011 wrote it into the triggers and the index (frozen, like the migration:
-#: a later change of ``queries.error_sql`` needs a new migration; a test holds the two equal)
+#: a later change of ``queries.error_sql`` needs a new migration; m013 changed it)
 M011_ERROR = ("({r}.state IS 'done' AND ({r}.status IS NULL OR {r}.status >= 400 OR {r}.error IS NOT NULL "
                "OR {r}.top_severity IS 'error'))")
 M011_ERROR_BARE = ("(state IS 'done' AND (status IS NULL OR status >= 400 OR error IS NOT NULL "
                     "OR top_severity IS 'error'))")
+#: ... and as m013 wrote it: a client that hung up is not a failed request (its finding says so)
+M013_ERROR = ("({r}.state IS 'done' AND (coalesce({r}.status, 0) >= 400 OR {r}.top_severity IS 'error' OR "
+              "({r}.client_aborted IS NOT 1 AND ({r}.status IS NULL OR {r}.error IS NOT NULL))))")
+M013_ERROR_BARE = ("(state IS 'done' AND (coalesce(status, 0) >= 400 OR top_severity IS 'error' OR "
+                   "(client_aborted IS NOT 1 AND (status IS NULL OR error IS NOT NULL))))")
+#: the error rule each migration put in place, oldest first (rebuild_stats_totals counts with the newest applied)
+_ERROR_RULES = (("m006_stats_totals", _M006_ERROR), ("m011_error_rule", M011_ERROR), ("m013_cancels_are_not_errors", M013_ERROR))
 
 
-def _current_error() -> str:
-    return M011_ERROR
+def _current_error(done: set[str]) -> str:
+    return next(rule for name, rule in reversed(_ERROR_RULES) if name in done or name == "m006_stats_totals")
+
+
+def _install_error_rule(db: sqlite_utils.Database, err: str, bare: str, watched_extra: tuple[str, ...] = ()) -> None:
+    """Re-create the totals' triggers and the errors index with an error rule, and recount."""
+    add_new, _ = _totals_values("NEW", "+", err)
+    remove_old, _ = _totals_values("OLD", "-", err)
+    watched = ", ".join(["model", "state", "status", "error", "top_severity", "conn_reused", "connect_ms",
+                         *_TOTAL_COLS, "usage_prompt_tokens", "prompt_tokens_est", *watched_extra])
+    for name in ("stats_totals_insert", "stats_totals_delete", "stats_totals_update"):
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+    db.execute(f"CREATE TRIGGER stats_totals_insert AFTER INSERT ON requests BEGIN {add_new} END")
+    db.execute(f"CREATE TRIGGER stats_totals_delete AFTER DELETE ON requests BEGIN {remove_old} END")
+    db.execute(f"CREATE TRIGGER stats_totals_update AFTER UPDATE OF {watched} ON requests BEGIN {remove_old} {add_new} END")
+    db.execute("DROP INDEX IF EXISTS idx_requests_stats_errors")
+    cols = ", ".join(["model", "top_code", "status", "state", "error", "top_severity", *watched_extra])
+    db.execute(f"CREATE INDEX idx_requests_stats_errors ON requests ({cols}) WHERE {bare}")
+    rebuild_stats_totals(db, err)
 
 
 @migration
@@ -247,20 +271,7 @@ def m011_error_rule(db: sqlite_utils.Database) -> None:
     """One definition of an error everywhere (``queries.error_sql``): an error-severity finding
     (an error event inside a 200 stream) now counts too. Re-create the totals' triggers and the
     errors index with it, and recount."""
-    err = M011_ERROR
-    add_new, _ = _totals_values("NEW", "+", err)
-    remove_old, _ = _totals_values("OLD", "-", err)
-    watched = ", ".join(["model", "state", "status", "error", "top_severity", "conn_reused", "connect_ms",
-                         *_TOTAL_COLS, "usage_prompt_tokens", "prompt_tokens_est"])
-    for name in ("stats_totals_insert", "stats_totals_delete", "stats_totals_update"):
-        db.execute(f"DROP TRIGGER IF EXISTS {name}")
-    db.execute(f"CREATE TRIGGER stats_totals_insert AFTER INSERT ON requests BEGIN {add_new} END")
-    db.execute(f"CREATE TRIGGER stats_totals_delete AFTER DELETE ON requests BEGIN {remove_old} END")
-    db.execute(f"CREATE TRIGGER stats_totals_update AFTER UPDATE OF {watched} ON requests BEGIN {remove_old} {add_new} END")
-    db.execute("DROP INDEX IF EXISTS idx_requests_stats_errors")
-    db.execute("CREATE INDEX idx_requests_stats_errors ON requests (model, top_code, status, state, error, top_severity) "
-               f"WHERE {M011_ERROR_BARE}")
-    rebuild_stats_totals(db, err)
+    _install_error_rule(db, M011_ERROR, M011_ERROR_BARE)
 
 
 @migration
@@ -272,3 +283,12 @@ def m012_conversations(db: sqlite_utils.Database) -> None:
     db["requests"].add_column("client_gap_ms", float)
     db.execute("CREATE INDEX IF NOT EXISTS idx_requests_conversation ON requests (conversation_id, started_at) "
                "WHERE conversation_id IS NOT NULL")
+
+
+@migration
+def m013_cancels_are_not_errors(db: sqlite_utils.Database) -> None:
+    """A client that hung up (a cancel, its own timeout) is no longer counted as a failed request:
+    its ``client.aborted`` finding says what happened, and a stall that made it give up has its own
+    (``stream.stall``). And how long an abnormally ended request had been silent before its end."""
+    db["requests"].add_column("end_silence_ms", float)
+    _install_error_rule(db, M013_ERROR, M013_ERROR_BARE, ("client_aborted",))

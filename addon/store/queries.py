@@ -25,11 +25,14 @@ BODY_COLUMNS = ("request_body", "response_body")
 # ---- What counts as an error: the one rule (live view counts, `stats`, `logs --status error`).
 
 def error_sql(alias: str = "") -> str:
-    """SQL true for a finished request that failed: HTTP status ≥ 400, no response at all or a
-    transport error (``error``), or an error-severity finding (e.g. an error event inside a 200 stream)."""
+    """SQL true for a finished request that failed: HTTP status ≥ 400, an error-severity finding
+    (e.g. an error event inside a 200 stream), or no response at all / a transport error
+    (``error``) unless the client itself hung up (a cancel or its own timeout is not the
+    request failing: its ``client.aborted`` finding, and ``stream.stall`` when a stall made it
+    give up, say what happened)."""
     a = f"{alias}." if alias else ""
-    return (f"({a}state IS 'done' AND ({a}status IS NULL OR {a}status >= 400 OR {a}error IS NOT NULL "
-            f"OR {a}top_severity IS 'error'))")
+    return (f"({a}state IS 'done' AND (coalesce({a}status, 0) >= 400 OR {a}top_severity IS 'error' OR "
+            f"({a}client_aborted IS NOT 1 AND ({a}status IS NULL OR {a}error IS NOT NULL))))")
 
 
 #: the rule on the ``requests`` table's own columns
@@ -44,7 +47,9 @@ def is_error(row: Any) -> bool:
     if get("state") not in (None, "done"):
         return False
     status = get("status")
-    return bool(status is None or status >= 400 or get("error") is not None or get("top_severity") == "error")
+    if (status is not None and status >= 400) or get("top_severity") == "error":
+        return True
+    return not get("client_aborted") and (status is None or get("error") is not None)
 
 
 def decode_row(row: dict[str, Any]) -> dict[str, Any]:
