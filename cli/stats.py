@@ -7,6 +7,8 @@ import json
 from typing import Any
 
 import click
+from rich import box
+from rich.cells import cell_len
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -43,39 +45,90 @@ def _group_name(v: Any, by: str) -> Text:
     return Text(printable(str(v)))
 
 
-def render(res: dict[str, Any]) -> Group:
+#: cells a wrapping column (a model name, the fit) keeps before the tables give up their borders
+MIN_FOLD = 12
+
+
+def _chrome(boxed: bool, ncols: int) -> int:
+    """Cells a table of ``ncols`` columns spends on borders and padding (see ``_table``)."""
+    return 3 * ncols + 1 if boxed else 2 * (ncols - 1)
+
+
+def _table(title: str, width: int | None, fixed: list[int], folding: int) -> tuple[Table, bool]:
+    """(table, boxed): boxed when the columns that never wrap (``fixed``: their widths) leave
+    ``MIN_FOLD`` cells to each of the ``folding`` ones in ``width``; else without borders (a rule
+    under the header, two spaces between columns), which leaves them more."""
+    ncols = len(fixed) + folding
+    if width is None or _chrome(True, ncols) + sum(fixed) + MIN_FOLD * folding <= width:
+        return Table(title=title, header_style="bold", title_justify="left"), True
+    return Table(title=title, header_style="bold", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+                 pad_edge=False, padding=(0, 1, 0, 0)), False
+
+
+def _widest(header: str, cells: list[str]) -> int:
+    return max([cell_len(header)] + [cell_len(line) for c in cells for line in c.split("\n")])
+
+
+def _name_lines(names: list[Text], header: str, room: int | None) -> tuple[int, list[list[Text]]]:
+    """The group column's width and each name as lines of it: as wide as the widest name, at
+    most ``room`` (None: no limit); a longer name folds, no character is lost."""
+    w = max([cell_len(header)] + [n.cell_len for n in names])
+    if room is not None:
+        w = max(1, min(w, room))
+    return w, [output.wrap(n, w) if n.cell_len > w else [n] for n in names]
+
+
+def _beside(lines: list[Text], rows: list[list[Any]]) -> list[list[Any]]:
+    """A group's rows with its name's lines down the first column, one per row (more rows when
+    the name has more lines than the group has rows), so the figures stay on their lines."""
+    blank = ["" for _ in rows[0]] if rows else []
+    out = []
+    for i in range(max(len(lines), len(rows))):
+        out.append([lines[i] if i < len(lines) else "", *(rows[i] if i < len(rows) else blank)])
+    return out
+
+
+def render(res: dict[str, Any], width: int | None = None) -> Group:
+    """The summary and percentile tables for a ``width``-column terminal (None: as wide as they
+    need). Names and text wrap inside their column; a number is never wrapped or cut."""
     res = printable_data(res)  # group names, codes, warnings: request-derived text never reaches the terminal raw
     by = res["by"]
     groups = res["groups"]
-    summary = Table(title=f"Requests by {by}", header_style="bold", title_justify="left")
-    for c, j in ((by, "left"), ("requests", "right"), ("errors", "right"), ("top error codes", "left"),
-                 ("cold", "right"), ("TTFT vs prompt tokens", "left")):
-        summary.add_column(c, justify=j, overflow="fold")
+    rows = []
     for g in groups:
         rate = g["error_rate"]
-        err = Text(f"{g['errors']:,} ({rate * 100:.1f}%)" if rate is not None else f"{g['errors']:,}",
-                   style="red" if g["errors"] else "")
+        errors = f"{g['errors']:,}" + (f" ({rate * 100:.1f}%)" if rate is not None else "")
         codes = "\n".join(f"{c['code']} {c['rate'] * 100:.1f}%" for c in g["error_codes"][:3] if c["rate"] is not None)
-        summary.add_row(_group_name(g["group"], by), f"{g['count']:,}", err, Text(codes or "–"),
-                        f"{g['cold']:,}", fit_text(g))
-    pct = Table(title="Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
+        rows.append((g, f"{g['count']:,}", errors, codes or "–", f"{g['cold']:,}"))
+    fixed = [_widest(h, [r[i] for r in rows]) for h, i in (("requests", 1), ("errors", 2), ("cold", 4))]
+    summary, boxed = _table(f"Requests by {by}", width, fixed, 3)
+    if not boxed:  # the count above its share: each stays whole
+        rows = [(g, n, e.replace(" (", "\n("), codes, cold) for g, n, e, codes, cold in rows]
+    for c, j, wraps in ((by, "left", True), ("requests", "right", False), ("errors", "right", False),
+                        ("top error codes", "left", True), ("cold", "right", False),
+                        ("TTFT vs prompt tokens", "left", True)):
+        summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps)
+    for g, n, errors, codes, cold in rows:
+        summary.add_row(_group_name(g["group"], by), n, Text(errors, style="red" if g["errors"] else ""),
+                        Text(codes), cold, fit_text(g))
 
-                header_style="bold", title_justify="left")
-    pct.add_column(by)
-    pct.add_column("metric")
-    pct.add_column("n", justify="right")
     qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]
-    for q in qs:
-        pct.add_column(q.upper(), justify="right")
-    for gi, g in enumerate(groups):
+    figures = [[[LABELS[name], f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
+                for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None] for g in groups]
+    heads = ["metric", "n", *[q.upper() for q in qs]]
+    fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
+    pct, boxed = _table("Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
+                        width, fixed, 1)
+    room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
+    name_w, names = _name_lines([_group_name(g["group"], by) for g in groups], by, room)
+    pct.add_column(by, width=name_w, no_wrap=True)
+    for h in heads:  # a metric's name and its numbers never wrap: only the group name folds
+        pct.add_column(h, justify="left" if h == "metric" else "right", no_wrap=True)
+    for gi, (lines, rs) in enumerate(zip(names, figures)):
         if gi:
             pct.add_section()
-        for i, (name, _) in enumerate(sq.METRICS):
-            m = g.get(f"{name}_ms")
-            if m is None:
-                continue
-            pct.add_row(_group_name(g["group"], by) if i == 0 else "", LABELS[name], f"{m['n']:,}",
-                        *[output.ms(m.get(q)) for q in qs])
+        for row in _beside(lines, rs):
+            pct.add_row(*row)
     note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
                 + ("Every request counts; connect is what the cold ones (a new TCP/TLS connection, included in "
                    "their TTFB) paid for it; --exclude-cold leaves them out." if res["include_cold"] else
@@ -92,25 +145,40 @@ def bar(parts: list[tuple[float, str]], scale: float, width: int) -> Text:
     return t
 
 
-def plot(res: dict[str, Any], width: int = 48) -> Group:
-    """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model)."""
+def plot(res: dict[str, Any], width: int = 48, columns: int | None = None) -> Group:
+    """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model): bars of
+    up to ``width`` cells, narrower when a ``columns``-wide terminal needs it. A long group name
+    folds down its column; the bars and the numbers are never cut."""
     res = printable_data(res)
     by = res["by"]
-    rows = [g for g in res["groups"] if g["ttft_ms"]["n"]]
-    top = max([g["ttft_ms"]["p95"] or 0 for g in rows] + [1.0])
+    groups = [g for g in res["groups"] if g["ttft_ms"]["n"]]
+    figures = []
+    for g in groups:
+        rs = []
+        for q in ("p50", "p95"):
+            ttfb, ttft = g["ttfb_ms"].get(q) or 0, g["ttft_ms"].get(q) or 0
+            rs.append((q.upper(), min(ttfb, ttft), ttft))
+        figures.append(rs)
+    ms_w = _widest("TTFT", [output.ms(t) for rs in figures for _, _, t in rs])
+    chrome = 8  # box=None: one cell of padding either side of each of the 4 columns
+    if columns is not None:
+        width = max(8, min(width, columns - chrome - MIN_FOLD - 3 - ms_w))
+    name_w, names = _name_lines([_group_name(g["group"], by) for g in groups], by,
+                                None if columns is None else columns - chrome - 3 - width - ms_w)
+    top = max([g["ttft_ms"]["p95"] or 0 for g in groups] + [1.0])
     scale = width / top
     t = Table(title="TTFT = TTFB (blue: network, gateway) + gap (magenta: prefill, model)", header_style="bold",
               title_justify="left", show_edge=False, box=None)
-    t.add_column(by)
-    t.add_column("")
+    t.add_column(by, width=name_w, no_wrap=True)
     t.add_column("", no_wrap=True)
-    t.add_column("TTFT", justify="right")
-    for g in rows:
-        for q in ("p50", "p95"):
-            ttfb, ttft = g["ttfb_ms"].get(q) or 0, g["ttft_ms"].get(q) or 0
-            # percentiles do not add up; draw TTFB then the rest of TTFT
-            b = bar([(min(ttfb, ttft), "blue"), (max(0.0, ttft - min(ttfb, ttft)), "magenta")], scale, width)
-            t.add_row(_group_name(g["group"], by) if q == "p50" else "", q.upper(), b, output.ms(ttft))
+    t.add_column("", no_wrap=True)
+    t.add_column("TTFT", justify="right", no_wrap=True)
+    for lines, rs in zip(names, figures):
+        # percentiles do not add up; draw TTFB then the rest of TTFT
+        bars = [[q, bar([(ttfb, "blue"), (max(0.0, ttft - ttfb), "magenta")], scale, width), output.ms(ttft)]
+                for q, ttfb, ttft in rs]
+        for row in _beside(lines, bars):
+            t.add_row(*row)
     return Group(t)
 
 
@@ -139,6 +207,6 @@ def stats(db_path, by, include_cold, as_json, plot_, **kw):
     if not res["groups"]:
         con.print("No requests recorded (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.")
         return
-    con.print(render(res))
+    con.print(render(res, width=con.width))
     if plot_:
-        con.print(plot(res))
+        con.print(plot(res, columns=con.width))

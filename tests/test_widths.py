@@ -180,6 +180,55 @@ def test_stats_loses_nothing_at_any_width(which, demo_db, traffic):
         assert not lost, f"stats at {cols} columns lost {lost}:\n{out}"
 
 
+VERY_LONG_MODEL = "accounts/fireworks/models/" + "very-long-model-name-" * 7 + "instruct-v2"
+LONG_EXPERIMENT = "exp-" + "z" * 150
+
+
+@pytest.fixture(scope="module")
+def long_names(tmp_path_factory):
+    """Requests whose model names and experiment tag are longer than any column can hold."""
+    path = tmp_path_factory.mktemp("long") / "long.db"
+    cfg = SimConfig(ttfb_ms=20, prefill_base_ms=10, prefill_ms_per_1k_tokens=0, tpot_ms=2, output_tokens=4)
+    with SimServer(cfg) as sim, ProxyServer([sim.url], str(path), port=0) as p:
+        for model in (LONG_MODEL, VERY_LONG_MODEL, "claude-sonnet-4-5-20250929"):
+            for _ in range(2):
+                r = httpx.post(p.url + "/v1/chat/completions", timeout=30,
+                               headers={"x-firsttoken-experiment": LONG_EXPERIMENT},
+                               json={"model": model, "stream": True, "messages": [{"role": "user", "content": "hi"}]})
+                assert r.status_code == 200
+        p.flush()
+    return path
+
+
+def _rows_whole(section: str, figures: list[list[str]]) -> list[list[str]]:
+    """The percentile rows (metric, n, P50...) that are not on one line of ``section``, whole."""
+    lines = [ln.replace("│", " ").replace("┃", " ").split() for ln in section.split("\n")]
+    return [f for f in figures if not any(ln[-len(f):] == f for ln in lines if len(ln) >= len(f))]
+
+
+@pytest.mark.parametrize("by", ["model", "experiment"])
+def test_stats_tables_wrap_long_names_and_never_cut_a_number(long_names, by):
+    from firsttoken.cli.output import ms
+    from firsttoken.cli.stats import LABELS
+
+    res = json.loads(subprocess.run(CLI + ["stats", "--json", "--by", by, "--db", str(long_names)], env=ENV,
+                                    capture_output=True, text=True, timeout=60, check=True).stdout)
+    names = [g["group"] for g in res["groups"]]
+    qs = [k for k in res["groups"][0]["ttft_ms"] if k != "n"]
+    figures = [[*LABELS[m].split(), f"{g[m + '_ms']['n']:,}", *[ms(g[m + "_ms"].get(q)) for q in qs]]
+               for g in res["groups"] for m in LABELS if g.get(m + "_ms") is not None]
+    for cols in (60, 80, 120, 200):
+        out = screen(["stats", "--plot", "--by", by, "--db", str(long_names)], cols)
+        assert "…" not in out, f"stats at {cols} columns cut a cell:\n{out}"
+        summary, rest = out.split("Latency percentiles", 1)
+        pct, bars = rest.split("TTFT = TTFB", 1)
+        for what, part in (("summary", summary), ("percentiles", pct), ("plot", bars)):
+            lost = missing(part, names)
+            assert not lost, f"stats {what} at {cols} columns lost {lost}:\n{out}"
+        cut = _rows_whole(pct, figures)
+        assert not cut, f"stats at {cols} columns wrapped or cut the figures {cut}:\n{out}"
+
+
 def test_demo_closing_table_loses_nothing(tmp_path):
     for cols in (60, 140):  # 140: where the issue saw OPENAI_BASE_URL=htt / ://127.0.0.1:51425/
         db = tmp_path / f"demo{cols}.db"
