@@ -273,6 +273,140 @@ def test_kill_9_loses_little_and_a_restart_closes_rows_left_in_flight(sim, tmp_p
         assert str(p.pid) in json.loads(c["findings"])[0]["message"]
 
 
+def _hanging_upstream() -> tuple[Upstream, threading.Event]:
+    """An upstream that sends the head and one event, then holds the stream open until released."""
+    release = threading.Event()
+
+    def answer(body):
+        yield (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
+               b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n')
+        release.wait(60)
+
+    return Upstream(answer), release
+
+
+def _stall_one(port: int) -> threading.Thread:
+    def go():
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=CHAT, timeout=60)
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    return t
+
+
+def _in_flight(db) -> list[dict]:
+    try:
+        return rows(db, "WHERE state = 'in_flight'")
+    except Exception:  # noqa: BLE001 - not created yet
+        return []
+
+
+def _proc_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0].decode()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="/proc (Linux) tells a zombie")
+def test_a_restart_right_after_kill_9_closes_what_the_unreaped_proxy_left(tmp_path):
+    """Restarted at once, the killed proxy is still a zombie (its parent has not reaped it):
+    kill(pid, 0) says it is alive, but it runs no more, so its rows are closed."""
+    up, release = _hanging_upstream()
+    db = tmp_path / "z.db"
+    p, port = start_proxy_process(["--upstream", up.url, "--db", str(db)])
+    try:
+        _stall_one(port)
+        assert wait_for(lambda: _in_flight(db), timeout=10)
+        p.send_signal(signal.SIGKILL)
+        assert wait_for(lambda: _proc_state(p.pid) == "Z", timeout=5)  # not reaped: no p.wait() yet
+        os.kill(p.pid, 0)  # the old check: "alive"
+        q = ProxyServer([up.url], str(db), port=0)
+        q.start()
+        try:
+            assert wait_for(lambda: not _in_flight(db), timeout=10), _in_flight(db)
+        finally:
+            q.stop()
+        from firsttoken.addon.store.db import pid_alive
+
+        assert _proc_state(p.pid) == "Z" and not pid_alive(p.pid)  # the registry of running proxies asks it too
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait(10)
+        release.set()
+        up.close()
+    (r,) = rows(db)
+    assert r["state"] == "done" and r["top_code"] == "proxy.interrupted" and r["proxy_pid"] == p.pid
+    # this process, asked the same: its own rows are live; a row from before it started that
+    # carries its pid (a container's PID 1 after a restart) is not
+    from firsttoken.addon.store.db import owner_alive, proc_stat
+
+    me = os.getpid()
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    assert owner_alive(me, now, me, proc_stat(me))
+    assert not owner_alive(me, "2000-01-01T00:00:00.000+00:00", me, proc_stat(me))
+    print("\nrestart right after kill -9 (zombie owner): its row closed as proxy.interrupted")
+
+
+def _unshare_ok() -> bool:
+    try:
+        return subprocess.run(["unshare", "-p", "-f", "--mount-proc", "true"], capture_output=True,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+def _ns_proxy(args: list[str]) -> tuple[subprocess.Popen, int, int]:
+    """`firsttoken proxy` as PID 1 of its own PID namespace (a container): the unshare process,
+    the port, and the proxy's pid as seen from here."""
+    from firsttoken.cli.loopback import wait_port
+
+    port = free_port()
+    u = subprocess.Popen(["unshare", "-p", "-f", "--mount-proc", FT, "proxy", "--no-live", "--port", str(port), *args],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    wait_port(port, u, timeout=30)
+    kids = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError, IndexError):
+                if int((d / "stat").read_bytes().rsplit(b")", 1)[1].split()[1]) == u.pid:
+                    kids.append(int(d.name))
+    assert len(kids) == 1, kids
+    return u, port, kids[0]
+
+
+@pytest.mark.skipif(not _unshare_ok(), reason="needs `unshare -p` (root or user namespaces)")
+def test_a_proxy_that_is_pid_1_again_after_kill_9_closes_the_rows_of_its_predecessor(tmp_path):
+    """In a container the proxy is PID 1 every time: the restarted proxy's own pid is the dead
+    one's, so 'my own rows are live' kept the killed proxy's rows in flight forever."""
+    up, release = _hanging_upstream()
+    db = tmp_path / "ns.db"
+    started: list[subprocess.Popen] = []
+    try:
+        u, port, pid = _ns_proxy(["--upstream", up.url, "--db", str(db)])
+        started.append(u)
+        _stall_one(port)
+        assert wait_for(lambda: _in_flight(db), timeout=10)
+        assert [r["proxy_pid"] for r in _in_flight(db)] == [1]
+        os.kill(pid, signal.SIGKILL)
+        u.wait(10)
+        u2, _, pid2 = _ns_proxy(["--upstream", up.url, "--db", str(db)])
+        started.append(u2)
+        assert wait_for(lambda: not _in_flight(db), timeout=10), _in_flight(db)
+        os.kill(pid2, signal.SIGINT)
+        u2.wait(30)
+    finally:
+        for u in started:
+            if u.poll() is None:
+                u.kill()
+                u.wait(10)
+        release.set()
+        up.close()
+    (r,) = rows(db)
+    assert r["state"] == "done" and r["top_code"] == "proxy.interrupted" and r["proxy_pid"] == 1
+    print("\nproxy as PID 1, killed and restarted as PID 1: its predecessor's row closed")
+
+
 # -- 3. file modes ---------------------------------------------------------------------------------
 def test_data_dir_and_files_are_owner_only_whatever_the_umask(sim, tmp_path):
     old = os.umask(0o022)

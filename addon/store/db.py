@@ -7,8 +7,10 @@ and never create, migrate or write it: a file that is not firsttoken's is left u
 
 from __future__ import annotations
 
+import datetime as _dt
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import sqlite_utils
@@ -207,23 +209,89 @@ def schema_current(db: sqlite_utils.Database | sqlite3.Connection) -> bool:
 def stale_in_flight(db: sqlite_utils.Database, own_pid: int, limit: int = 10_000) -> list[dict]:
     """Rows still ``in_flight`` whose proxy process is gone (killed, crashed, power loss).
 
-    Rows of a live proxy (another process on the same database) and of this process are
-    left alone; rows without ``proxy_pid`` predate it and belong to no running proxy."""
+    A row belongs to a running proxy only if a process with its ``proxy_pid`` runs (not a
+    zombie) and started before the row (``owner_alive``): a process started later only reuses
+    the id (a container's PID 1 after a restart, this very process included). Rows without
+    ``proxy_pid`` predate it and belong to no running proxy."""
     cur = db.execute("SELECT * FROM requests WHERE state = 'in_flight' LIMIT ?", [limit])
     cols = [d[0] for d in cur.description]
+    boot = boot_time()
+    procs: dict[int, tuple[str, float] | None] = {}
     out = []
     for values in cur.fetchall():
         row = dict(zip(cols, values))
         pid = row.get("proxy_pid")
-        if pid == own_pid or (isinstance(pid, int) and pid_alive(pid)):
-            continue
+        if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0:
+            if pid not in procs:
+                procs[pid] = proc_stat(pid, boot)
+            if owner_alive(pid, row.get("started_at"), own_pid, procs[pid]):
+                continue
         out.append(row)
     return out
 
 
+def owner_alive(pid: int, started_at: object, own_pid: int, proc: tuple[str, float] | None) -> bool:
+    """Whether the process ``pid`` (``proc``: its ``proc_stat``) can be the proxy that began a
+    row at ``started_at`` (ISO time): it runs, is not a zombie, and started before the row.
+    Without /proc (not Linux), the old answer: this process, or any process with that id."""
+    if proc is None:
+        return pid == own_pid or pid_alive(pid)
+    state, started = proc
+    if state in ("Z", "X"):  # killed, not reaped yet: dead (kill(pid, 0) still says alive)
+        return False
+    at = _timestamp(started_at)
+    return at is None or started < at
+
+
+def _timestamp(iso: object) -> float | None:
+    if not isinstance(iso, str):
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return (t if t.tzinfo else t.replace(tzinfo=_dt.UTC)).timestamp()
+
+
+def boot_time() -> float | None:
+    """When this machine booted, on the wall clock (Linux; else None): /proc/stat's ``btime``
+    (whole seconds), made exact to 1/100 s by /proc/uptime when the two agree (a container
+    whose /proc/uptime is virtualised (lxcfs) keeps btime, given to ±0.5 s)."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith(b"btime "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return None
+    try:
+        with open("/proc/uptime", "rb") as f:
+            exact = time.time() - float(f.read().split()[0])
+        if btime - 0.05 <= exact < btime + 1.05:
+            return exact
+    except (OSError, ValueError, IndexError):
+        pass
+    return btime + 0.5
+
+
+def proc_stat(pid: int, boot: float | None = None) -> tuple[str, float] | None:
+    """A process's state letter (``R``, ``S``, ``Z``...) and when it started on the wall clock,
+    from /proc/PID/stat (fields 3 and 22, clock ticks after boot); None without /proc or with
+    no such process."""
+    boot = boot_time() if boot is None else boot
+    if boot is None:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        rest = stat[stat.rindex(b")") + 2:].split()  # the name (field 2) may hold spaces and ')'
+        return rest[0].decode("ascii", "replace"), boot + int(rest[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def pid_alive(pid: object) -> bool:
-    """Whether a process with this id runs (a proxy's own state entry, an in-flight row's owner).
-    On Windows there is no cheap check: True (the port test in doctor tells the rest)."""
+    """Whether a process with this id runs (a proxy's own state entry, an in-flight row's owner):
+    a zombie (killed, not yet reaped by its parent) does not. On Windows there is no cheap
+    check: True (the port test in doctor tells the rest)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
     if os.name == "nt":
@@ -233,5 +301,6 @@ def pid_alive(pid: object) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    proc = proc_stat(pid)
+    return proc is None or proc[0] not in ("Z", "X")
