@@ -6,10 +6,14 @@ terminal, ``ESC [ 2 J`` clears it, and a bare ``CR`` rewrites the line. :func:`p
 is the one function every terminal-bound piece of such text goes through: each C0/C1
 control character (and DEL, and the Unicode bidi overrides that reorder what is shown)
 becomes a visible escape such as ``\\x1b``, so the text is shown, never obeyed.
+
+Data keeps its exact values: :func:`printable_json` writes JSON whose control characters are
+all JSON escapes (``\\u009b``), so it is safe on a terminal and decodes to the very same text.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -35,12 +39,24 @@ def printable(text: Any, keep_newlines: bool = False) -> Any:
     return out
 
 
-def printable_data(value: Any) -> Any:
+def printable_data(value: Any, keep_newlines: bool = False) -> Any:
     """A copy of a row (dicts, lists) with :func:`printable` applied to every string in it."""
     if isinstance(value, str):
-        return printable(value)
+        return printable(value, keep_newlines)
     if isinstance(value, dict):
-        return {k: printable_data(v) for k, v in value.items()}
+        return {k: printable_data(v, keep_newlines) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [printable_data(v) for v in value]
+        return [printable_data(v, keep_newlines) for v in value]
     return value
+
+
+def _json_escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group(0)):04x}"
+
+
+def printable_json(value: Any, **dumps: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, **dumps)`` with every control character written
+    as a JSON escape: json.dumps escapes C0 itself but leaves DEL, C1 (``0x9b`` is a CSI), the
+    line separators and the bidi controls raw. Valid JSON, exact values, readable CJK, and
+    nothing a terminal obeys (nor a line splitter splits on)."""
+    return _CONTROL.sub(_json_escape, json.dumps(value, ensure_ascii=False, **dumps))

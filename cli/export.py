@@ -4,7 +4,8 @@ Rows are streamed from a cursor (``queries.iter_rows``), so an export of a large
 sits in memory. CSV: one header line, JSON columns (findings, event_offsets, key_facts) as JSON
 text. JSON: JSON Lines, one object per request (like `logs --json`). With no format flag the
 format follows the --output file's extension (.jsonl / .json: JSON Lines), else CSV, and a note
-on stderr says which was chosen.
+on stderr says which was chosen. The values are exact; what a terminal would obey is escaped
+(``output.write_rows``: JSON escapes in JSON, and in CSV on a terminal only).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sys
 import click
 
 from firsttoken.cli.options import db_option, filter_options, json_option, make_filters
+from firsttoken.cli.output import DATA_RULE
 
 
 @click.command("export")
@@ -21,7 +23,8 @@ from firsttoken.cli.options import db_option, filter_options, json_option, make_
 @filter_options
 @click.option("--csv", "as_csv", is_flag=True, help="CSV with a header line.")
 @json_option("rows")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-", help="File (default: stdout).")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="File (default: stdout). " + DATA_RULE)
 @click.option("--columns", help="Comma-separated columns to keep (default: all but the saved bodies).")
 @click.option("--bodies", is_flag=True, help="Include request_body / response_body (only stored with --save-bodies).")
 @click.option("--limit", type=int, default=None, help="At most this many rows (oldest first).")

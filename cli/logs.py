@@ -65,7 +65,7 @@ def table(rows: Iterable[dict[str, Any]], width: int = 160, hints: bool = True) 
 @click.option("-n", "--limit", "limit", type=int, default=30, show_default=True,
               help="How many of the newest matching requests to show (0: all).")
 @json_option("rows")
-@click.option("--csv", "as_csv", is_flag=True, help="CSV with all columns, a header line first.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV with all columns, a header line first. " + output.CSV_RULE)
 @lang_option
 def logs(db_path, limit, as_json, as_csv, lang, **kw):
     """The newest requests, oldest first so the newest is last (by your prompt); each request's top

@@ -16,7 +16,7 @@ from typing import Any
 from rich.cells import cell_len
 from rich.text import Text
 
-from firsttoken.addon.safe_text import printable, printable_data
+from firsttoken.addon.safe_text import printable, printable_data, printable_json
 
 #: how a finding's severity is coloured everywhere (logs, show, live, diagnoses)
 SEVERITY_STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan"}
@@ -82,21 +82,39 @@ def top_finding(r: dict[str, Any], hint: bool = True,
 
 
 # ---- rows as CSV or JSON Lines -------------------------------------------------------------------
-def write_rows(rows: Iterable[dict[str, Any]], fmt: str, out=None) -> int:
+#: the one wording of the rule below, for the commands' --help
+CSV_RULE = "CSV is exact in a file or a pipe; on a terminal its control characters are shown as escapes (\\x1b)."
+DATA_RULE = "JSON writes control characters as \\u escapes (the exact values). " + CSV_RULE
+
+
+def is_terminal(out) -> bool:
+    try:
+        return bool(out.isatty())
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False
+
+
+def write_rows(rows: Iterable[dict[str, Any]], fmt: str, out=None, terminal: bool | None = None) -> int:
     """``fmt`` 'json': JSON Lines, one object per row; 'csv': a header line, then one line per row
-    (list/dict columns as JSON text). Streams; returns the number of rows written."""
+    (list/dict columns as JSON text). Streams; returns the number of rows written.
+
+    CSV and JSON are data: a file or a pipe gets the exact values. JSON always writes control
+    characters as JSON escapes (``printable_json``: the same values, safe anywhere). CSV has no
+    escapes of its own, so on a terminal (``terminal``; default: whether ``out`` is one) its
+    values' control characters are shown as ``\\x1b`` (``printable``; line breaks kept)."""
     out = out or sys.stdout
+    terminal = is_terminal(out) if terminal is None else terminal
     n = 0
     writer = None
     for r in rows:
         if fmt == "json":
-            out.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+            out.write(printable_json(r, default=str) + "\n")
         else:
             if writer is None:
                 writer = csv.DictWriter(out, fieldnames=list(r))
                 writer.writeheader()
-            writer.writerow({k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v
-                             for k, v in r.items()})
+            row = {k: json.dumps(v, ensure_ascii=False) if isinstance(v, (list, dict)) else v for k, v in r.items()}
+            writer.writerow(printable_data(row, keep_newlines=True) if terminal else row)
         n += 1
     return n
 

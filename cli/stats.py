@@ -3,7 +3,6 @@ API, prompt-size bucket, hour), error rates by finding code, and TTFT = a + b x 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -13,7 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from firsttoken.addon.safe_text import printable, printable_data
+from firsttoken.addon.safe_text import printable, printable_data, printable_json
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
 from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
@@ -201,7 +200,7 @@ def stats(db_path, by, include_cold, as_json, plot_, **kw):
     except ValueError as e:
         fail(str(e))
     if as_json:
-        click.echo(json.dumps(res, ensure_ascii=False, default=str, indent=2))
+        click.echo(printable_json(res, default=str, indent=2))  # exact values; no raw control character
         return
     con = console()
     if not res["groups"]:

@@ -90,3 +90,42 @@ def test_stats_shows_model_and_experiment_escaped(hostile_db, argv):
     assert not obeyed(raw), f"raw control characters reached the terminal: {obeyed(raw)}\n{screen}"
     want = SHOWN_EXPERIMENT if "experiment" in argv else SHOWN_MODEL
     assert flat(want) in flat(screen), screen  # shown, escaped; brackets are not rich markup
+
+
+@pytest.mark.parametrize("argv", [["logs", "--csv"], ["logs", "--json"], ["export", "--csv"], ["export", "--json"],
+                                  ["export"], ["stats", "--json"], ["stats", "--json", "--by", "experiment"]])
+def test_data_on_a_terminal_is_shown_not_obeyed(hostile_db, argv):
+    raw, screen = on_terminal([*argv, "--db", str(hostile_db)])
+    assert not obeyed(raw), f"raw control characters reached the terminal: {obeyed(raw)}\n{screen}"
+    if argv[0] == "stats":  # one JSON document, its control characters as JSON escapes: the exact values
+        groups = {g["group"] for g in json.loads(screen)["groups"]}
+        assert (EXPERIMENT.decode() if "experiment" in argv else MODEL) in groups
+    elif "--json" in argv:  # JSON Lines, the same
+        assert MODEL in {json.loads(ln)["model"] for ln in screen.splitlines() if ln.startswith("{")}
+    else:  # CSV has no escapes of its own: on a terminal the values show them as text
+        assert SHOWN_MODEL in screen and SHOWN_EXPERIMENT in screen
+
+
+def test_data_in_a_file_or_a_pipe_is_exact(hostile_db, tmp_path):
+    import csv
+    import io
+    import subprocess
+
+    def piped(argv):  # stdout a pipe, read without newline translation
+        p = subprocess.run(CLI + [*argv, "--db", str(hostile_db)], capture_output=True, timeout=60, check=True)
+        return p.stdout.decode("utf-8")
+
+    for argv in (["logs", "--csv"], ["export", "--csv"]):
+        rows = list(csv.DictReader(io.StringIO(piped(argv), newline="")))
+        assert MODEL in {r["model"] for r in rows}, argv
+        assert EXPERIMENT.decode() in {r["experiment"] for r in rows}, argv
+    for argv in (["logs", "--json"], ["export", "--json"]):
+        text = piped(argv)
+        assert not obeyed(text.encode()), argv  # JSON escapes even what json.dumps leaves raw (0x9b)...
+        rows = [json.loads(x) for x in text.split("\n") if x]
+        assert MODEL in {r["model"] for r in rows}, argv  # ...and the values stay exact
+    assert MODEL in {g["group"] for g in json.loads(piped(["stats", "--json"]))["groups"]}
+    out = tmp_path / "rows.csv"
+    subprocess.run(CLI + ["export", "--db", str(hostile_db), "-o", str(out)], capture_output=True, timeout=60, check=True)
+    with open(out, newline="", encoding="utf-8") as fh:
+        assert MODEL in {r["model"] for r in csv.DictReader(fh)}
