@@ -249,6 +249,7 @@ class Analyzer:
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars
             rec.sse_comments = tap.sse_comments
+            rec.sse_foreign_lines = tap.sse_foreign_lines
             rec.response_bytes = tap.bytes
             if tap.error:
                 rec.error = rec.error or f"firsttoken could not parse this response ({tap.error}); it was forwarded unchanged"

@@ -65,6 +65,7 @@ class Record:
     events: int = 0
     event_offsets: list[float] = field(default_factory=list)
     sse_comments: int = 0
+    sse_foreign_lines: int = 0  # lines of an SSE body that are no SSE field (an error page, JSON sent as a stream)
     # what the stream / body said
     usage_prompt_tokens: int | None = None
     usage_completion_tokens: int | None = None

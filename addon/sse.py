@@ -15,6 +15,9 @@ Rules (https://html.spec.whatwg.org/multipage/server-sent-events.html#parsing-an
   (default ``message``); ``id`` sets the last event id (kept across events, ignored if it
   contains NUL); ``retry`` (digits only) is kept in ``retry``; other fields are ignored;
 * lines starting with ``:`` are comments: counted in ``comments``, never emitted;
+* lines that are no field the spec knows are ignored, as the spec says, but counted in
+  ``foreign`` and their first ``FOREIGN_CHARS`` kept in ``foreign_text``: a body that is not an
+  event stream at all (an HTML error page, a JSON error sent as ``text/event-stream``) says so;
 * a blank line dispatches the pending event, unless it had no ``data`` line at all.
 
 Deviations, for real-world servers:
@@ -37,6 +40,9 @@ from dataclasses import dataclass
 MAX_LINE = 8 * 1024 * 1024
 #: most data characters accumulated for one event
 MAX_EVENT_DATA = 8 * 1024 * 1024
+
+#: text kept of lines that are no SSE field (an error page or a JSON body sent as an event stream)
+FOREIGN_CHARS = 4096
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -66,6 +72,8 @@ class SSEDecoder:
         "_closed",
         "_cut",
         "_line_cut",
+        "foreign",
+        "foreign_text",
     )
 
     def __init__(self) -> None:
@@ -82,6 +90,8 @@ class SSEDecoder:
         self._closed = False
         self._cut = False  # the pending event lost data to the caps
         self._line_cut = False  # the buffered line lost bytes to MAX_LINE
+        self.foreign = 0  # lines that are no SSE field the spec knows (ignored: but a sign the body is not SSE)
+        self.foreign_text = ""  # the first FOREIGN_CHARS of them, joined with \n: what the body said instead
 
     # -- public ------------------------------------------------------------------
     def feed(self, data: bytes) -> list[SSEEvent]:
@@ -210,6 +220,10 @@ class SSEDecoder:
                 self.retry = int(value)
         elif name == "error":
             out.append(SSEEvent("error", value, self._last_id))
+        else:
+            self.foreign += 1
+            if len(self.foreign_text) < FOREIGN_CHARS:
+                self.foreign_text = (self.foreign_text + "\n" + line if self.foreign_text else line)[:FOREIGN_CHARS]
 
     def _dispatch(self, out: list[SSEEvent]) -> None:
         data = self._data

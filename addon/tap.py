@@ -261,6 +261,10 @@ class StreamTap:
             if self.decoder is not None and self.interp is not None:
                 for ev in self.decoder.close():
                     self._event(ev, now)
+                if self.decoder.foreign and not self.clock.token_events and not self.facts.done:
+                    # no event, only lines that are no SSE field: the body is something else (an
+                    # error page, a JSON error sent as a stream); say what it said
+                    self.interp.on_not_sse(self.decoder.foreign_text)
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
 
@@ -311,3 +315,7 @@ class StreamTap:
     @property
     def sse_comments(self) -> int:
         return self.decoder.comments if self.decoder is not None else 0
+
+    @property
+    def sse_foreign_lines(self) -> int:
+        return self.decoder.foreign if self.decoder is not None else 0

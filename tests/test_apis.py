@@ -20,7 +20,7 @@ from firsttoken.addon.apis import (
     detect_api,
     make_interpreter,
 )
-from firsttoken.addon.apis.base import REASONING, REFUSAL, TEXT, TOOL, ApiFacts
+from firsttoken.addon.apis.base import BODY_SAMPLE_CHARS, REASONING, REFUSAL, TEXT, TOOL, ApiFacts
 from firsttoken.addon.sse import SSEDecoder, SSEEvent
 
 STREAMS = Path(__file__).parent / "fixtures" / "streams"
@@ -689,7 +689,8 @@ def test_bodies_without_payload(api: str, payload: dict) -> None:
 @pytest.mark.parametrize("api", APIS)
 def test_body_not_json(api: str) -> None:
     for raw, sample in [(b"<html><body>502 Bad Gateway</body></html>", "<html><body>502 Bad Gateway</body></html>"),
-                        (b"[1,2]", "[1,2]"), (b"", ""), (b"\xff\xfe{", "\ufffd\ufffd{"), (b"x" * 1000, "x" * 200)]:
+                        (b"[1,2]", "[1,2]"), (b"", ""), (b"\xff\xfe{", "\ufffd\ufffd{"),
+                        (b"x" * 3000, "x" * BODY_SAMPLE_CHARS)]:  # a whole body: more is kept (an error page's title may come late)
         i = make_interpreter(api)
         assert body(i, raw) == []
         assert (i.facts.malformed, i.facts.malformed_sample, i.facts.done) == (1, sample, False)

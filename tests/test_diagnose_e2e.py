@@ -627,6 +627,37 @@ def test_client_gives_up_after_headers_and_nothing_more(make_proxy, db_path):
 
 # ---- streams ------------------------------------------------------------------------------------------------
 
+NOT_JSON_BODIES = [
+    # (status, content type, body, finding, what the finding must quote)
+    (200, "text/event-stream", b'{"error": {"message": "You exceeded your current quota", "type": "insufficient_quota"}}\n',
+     "stream.error_event", "You exceeded your current quota"),
+    (200, "text/event-stream", b"upstream connect error or disconnect/reset before headers. reset reason: overflow",
+     "stream.not_sse", "upstream connect error or disconnect/reset before headers"),
+    (200, "text/event-stream", b"<html><head><title>504 Gateway Time-out</title></head><body>nginx</body></html>",
+     "stream.not_sse", "504 Gateway Time-out"),
+    (502, "text/html", b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body><center><h1>502 Bad Gateway</h1>"
+                      b"</center><hr><center>nginx</center></body></html>", "upstream.server_error", "502 Bad Gateway"),
+    (429, "text/plain", b"Too Many Requests", "rate.limited", "Too Many Requests"),
+]
+
+
+@pytest.mark.parametrize("status,ctype,body,code,quoted", NOT_JSON_BODIES, ids=[c[3] + "-" + c[1] for c in NOT_JSON_BODIES])
+def test_a_body_that_is_not_what_the_api_sends_is_quoted(make_proxy, db_path, status, ctype, body, code, quoted):
+    """An error page, a plain-text 429, a JSON error or a gateway's text sent as an event stream:
+    forwarded byte for byte, and the finding says what the upstream said (not 'no error message'
+    or 'the stream was cut')."""
+    with RawUpstream([body], headers={"content-type": ctype}, status=status) as up:
+        p = make_proxy([up.url])
+        r = httpx.post(p.url + CHAT, json=chat_body(), timeout=10)
+        row = one(p, db_path)
+    assert r.status_code == status and r.content == body
+    f = has(row, code, "error")
+    assert quoted in f["message"], f["message"]
+    codes = [x["code"] for x in findings(row)]
+    assert "stream.truncated" not in codes and "response.malformed" not in codes, codes
+    assert "sent no error message" not in f["message"] and "\u201c-\u201d" not in f["message"]
+
+
 @pytest.mark.parametrize("fault", ["mid_stream_error", "error_line"])
 def test_error_event_inside_200_stream(proxy, db_path, fault):
     with httpx.stream("POST", proxy.url + CHAT, json=chat_body(), headers={"x-sim-fault": fault}, timeout=10) as r:

@@ -363,3 +363,30 @@ def test_feed_one_on_garbage_agrees_with_the_reference() -> None:
         assert ([(e.event, e.data, e.id) for e in got], d.comments) == reference(raw.replace(b"\r\n", b"\n")), (case, raw)
         shots += sum(SSEDecoder().feed_one(c) is not None for c in _event_chunks(raw)[:1])
     assert shots > 50  # the shortcut did answer, often
+
+
+def test_lines_that_are_no_sse_field_are_counted_and_sampled_in_any_chunking():
+    """An error page or a JSON body sent as text/event-stream: no event, but the decoder counts
+    the lines the spec ignores and keeps their first FOREIGN_CHARS, whatever the chunking."""
+    import random
+
+    from firsttoken.addon.sse import FOREIGN_CHARS
+
+    body = b'{\n  "error": {"message": "quota"}\n}\n' + b"<html>" + b"x" * (2 * FOREIGN_CHARS) + b"\n"
+    want = None
+    for seed in range(20):
+        rnd, d, i = random.Random(seed), SSEDecoder(), 0
+        events = []
+        while i < len(body):
+            n = rnd.randint(1, 700)
+            events += d.feed(body[i:i + n])
+            i += n
+        events += d.close()
+        got = (events, d.foreign, d.foreign_text)
+        assert want is None or got == want
+        want = got
+    assert want[0] == [] and want[1] == 4 and len(want[2]) == FOREIGN_CHARS
+    assert want[2].startswith('{\n  "error": {"message": "quota"}\n}\n<html>')
+    normal = SSEDecoder()
+    normal.feed(b"event: x\ndata: 1\nid: 2\nretry: 3\n: comment\n\n")
+    assert normal.foreign == 0 and normal.foreign_text == ""

@@ -51,6 +51,8 @@ class Interpreter(Protocol):
 
     def on_event(self, event: SSEEvent) -> list[Delta]: ...
 
+    def on_not_sse(self, text: str) -> None: ...
+
     def on_body(self, body: bytes) -> list[Delta]: ...
 
 
@@ -61,6 +63,8 @@ STRICT = False
 
 NO_CHOICES_CHARS = 300
 MALFORMED_CHARS = 200
+#: ... of a whole body that is not what the API sends (an error page: its title may come late)
+BODY_SAMPLE_CHARS = 2000
 ERROR_CHARS = 1000
 
 _BAD: Any = object()  # load_json's "not JSON" marker
@@ -180,10 +184,10 @@ def set_error(facts: ApiFacts, msg: str, typ: str | None) -> None:
         facts.error_type = typ
 
 
-def note_malformed(facts: ApiFacts, raw: str) -> None:
+def note_malformed(facts: ApiFacts, raw: str, limit: int = MALFORMED_CHARS) -> None:
     facts.malformed += 1
     if facts.malformed_sample is None:
-        facts.malformed_sample = raw[:MALFORMED_CHARS]
+        facts.malformed_sample = raw[:limit]
 
 
 def note_no_choices(facts: ApiFacts, raw: str) -> None:
@@ -273,6 +277,21 @@ class JsonInterpreter:
             note_malformed(self.facts, f"internal error: {type(e).__name__}")
         return out
 
+    def on_not_sse(self, text: str) -> None:
+        """What an event-stream response sent instead of events (the lines that are no SSE
+        field): a JSON error object becomes the error; anything else the malformed sample."""
+        try:
+            obj = load_json(text.strip())
+            found = error_of(obj, plain=True) if type(obj) is dict else None
+            if found is not None:
+                set_error(self.facts, *found)
+            else:
+                note_malformed(self.facts, text.strip(), BODY_SAMPLE_CHARS)
+        except Exception as e:
+            if STRICT:
+                raise
+            note_malformed(self.facts, f"internal error: {type(e).__name__}")
+
     def on_body(self, body: bytes) -> list[Delta]:
         out: list[Delta] = []
         try:
@@ -330,7 +349,7 @@ class JsonInterpreter:
             return
         obj = load_json(text)
         if type(obj) is not dict:
-            note_malformed(self.facts, text)
+            note_malformed(self.facts, text, BODY_SAMPLE_CHARS)
             return
         self.facts.done = True
         self._body(obj, text, out)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import collections
 import functools
+import html
 import re
 import statistics
 import threading
@@ -341,8 +342,36 @@ def quote(text: Any, limit: int = QUOTE_CHARS) -> str | None:
 
 
 def server_text(rec: Any) -> str:
-    """The upstream's own error text, quoted; empty when it sent none."""
-    return quote(rec.upstream_error) or ""
+    """The upstream's own error text, quoted; empty when it sent none. An error response whose
+    body is not JSON (a gateway's HTML page, a plain-text 429) says what its text says."""
+    said = quote(rec.upstream_error)
+    if not said and rec.status is not None and rec.status >= 400 and rec.malformed_sample:
+        said = quote(readable(rec.malformed_sample))
+    return said or ""
+
+
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.I | re.S)
+_H1 = re.compile(r"<h1[^>]*>(.*?)</h1>", re.I | re.S)
+_NOT_TEXT = re.compile(r"<(script|style)[^>]*>.*?(</\1>|$)|<!--.*?(-->|$)", re.I | re.S)
+_TAG = re.compile(r"<[^>]*>?")
+_HTML = re.compile(r"<(!doctype|html|head|body|title|h1|p|div|center|pre)\b", re.I)
+
+
+def readable(text: str | None) -> str:
+    """Body text as a person would read it: an HTML page's title (and first heading), else its
+    text without tags, scripts and styles; plain text as it is. One line."""
+    if not text:
+        return ""
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ch < " " and ch not in "\t\r\n"))
+    if odd > len(text) // 4:
+        return f"binary data, not text ({odd} of its first {len(text)} characters are not text)"
+    if _HTML.search(text):
+        parts = [m.group(1) for m in (_TITLE.search(text), _H1.search(text)) if m]
+        parts = [" ".join(_TAG.sub(" ", p).split()) for p in parts]
+        if not parts:
+            parts = [_TAG.sub(" ", _NOT_TEXT.sub(" ", text))]
+        text = html.unescape(" — ".join(dict.fromkeys(p for p in parts if p)))  # title and heading, once each
+    return " ".join(text.split())
 
 
 def has_any(text: str | None, words: Iterable[str]) -> bool:

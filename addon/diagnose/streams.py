@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, server_text
+from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
 from firsttoken.addon.diagnose.thresholds import (
     BUFFERED_MAX_MEAN_GAP_MS,
     BUFFERED_MIN_EVENTS,
@@ -37,16 +37,26 @@ def rule_no_choices(rec: Any, c: Ctx) -> None:
               **c.common(), sample=quote(rec.no_choices, 200))
 
 
+def _foreign_body(rec: Any) -> bool:
+    """An event-stream response whose body held no event, only lines that are no SSE field."""
+    return _sse(rec) and bool(getattr(rec, "sse_foreign_lines", 0)) and not rec.events
+
+
 def rule_not_sse(rec: Any, c: Ctx) -> None:
-    if _ok(rec) and rec.stream is True and rec.api in LLM_APIS and not _sse(rec) and not rec.upstream_error:
-        c.add("stream.not_sse", "error", **c.common(), content_type=rec.content_type or "(none)",
+    if not _ok(rec) or rec.upstream_error:
+        return
+    if _foreign_body(rec):
+        c.add("stream.not_sse", "error", variant="body", **c.common(), content_type=rec.content_type,
+              total_ms=rec.total_ms, sample=quote(readable(rec.malformed_sample), 200))
+    elif rec.stream is True and rec.api in LLM_APIS and not _sse(rec):
+        c.add("stream.not_sse", "error", variant="plain", **c.common(), content_type=rec.content_type or "(none)",
               total_ms=rec.total_ms)
 
 
 def rule_truncated(rec: Any, c: Ctx) -> None:
     if not (_ok(rec) and _sse(rec) and rec.stream_done is False):
         return
-    if rec.upstream_error or rec.error or rec.client_aborted or c.errors():
+    if rec.upstream_error or rec.error or rec.client_aborted or c.errors() or _foreign_body(rec):
         return
     finished = bool(rec.finish_reason)
     c.add("stream.truncated", "warn" if finished else "error", variant="finished" if finished else "cut",
@@ -55,7 +65,7 @@ def rule_truncated(rec: Any, c: Ctx) -> None:
 
 
 def rule_malformed(rec: Any, c: Ctx) -> None:
-    if not rec.malformed_events or rec.status is None or rec.status >= 300:
+    if not rec.malformed_events or rec.status is None or rec.status >= 300 or _foreign_body(rec):
         return
     nothing = not rec.events and not rec.output_chars
     c.add("response.malformed", "error" if nothing and not c.errors() else "warn", **c.common(),
@@ -171,13 +181,17 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("stream.not_sse", "streams", _E, (), {
         "en": ("Stream requested, plain body returned",
-               "The request asked for \"stream\": true but the 200 response is not text/event-stream.",
-               "The client asked for a stream but {host} answered with Content-Type {content_type}: one body after {total_ms:,.0f} ms.",
-               "The upstream (or a gateway in between) ignores \"stream\": true here: use an endpoint or model that streams, or enable streaming in the gateway; clients expecting SSE may show nothing."),
+               "The request asked for \"stream\": true but the 200 response is not text/event-stream; or it says text/event-stream but its body holds no event, only other text.",
+               {"plain": "The client asked for a stream but {host} answered with Content-Type {content_type}: one body after {total_ms:,.0f} ms.",
+                "body": "{host} answered 200 with Content-Type {content_type}, but the body is not an event stream: \u201c{sample}\u201d."},
+               {"plain": "The upstream (or a gateway in between) ignores \"stream\": true here: use an endpoint or model that streams, or enable streaming in the gateway; clients expecting SSE may show nothing.",
+                "body": "Read the text above: an error page or plain text under an event-stream header comes from a gateway or a web server in front of the API (check the base URL and that gateway); clients expecting SSE show nothing or fail to parse it."}),
         "zh": ("请求了流式，返回的却是普通响应体",
-               "请求带了 \"stream\": true，但 200 响应不是 text/event-stream。",
-               "客户端请求了流式输出，但 {host} 返回的 Content-Type 是 {content_type}：在 {total_ms:,.0f} 毫秒后一次性返回了整个响应体。",
-               "上游（或中间的网关）在这里忽略了 \"stream\": true：换用支持流式的接口或模型，或在网关中开启流式；期待 SSE 的客户端可能什么都显示不出来。"),
+               "请求带了 \"stream\": true，但 200 响应不是 text/event-stream；或者声称是 text/event-stream，响应体里却没有任何事件，只有别的文本。",
+               {"plain": "客户端请求了流式输出，但 {host} 返回的 Content-Type 是 {content_type}：在 {total_ms:,.0f} 毫秒后一次性返回了整个响应体。",
+                "body": "{host} 返回 200，Content-Type 为 {content_type}，但响应体不是事件流：\u201c{sample}\u201d。"},
+               {"plain": "上游（或中间的网关）在这里忽略了 \"stream\": true：换用支持流式的接口或模型，或在网关中开启流式；期待 SSE 的客户端可能什么都显示不出来。",
+                "body": "看上面的文本：事件流响应头下的错误页或纯文本来自 API 前面的网关或 Web 服务器（检查 base URL 和该网关）；期待 SSE 的客户端会什么都不显示或解析失败。"}),
     }),
     ("stream.buffered", "streams", _W, (), {
         "en": ("Stream buffered on the way",

@@ -292,3 +292,10 @@ def m013_cancels_are_not_errors(db: sqlite_utils.Database) -> None:
     (``stream.stall``). And how long an abnormally ended request had been silent before its end."""
     db["requests"].add_column("end_silence_ms", float)
     _install_error_rule(db, M013_ERROR, M013_ERROR_BARE, ("client_aborted",))
+
+
+@migration
+def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
+    """Lines of an event-stream body that are no SSE field: an error page or a JSON body sent as
+    ``text/event-stream`` (``stream.not_sse``, variant ``body``)."""
+    db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
