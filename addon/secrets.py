@@ -10,9 +10,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+#: the headers an LLM API reads its key from: the key the record's fingerprint describes
 KEY_HEADERS = ("authorization", "x-api-key", "api-key", "x-goog-api-key")
-#: headers whose values never leave memory (bodies are redacted separately)
+#: headers whose values never leave memory (bodies are redacted separately); any header whose
+#: name says it holds a credential joins them (``is_secret_header``: ``x-portkey-api-key``...)
 SECRET_HEADERS = frozenset(KEY_HEADERS + ("cookie", "set-cookie", "proxy-authorization"))
+#: credentials that are never the API key a fingerprint describes
+_NOT_KEYS = frozenset({"cookie", "set-cookie", "proxy-authorization"})
 
 _KEYLIKE = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{12,}|Bearer\s+[A-Za-z0-9._\-]{12,}"
@@ -89,10 +93,14 @@ def facts_for(raw: str) -> list[str]:
 
 
 def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
-    """Fingerprint the credential headers of a request (``(name, value)`` pairs, any case)."""
+    """Fingerprint the credential headers of a request (``(name, value)`` pairs, any case): the
+    API key headers (``KEY_HEADERS``), else a gateway's own (``x-portkey-api-key``, ``helicone-auth``)."""
     found = [(n.lower(), v) for n, v in headers if n.lower() in KEY_HEADERS]
     fp = KeyFingerprint()
     if not found:
+        gateway = [(n.lower(), v) for n, v in headers if n.lower() not in _NOT_KEYS and is_secret_header(n)]
+        if gateway:
+            return _fingerprint_other(gateway)
         fp.scheme = ""
         fp.facts = ["missing"]
         return fp
@@ -138,6 +146,18 @@ def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
     fp.length = len(key.strip())
     fp.facts = facts
     return fp
+
+
+def _fingerprint_other(found: list[tuple[str, str]]) -> KeyFingerprint:
+    """The fingerprint of a key in a header firsttoken does not know (a gateway's): its value's
+    facts only, since the header's format (a scheme or none) is that gateway's business."""
+    name, value = found[0]
+    scheme, _, rest = value.lstrip().partition(" ")
+    has_scheme = scheme.lower() in ("bearer", "basic", "token") and bool(rest)
+    key = rest if has_scheme else value
+    facts = facts_for(key)
+    return KeyFingerprint(header=name, fingerprint=mask(key) if "empty" not in facts else None,
+                          scheme=scheme if has_scheme else "raw", length=len(key.strip()), facts=facts)
 
 
 #: field names (lower case, without ``_`` and ``-``) whose values are credentials, whatever they look like
@@ -242,15 +262,47 @@ def redact_text(text: str, secrets: list[str] | None = None) -> str:
     return _KEYLIKE.sub("[REDACTED]", text)
 
 
+#: the last word of a header name that makes it a credential, beside ``is_secret_field``'s
+#: (``key``, ``token``, ``secret``, ``auth``, ``password``, ``authorization``, ``apikey``...)
+_HEADER_WORDS = frozenset({"session", "cookie", "authentication", "jwt"})
+#: ... or ends like these (``apikey``, ``csrftoken``, ``clientsecret``)
+_HEADER_SUFFIXES = ("key", "token", "secret", "password")
+#: ... unless the word before it says what kind of key: a retry's id, a handshake nonce, a cache entry
+_NOT_CREDENTIAL_KINDS = frozenset({"idempotency", "websocket", "cache"})
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a request header called ``name`` carries a credential, whatever its value looks
+    like: the known ones (``SECRET_HEADERS``) and any whose name ends in a credential word
+    (``x-portkey-api-key``, ``helicone-auth``, ``x-amz-security-token``, ``x-session``).
+    Not a credential: what names one (``x-api-key-id``, ``session_id``), ``idempotency-key``,
+    ``sec-websocket-key``, the SDKs' ``x-stainless-*`` and the rest (``anthropic-version``)."""
+    n = name.lower().strip()
+    if n in SECRET_HEADERS:
+        return True
+    words = [w for w in re.split(r"[-_.\s]+", n) if w]
+    if not words or n.startswith("x-stainless-"):
+        return False
+    if len(words) > 1 and words[-2] in _NOT_CREDENTIAL_KINDS:
+        return False
+    last = words[-1]
+    return (last in _HEADER_WORDS or is_secret_field(last) or last.endswith(_HEADER_SUFFIXES)
+            or (last not in ("id", "ids") and is_secret_field(n)))
+
+
 def secret_values(headers: list[tuple[str, str]]) -> list[str]:
-    """The raw credential values of a request, for redaction (kept in memory only)."""
+    """The raw credential values of a request, for redaction (kept in memory only): every
+    header ``is_secret_header`` names, the key after a scheme (``Bearer …``), each cookie's value."""
     out = []
     for n, v in headers:
-        if n.lower() in SECRET_HEADERS:
-            out.append(v)
-            _, _, rest = v.strip().partition(" ")
-            if rest:
-                out.append(rest)
+        if not is_secret_header(n):
+            continue
+        out.append(v)
+        _, _, rest = v.strip().partition(" ")
+        if rest:
+            out.append(rest)
+        if n.lower() in ("cookie", "set-cookie"):
+            out += [c.partition("=")[2].strip() for c in v.split(";") if "=" in c]
     return out
 
 

@@ -40,8 +40,8 @@ ESC_TEXT = "\x1b]0;PWNED\x1b\\\x1b[2J"
 class Upstream:
     """A loopback HTTP/1.1 server whose answer a test writes as raw bytes: ``answer(request_bytes) -> bytes``."""
 
-    def __init__(self, answer):
-        self.answer = answer
+    def __init__(self, answer, with_head: bool = False):
+        self.answer, self.with_head = answer, with_head  # with_head: ``answer(body, head_bytes)``
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -76,7 +76,7 @@ class Upstream:
                     break
                 body += chunk
             try:
-                out = self.answer(body)
+                out = self.answer(body, head) if self.with_head else self.answer(body)
                 if isinstance(out, bytes):
                     conn.sendall(out)
                 else:
@@ -520,6 +520,79 @@ def test_a_body_key_is_redacted_everywhere_even_when_the_upstream_quotes_it(tmp_
         assert s not in stored and s not in printed
     assert '"api_key":"[REDACTED]"' in r["request_body"]
     print("\nbody keys: redacted in request_body, response_body, upstream_error, findings and the plain line")
+
+
+def test_a_key_in_a_gateways_own_header_is_fingerprinted_and_never_written(tmp_path, proxy_registry):
+    """A credential in a header firsttoken has no name for (``x-portkey-api-key``) is a secret
+    by its name: the upstream's 401 echoes it, and it is in no file the proxy wrote nor its output."""
+    gateway_key = "pk-live-GATEWAYKEY0123456789abcdefgh"
+    other_key = "hx0123456789abcdefGATEWAY2"  # a second gateway's header, no key-like shape
+    cookie = "COOKIEVALUE0123456789abcdef"
+
+    def answer(body, head):
+        sent = {n.strip().lower(): v.strip() for n, _, v in
+                (ln.decode("latin-1").partition(":") for ln in head.split(b"\r\n")[1:])}
+        msg = (f"invalid portkey key {sent.get('x-portkey-api-key')} (helicone {sent.get('helicone-auth')}, "
+               f"cookie {sent.get('cookie')}, key id {sent.get('x-api-key-id')})")
+        return http_response(401, json.dumps({"error": {"message": msg, "type": "invalid_request_error"}}).encode())
+
+    up = Upstream(answer, with_head=True)
+    db = tmp_path / "gw.db"
+    p, port = start_proxy_process(["--upstream", up.url, "--db", str(db), "--save-bodies"])
+    try:
+        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+        r = httpx.post(url, json=body, timeout=10, headers={
+            "authorization": "Bearer sk-proj-PROVIDER0123456789abcdefXYZ", "x-portkey-api-key": gateway_key,
+            "helicone-auth": f"Bearer {other_key}", "cookie": f"session={cookie}",
+            "x-stainless-lang": "python", "x-api-key-id": "key-id-0123456789abc"})
+        assert r.status_code == 401 and gateway_key in r.text  # forwarded unchanged, both ways
+        httpx.post(url, json=body, timeout=10, headers={"x-portkey-api-key": gateway_key})
+        assert wait_for(lambda: len(rows(db, "WHERE state = 'done'")) == 2, timeout=10)
+        running = {f: f.read_bytes() for f in [*tmp_path.iterdir(), *proxy_registry.iterdir()] if f.is_file()}
+        assert any(f.parent == proxy_registry for f in running)  # the registry entry was searched too
+    finally:
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=30)
+        up.close()
+    written = {f: f.read_bytes() for f in tmp_path.iterdir() if f.is_file()}
+    for s in (gateway_key, other_key, cookie):
+        for f, data in [*running.items(), *written.items()]:
+            assert s.encode() not in data, f"{s} in {f}"
+        assert s not in out and s not in err, s
+    assert "REDACTED" in out, out  # the printed line quotes the 401, redacted
+    both, gateway_only = rows(db)
+    assert "[REDACTED]" in both["upstream_error"] and "[REDACTED]" in both["response_body"]
+    assert "key id key-id-0123456789abc" in both["upstream_error"]  # which key it was is no secret
+    assert both["key_header"] == "authorization" and both["key_fingerprint"] == "sk-proj-…fXYZ"
+    assert gateway_only["key_header"] == "x-portkey-api-key" and gateway_only["key_fingerprint"] == "pk-…efgh"
+    print(f"\ngateway header key: fingerprinted ({gateway_only['key_fingerprint']}), in none of "
+          f"{sorted({f.name for f in [*running, *written]})} nor the output")
+
+
+def test_a_header_is_a_credential_by_its_name_not_by_a_list():
+    from firsttoken.addon.secrets import fingerprint_headers, is_secret_header, secret_values
+
+    secret = ["authorization", "X-Api-Key", "x-portkey-api-key", "x-portkey-virtual-key", "helicone-auth",
+              "cf-aig-authorization", "x-amz-security-token", "x-litellm-api-key", "ocp-apim-subscription-key",
+              "x-auth-token", "x-apikey", "x-session", "cookie", "proxy-authorization", "X-XSRFToken", "x-client-secret",
+              "x-db-password"]
+    # names that name a key or a session (an id), say what kind of key it is, or only mention tokens
+    not_secret = ["x-api-key-id", "session_id", "x-claude-code-session-id", "mcp-session-id", "idempotency-key",
+                  "sec-websocket-key", "x-stainless-lang", "x-stainless-retry-count", "x-stainless-package-version",
+                  "anthropic-version", "anthropic-beta", "content-length", "x-firsttoken-experiment", "x-max-tokens",
+                  "x-token-count", "helicone-session-name", "x-auth-user", "openai-organization", "keep-alive",
+                  "user-agent", "x-request-id", "chatgpt-account-id"]
+    assert [n for n in secret if not is_secret_header(n)] == []
+    assert [n for n in not_secret if is_secret_header(n)] == []
+    # the API key headers come first; a gateway's own header is the key only without them
+    fp = fingerprint_headers([("x-portkey-api-key", "pk-live-0123456789abcdefgh"), ("x-api-key", "sk-ant-0123456789abcdWXYZ")])
+    assert (fp.header, fp.fingerprint, fp.facts) == ("x-api-key", "sk-ant-…WXYZ", [])
+    fp = fingerprint_headers([("helicone-auth", "Bearer sk-helicone-0123456789abcd "), ("idempotency-key", "stainless-0123456789")])
+    assert (fp.header, fp.scheme, fp.fingerprint, fp.facts) == ("helicone-auth", "Bearer", "sk-…abcd", ["trailing_whitespace"])
+    assert fingerprint_headers([("idempotency-key", "stainless-0123456789"), ("x-api-key-id", "k1")]).facts == ["missing"]
+    assert set(secret_values([("Cookie", "a=1; sid=COOKIE0123456789"), ("x-stainless-os", "Linux")])) >= {"COOKIE0123456789"}
+    assert "Linux" not in secret_values([("x-stainless-os", "Linux")])
 
 
 # -- 7. a gzip bomb must not stall other streams -------------------------------------------------------
