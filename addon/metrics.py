@@ -276,7 +276,7 @@ class MetricsAddon:
             self._attached = True
         try:
             self.server = self.metrics.serve(ctx.options.firsttoken_metrics_host, port)
-        except OSError as e:
+        except (OSError, OverflowError) as e:  # OverflowError: a port outside 0-65535
             raise exceptions.OptionsError(
                 f"firsttoken cannot serve metrics on {ctx.options.firsttoken_metrics_host}:{port}: {e}. "
                 "Pick another --metrics-port."

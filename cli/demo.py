@@ -22,7 +22,8 @@ from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import default_db_path, open_db
 from firsttoken.cli import output
 from firsttoken.cli.logs import table
-from firsttoken.cli.proxy.server import ProxyServer
+from firsttoken.cli.options import fail
+from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 DEMO_KEY = "sk-demo-0000000000000000000000000000firsttoken"
@@ -94,7 +95,10 @@ def demo(db_path, rounds):
     path = Path(db_path) if db_path else default_db_path().with_name("demo.db")
     with SimServer(SimConfig(jitter=0.15, seed=7)) as sim:
         proxy = ProxyServer([sim.url], str(path), port=0)
-        proxy.start()
+        try:
+            proxy.start()
+        except ProxyStartError as e:  # e.g. --db names a file that is not a firsttoken database
+            fail(str(e))
         try:
             out.print(f"[bold]firsttoken demo[/]: simulated upstream {sim.url}, proxy {proxy.url}, db {path}")
             started = time.time()

@@ -34,7 +34,7 @@ def export(db_path, as_csv, as_json, output, columns, bodies, limit, **kw):
     With neither --csv nor --json: JSON Lines when --output ends in .jsonl/.json, else CSV."""
     from firsttoken.addon.store import queries
     from firsttoken.cli import output as out_mod
-    from firsttoken.cli.options import console, fail, reader
+    from firsttoken.cli.options import cannot_write, console, fail, open_output, reader
 
     if as_csv and as_json:
         raise click.UsageError("choose one of --csv or --json, not both")
@@ -45,11 +45,15 @@ def export(db_path, as_csv, as_json, output, columns, bodies, limit, **kw):
     filters = make_filters(kw)
     db = reader(db_path)
     cols = [c.strip() for c in columns.split(",") if c.strip()] if columns else None
-    out = sys.stdout if output == "-" else open(output, "w", newline="", encoding="utf-8")
+    out = sys.stdout if output == "-" else open_output(output, newline="")
     try:
         n = out_mod.write_rows(queries.iter_rows(db, filters, cols, limit, bodies), "json" if as_json else "csv", out)
     except ValueError as e:
         fail(str(e))
+    except OSError as e:  # the disk filled up, the device went away
+        if out is sys.stdout:
+            raise
+        fail(cannot_write(output, e))
     finally:
         if out is not sys.stdout:
             out.close()

@@ -7,6 +7,7 @@ rows (``logs``, ``export``), one JSON document for summaries (``stats``, ``show`
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Any
 
@@ -18,6 +19,74 @@ from firsttoken.addon.store.db import StoreError, default_db_path, open_reader
 from firsttoken.addon.store.queries import Filters
 
 
+# ---- ports ----------------------------------------------------------------------------------------
+def port_problem(n: int, listen: bool = True) -> str | None:
+    """What is wrong with ``n`` as a TCP port (None: nothing), with what to give instead: the one
+    rule of every --port / --metrics-port (``listen``: 0 means any free port)."""
+    lo = 0 if listen else 1
+    if lo <= n <= 65535:
+        return None
+    return f"{n} is not a TCP port: give a number from {lo} to 65535" + (" (0 picks a free one)" if listen else "")
+
+
+class Port(click.ParamType):
+    """A port option, checked by ``port_problem`` when the command line is read (before any
+    socket is opened); ``listen``: one the command listens on, where 0 picks a free port."""
+
+    name = "port"
+
+    def __init__(self, listen: bool = True) -> None:
+        self.listen = listen
+
+    def convert(self, value: Any, param, ctx) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        else:
+            try:
+                n = int(str(value).strip(), 10)
+            except ValueError:
+                self.fail(f"{value!r} is not a port number: give a number from {0 if self.listen else 1} to 65535",
+                          param, ctx)
+        why = port_problem(n, self.listen)
+        if why:
+            self.fail(why, param, ctx)
+        return n
+
+
+#: a port a command listens on (0: any free port)
+LISTEN_PORT = Port(listen=True)
+#: the port of something to connect to (a running proxy)
+PORT = Port(listen=False)
+
+
+# ---- files written --------------------------------------------------------------------------------
+_WRITE_ADVICE = {
+    errno.ENOENT: "choose an existing folder (or create it first)",
+    errno.ENOTDIR: "part of the path is a file, not a folder: choose an existing folder",
+    errno.EISDIR: "that is a folder: give a file name",
+    errno.EACCES: "choose a folder you may write to",
+    errno.EPERM: "choose a folder you may write to",
+    errno.EROFS: "that file system is read-only: choose another folder",
+    errno.ENOSPC: "free disk space, or write elsewhere",
+    errno.EDQUOT: "free disk space (you are over quota), or write elsewhere",
+}
+
+
+def cannot_write(path: str, e: OSError) -> str:
+    """'cannot write PATH: <what the system said>; <what to do>'."""
+    return f"cannot write {path}: {e.strerror or e}; {_WRITE_ADVICE.get(e.errno, 'choose another path')}"
+
+
+def open_output(path: str, newline: str | None = None):
+    """``path`` opened for writing (UTF-8 text); a path that cannot be written is a clear error
+    (``cannot_write``), not a traceback."""
+    try:
+        return open(path, "w", encoding="utf-8", newline=newline)
+    except OSError as e:
+        fail(cannot_write(path, e))
+
+
+# ---- the database and the filters ---------------------------------------------------------------
 def db_option(fn):
     return click.option(
         "--db", "db_path", type=click.Path(dir_okay=False), default=None,

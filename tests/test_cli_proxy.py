@@ -280,3 +280,11 @@ def test_two_proxies_on_two_databases_are_found_by_env_doctor_and_live(sim, tmp_
                 p.send_signal(signal.SIGINT)
                 p.communicate(timeout=30)
     assert read_states() == []  # each removed its entry on exit
+
+
+@pytest.mark.parametrize("port", [70000, -1])
+def test_proxy_server_refuses_a_port_out_of_range_in_words(sim, tmp_path, port):
+    from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+
+    with pytest.raises(ProxyStartError, match=f"--port {port} is not a TCP port: give a number from 0 to 65535"):
+        ProxyServer([sim.url], str(tmp_path / "p.db"), port=port).start()

@@ -228,3 +228,19 @@ def test_proxy_server_metrics_port(sim, db_path):
     assert value(got, TTFC + "_count") == 1
     with ProxyServer([sim.url], str(db_path), port=0) as p:
         assert p.metrics_url is None  # off unless asked for
+
+
+def test_a_metrics_port_out_of_range_is_an_option_error_not_a_silent_nothing():
+    """`mitmdump -s … --set firsttoken_metrics_port=70000` (no click option in between): socket
+    bind raises OverflowError, which mitmproxy would log and carry on with no endpoint."""
+    from mitmproxy import exceptions
+    from mitmproxy.test import taddons
+
+    from firsttoken.addon.capture import Capture
+
+    addon = M.MetricsAddon(Capture())
+    with taddons.context(addon) as tctx:
+        with pytest.raises(exceptions.OptionsError, match="cannot serve metrics on 127.0.0.1:70000.*--metrics-port"):
+            tctx.configure(addon, firsttoken_metrics_port=70000)
+        assert addon.server is None
+        addon.done()

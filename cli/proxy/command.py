@@ -19,7 +19,7 @@ from firsttoken.addon.routing import RouteError, client_bases
 from firsttoken.addon.store.writer import describe_health, describe_recovery
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
-from firsttoken.cli.options import db_option, fail, resolve_db
+from firsttoken.cli.options import LISTEN_PORT, db_option, fail, resolve_db
 from firsttoken.cli.proxy.server import DRAIN_SECONDS, ProxyServer, ProxyStartError
 
 
@@ -135,7 +135,7 @@ def _serve(server, out, lang, no_live) -> None:
 @click.command("proxy")
 @click.option("--upstream", "-u", "upstreams", multiple=True, metavar="[NAME=]URL",
               help="Where to forward: https://host/prefix, or name=URL (repeat for several; served at /name).")
-@click.option("--port", "-p", type=int, default=None, help="Port to listen on (default 8787, 8080 with --forward; 0: any free port).")
+@click.option("--port", "-p", type=LISTEN_PORT, default=None, help="Port to listen on (default 8787, 8080 with --forward; 0: any free port).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @db_option
 @click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
@@ -149,7 +149,7 @@ def _serve(server, out, lang, no_live) -> None:
               help="Forward-proxy mode (clients set HTTPS_PROXY and trust mitmproxy's CA): records LLM API hosts, tunnels the rest untouched.")
 @click.option("--host-match", "host_match", multiple=True, metavar="HOST",
               help="With --forward: also record this host (host, *.domain, host:port, or a regex on host:port).")
-@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
+@click.option("--metrics-port", type=LISTEN_PORT, default=None, help="Serve Prometheus metrics on this port (e.g. 9464; 0: any free port).")
 @click.option("--otlp-endpoint", default=None, metavar="URL",
               help="Push OpenTelemetry GenAI spans and metrics over OTLP/HTTP to this collector, e.g. "
                    "http://127.0.0.1:4318 (to /v1/traces and /v1/metrics; default: $OTEL_EXPORTER_OTLP_ENDPOINT "

@@ -222,6 +222,11 @@ class ProxyServer:
     def _check_port(self) -> None:
         """Fail at once, in firsttoken's words, when the port is taken (mitmproxy would log its
         own advice about its --mode flag and keep the caller waiting)."""
+        from firsttoken.cli.options import port_problem
+
+        why = port_problem(self.port) if isinstance(self.port, int) else None
+        if why:  # socket.bind would raise OverflowError
+            raise ProxyStartError(f"--port {why}.")
         if not self.port:
             return
         import errno

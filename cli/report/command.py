@@ -275,7 +275,7 @@ def _top(r: dict) -> str:
                    "--experiment (as `firsttoken compare` tags its rows).")
 def report(db_path, html_path, include_cold, top, by, **kw):
     """Write a self-contained HTML report (opens offline): charts, error breakdown, slowest requests."""
-    from firsttoken.cli.options import console, fail, reader, resolve_db
+    from firsttoken.cli.options import cannot_write, console, fail, open_output, reader, resolve_db
 
     db = reader(db_path)
     try:
@@ -283,6 +283,9 @@ def report(db_path, html_path, include_cold, top, by, **kw):
         page = build(db, make_filters(kw), include_cold is not False, top, source=resolve_db(db_path), by=by)
     except ValueError as e:  # NothingToReport included: no file is written
         fail(str(e))
-    with open(html_path, "w", encoding="utf-8") as fh:
-        fh.write(page)
+    with open_output(html_path) as fh:
+        try:
+            fh.write(page)
+        except OSError as e:  # the disk filled up
+            fail(cannot_write(html_path, e))
     console(stderr=True).print(f"wrote {html_path} ({len(page) / 1024:,.0f} KB)")

@@ -6,13 +6,14 @@ import threading
 
 import click
 
+from firsttoken.cli.options import LISTEN_PORT
 from firsttoken.cli.simulate.config import ERROR_FAULTS, FAULT_HEADER, FAULT_HELP, FAULTS, SimConfig
 from firsttoken.cli.simulate.server import SimServer
 
 
 @click.command("simulate")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
-@click.option("--port", default=9000, show_default=True, type=int, help="Port to listen on (0: any free port).")
+@click.option("--port", default=9000, show_default=True, type=LISTEN_PORT, help="Port to listen on (0: any free port).")
 @click.option("--ttfb-ms", default=60.0, show_default=True, type=float, help="Request arrival -> response headers.")
 @click.option("--prefill-base-ms", default=40.0, show_default=True, type=float, help="Headers -> first token, fixed part.")
 @click.option("--prefill-ms-per-1k", default=30.0, show_default=True, type=float, help="Extra prefill per 1000 prompt tokens.")
@@ -57,7 +58,8 @@ def simulate(
     try:
         server.start()
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from exc
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}. Pick another --port "
+                                   "(--port 0 picks a free one) or --host.") from None
     click.echo(describe(server))
     try:
         threading.Event().wait()
