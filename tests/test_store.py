@@ -159,7 +159,7 @@ def test_writers_refuse_a_sqlite_file_that_is_not_firsttokens_before_changing_it
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "not firsttoken's (tables: users); firsttoken left it untouched: pass another --db path" in err, err
     r = subprocess.run([FT, "demo", "--db", str(app)], capture_output=True, text=True, timeout=120)
-    assert r.returncode != 0 and "not firsttoken's" in r.stderr
+    assert r.returncode != 0 and "not firsttoken's" in r.stderr and "Traceback" not in r.stderr, r.stderr
     _untouched(app, before)
     # a file that is not SQLite at all is not even chmodded
     notes = tmp_path / "notes.db"
