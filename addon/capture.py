@@ -30,6 +30,7 @@ from firsttoken.addon.diagnose.connectivity import (
     OBS_FOLD,
     SHUTDOWN_ERROR,
     client_request_error,
+    is_clients_doing,
 )
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
@@ -360,9 +361,9 @@ class Capture:
             return
         flight.clock.end = time.perf_counter()
         msg = flow.error.msg if flow.error else "unknown error"
-        if not flight.body_done and flow.response is None and msg.startswith("HTTP/1 protocol error"):
-            # mitmproxy was still reading the request body: the client hung up or framed it
-            # badly (the upstream's own errors read the same, hence the prefix)
+        if is_clients_doing(msg, flow.request.method if flow.request else None, flight.body_done, flow.response is not None):
+            # the client hung up or framed its request badly, or mitmproxy refused the request
+            # itself: not the upstream's doing (the upstream's own errors can read alike)
             msg = client_request_error(msg)
         flight.record.error = msg
         low = msg.lower()

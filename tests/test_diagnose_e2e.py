@@ -859,6 +859,33 @@ def test_client_bad_chunked_framing_is_the_clients_doing(proxy, db_path):
     has(one(proxy, db_path), "client.bad_framing", "error", variant="body")
 
 
+@pytest.mark.parametrize("head,variant", [
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}", "headers"),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n{}", "headers"),
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"2\r\n{}\r\n0\r\n\r\n", "headers"),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00", "h2c"),
+], ids=["cl-not-a-number", "cl-negative", "cl-and-te", "h2c-preface"])
+def test_requests_mitmproxy_refuses_are_the_clients_doing(proxy, db_path, head, variant):
+    """Not 'could not reach the upstream, check that the server is up': the client's request was refused."""
+    _raw(proxy.bound_port, head, hang_up=False)
+    row = one(proxy, db_path)
+    has(row, "client.bad_framing", "error", variant=variant)
+    assert "upstream.unreachable" not in [x["code"] for x in findings(row)]
+
+
+@needs_curl
+def test_https_proxy_pointed_at_the_reverse_proxy_is_named(proxy, db_path):
+    """curl -x (HTTPS_PROXY) at the reverse proxy sends CONNECT: the finding says so and gives the
+    base URL to set instead."""
+    subprocess.run(["curl", "-s", "-m", "10", "-x", proxy.url, "https://api.openai.com/v1/models", "-o", "/dev/null"],
+                   timeout=20)
+    row = one(proxy, db_path)
+    f = has(row, "client.bad_framing", "error", variant="connect")
+    assert row["method"] == "CONNECT" and proxy.url + "/v1" in f["hint"] and "HTTPS_PROXY" in f["hint"]
+    assert "upstream.unreachable" not in [x["code"] for x in findings(row)]
+
+
 def test_proxy_interrupted_rows_closed_by_the_next_proxy(sim, db_path):
     from firsttoken.addon.store.db import open_db
 

@@ -62,6 +62,23 @@ def client_request_error(error: str) -> str:
     return CLIENT_REQUEST_ERROR + error
 
 
+#: mitmproxy's words for requests it refused for the client's own doing, before forwarding them
+_CLIENTS_DOING = ("from client", "received an http connect request", "http/2.0 connection preface")
+
+
+def is_clients_doing(error: str, method: str | None, body_done: bool, answered: bool) -> bool:
+    """Whether mitmproxy's error is about the client's request, not the upstream: it hung up or
+    framed its body badly while sending it (``HTTP/1 protocol error``, before the body was read),
+    or mitmproxy refused it outright (invalid Content-Length, Content-Length with
+    Transfer-Encoding, a CONNECT to this reverse proxy, HTTP/2 without TLS)."""
+    if answered:
+        return False
+    if not body_done and error.startswith("HTTP/1 protocol error"):
+        return True
+    low = error.lower()
+    return (method or "").upper() in ("CONNECT", "PRI") or any(w in low for w in _CLIENTS_DOING)
+
+
 def _cause(error: str) -> str | None:
     low = error.lower()
     for variant, words in UNREACHABLE:
@@ -115,7 +132,15 @@ def rule_client_request(rec: Any, c: Ctx) -> None:
     if err.startswith(CLIENT_REQUEST_ERROR):
         detail = err[len(CLIENT_REQUEST_ERROR):]
         low = detail.lower()
-        if "peer closed" in low or "incomplete" in low or "disconnected" in low:
+        method = (rec.method or "").upper()
+        if method == "CONNECT" or "connect request" in low:
+            c.add("client.bad_framing", "error", variant="connect", **c.common(), error=quote(detail), base=c.good_base(),
+                  env=c.base_env())
+        elif method == "PRI" or "http/2" in low:
+            c.add("client.bad_framing", "error", variant="h2c", **c.common(), error=quote(detail))
+        elif "content-length" in low or "transfer-encoding" in low:
+            c.add("client.bad_framing", "error", variant="headers", **c.common(), error=quote(detail))
+        elif "peer closed" in low or "incomplete" in low or "disconnected" in low:
             m = re.search(r"received (\d+) bytes, expected (\d+)", detail)
             variant = "length" if m else "chunked"
             c.add("client.aborted_upload", "warn", variant=variant, **c.common(), total_ms=rec.total_ms,
@@ -247,19 +272,31 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("client.bad_framing", "connectivity", _E, (), {
         "en": ("Client sent a malformed HTTP request",
-               "The client's HTTP framing is invalid (a bad chunk-size line, a bare CR or a folded header line): the proxy refused it instead of forwarding it.",
+               "The client's HTTP framing is invalid (a bad chunk-size line, a bare CR or a folded header line, an invalid Content-Length), or it speaks to the proxy as to something else (CONNECT, HTTP/2 without TLS): the proxy refused it instead of forwarding it.",
                {"body": "The client's chunked request body is malformed ({error}); the proxy closed the connection and did not forward the request.",
+                "headers": "The client's request headers frame the body ambiguously ({error}): the proxy refused the request (request smuggling protection) and did not forward it.",
+                "connect": "The client sent CONNECT: it uses this proxy as its HTTP(S) proxy (HTTPS_PROXY, --proxy), but firsttoken runs here as a reverse proxy in front of {host}; nothing was forwarded.",
+                "h2c": "The client spoke HTTP/2 without TLS (h2c prior knowledge), which the proxy does not accept ({error}); nothing was forwarded.",
                 "bare_cr": "The request header {name} contains a bare CR, which HTTP forbids (RFC 9112 §2.2): the proxy answered 400 Bad Request and did not forward the request.",
                 "obs_fold": "The request header {name} is folded over several lines (obs-fold), which HTTP forbids (RFC 9112 §5.2): the proxy answered 400 Bad Request and did not forward the request."},
                {"body": "Not the upstream's fault: the client (or a library or gateway in front of it) writes invalid chunked encoding. Update it, or send the body with a Content-Length.",
+                "headers": "Not the upstream's fault: the client sends a Content-Length that is not a number, or both Content-Length and Transfer-Encoding. Fix the client or the library that builds the request.",
+                "connect": "Unset HTTPS_PROXY (or --proxy) for this client and set its base URL to this proxy instead ({env}={base}; `firsttoken env CLIENT` prints the exact setting), or run `firsttoken proxy --forward` to be its HTTPS proxy (it must then trust mitmproxy's CA).",
+                "h2c": "Have the client use HTTP/1.1 for http:// URLs (curl: drop --http2-prior-knowledge; httpx: http2=False), or point it at the proxy over TLS.",
                 "bare_cr": "Not the upstream's fault: the client puts a CR into a header value (often a value read from a file with its line ending). Strip CR/LF from header values.",
                 "obs_fold": "Not the upstream's fault: the client sends a multi-line header value. Put the value on one line (strip CR/LF from header values)."}),
         "zh": ("客户端发送了格式错误的 HTTP 请求",
-               "客户端的 HTTP 报文格式无效（错误的分块长度行、单独的 CR 或折行的请求头）：代理拒绝了它，没有转发。",
+               "客户端的 HTTP 报文格式无效（错误的分块长度行、单独的 CR 或折行的请求头、无效的 Content-Length），或者把代理当成了别的东西（CONNECT、不加密的 HTTP/2）：代理拒绝了它，没有转发。",
                {"body": "客户端的分块（chunked）请求体格式错误（{error}）；代理关闭了连接，没有转发该请求。",
+                "headers": "客户端的请求头对请求体长度的描述有歧义（{error}）：代理拒绝了该请求（防止请求走私），没有转发。",
+                "connect": "客户端发送了 CONNECT：它把本代理当作 HTTP(S) 代理（HTTPS_PROXY、--proxy），但 firsttoken 在这里是位于 {host} 前面的反向代理；没有转发任何内容。",
+                "h2c": "客户端使用了不加密的 HTTP/2（h2c prior knowledge），代理不接受（{error}）；没有转发任何内容。",
                 "bare_cr": "请求头 {name} 中含有单独的 CR，这是 HTTP 禁止的（RFC 9112 §2.2）：代理返回了 400 Bad Request，没有转发该请求。",
                 "obs_fold": "请求头 {name} 被折成了多行（obs-fold），这是 HTTP 禁止的（RFC 9112 §5.2）：代理返回了 400 Bad Request，没有转发该请求。"},
                {"body": "不是上游的问题：客户端（或其前面的库、网关）写出了无效的分块编码。请升级它，或改用 Content-Length 发送请求体。",
+                "headers": "不是上游的问题：客户端发送的 Content-Length 不是数字，或同时发送了 Content-Length 和 Transfer-Encoding。请修复客户端或构造请求的库。",
+                "connect": "为这个客户端去掉 HTTPS_PROXY（或 --proxy），改为把它的 base URL 设为本代理（{env}={base}；`firsttoken env CLIENT` 会打印准确的设置）；或者运行 `firsttoken proxy --forward` 作为它的 HTTPS 代理（客户端需信任 mitmproxy 的 CA）。",
+                "h2c": "让客户端对 http:// 地址使用 HTTP/1.1（curl：去掉 --http2-prior-knowledge；httpx：http2=False），或通过 TLS 连接代理。",
                 "bare_cr": "不是上游的问题：客户端在请求头值里放入了 CR（常见于从文件读取的值带着行尾符）。请去掉请求头值中的 CR/LF。",
                 "obs_fold": "不是上游的问题：客户端发送了多行的请求头值。请把值放在一行（去掉请求头值中的 CR/LF）。"}),
     }),
