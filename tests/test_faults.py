@@ -221,6 +221,46 @@ def test_full_disk_plain_output_tells_the_user(sim, tmp_path):
 
 
 # -- 2. kill -9 -----------------------------------------------------------------------------------
+def _children(pid: int) -> set[int]:
+    """Every descendant of a process (Linux /proc)."""
+    out, todo = set(), [pid]
+    while todo:
+        cur = todo.pop()
+        for task in Path(f"/proc/{cur}/task").glob("*"):
+            try:
+                kids = {int(x) for x in (task / "children").read_text().split()}
+            except OSError:
+                continue
+            todo += list(kids - out)
+            out |= kids
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="Linux /proc only")
+def test_kill_9_leaves_no_helper_process_behind(sim, tmp_path):
+    """A body over 1 MiB is parsed in a helper process (and multiprocessing starts a resource
+    tracker): a kill -9 of the proxy must not leave them running, ~90 MB each."""
+    p, port = start_proxy_process(["--upstream", sim.url, "--db", str(tmp_path / "h.db")])
+    try:
+        big = {**CHAT, "messages": [{"role": "user", "content": "word " * 300_000}]}
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=big, timeout=30)
+        assert r.status_code == 200
+        deadline = time.monotonic() + 10
+        while not (kids := _children(p.pid)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert kids, "the helper process was not started"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(10)
+    deadline = time.monotonic() + 10
+    alive = kids
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = {k for k in alive if Path(f"/proc/{k}").exists()
+                 and "zombie" not in (Path(f"/proc/{k}/status").read_text(errors="replace") if Path(f"/proc/{k}").exists() else "zombie")}
+    assert not alive, f"left running after kill -9: {sorted(alive)}"
+
+
 def test_kill_9_loses_little_and_a_restart_closes_rows_left_in_flight(sim, tmp_path):
     db = tmp_path / "k.db"
     p, port = start_proxy_process(["--upstream", sim.url, "--db", str(db)])
