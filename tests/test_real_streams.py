@@ -209,7 +209,8 @@ def check_facts(row: dict[str, Any], fx: dict[str, Any], replay: Replay) -> None
     # Findings: an error only where the fixture has one (of an acceptable code), warnings only
     # where the fixture meets their documented condition.
     errors = {f["code"] for f in findings if f["severity"] == "error"}
-    warns = {f["code"] for f in findings if f["severity"] == "warn"}
+    # (proxy.saturated is the proxy's note about its own machine, honest on a loaded one: not the stream's)
+    warns = {f["code"] for f in findings if f["severity"] == "warn"} - {"proxy.saturated"}
     if exp.get("error") is False:
         assert not errors, context
     elif exp.get("error") is True:
