@@ -38,6 +38,7 @@ from prometheus_client.exposition import start_http_server
 
 from firsttoken.addon.forward import provider_for_host
 from firsttoken.addon.record import Record
+from firsttoken.addon.safe_text import clause
 
 log = logging.getLogger("firsttoken")
 
@@ -278,7 +279,7 @@ class MetricsAddon:
             self.server = self.metrics.serve(ctx.options.firsttoken_metrics_host, port)
         except (OSError, OverflowError) as e:  # OverflowError: a port outside 0-65535
             raise exceptions.OptionsError(
-                f"firsttoken cannot serve metrics on {ctx.options.firsttoken_metrics_host}:{port}: {e}. "
+                f"firsttoken cannot serve metrics on {ctx.options.firsttoken_metrics_host}:{port}: {clause(e)}. "
                 "Pick another --metrics-port."
             ) from None
         log.info("firsttoken metrics on %s", self.server.url)

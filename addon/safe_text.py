@@ -60,3 +60,14 @@ def printable_json(value: Any, **dumps: Any) -> str:
     line separators and the bidi controls raw. Valid JSON, exact values, readable CJK, and
     nothing a terminal obeys (nor a line splitter splits on)."""
     return _CONTROL.sub(_json_escape, json.dumps(value, ensure_ascii=False, **dumps))
+
+
+def clause(message: Any) -> str:
+    """An exception's or a library's message made ready for more of our sentence: trimmed and
+    without its closing full stop, so ``f"...: {clause(e)}. Do this"`` has one period whether
+    the message ended with one (mitmproxy's, OverflowError's do) or not (OSError's). An
+    ellipsis is left as it is."""
+    s = str(message).strip()
+    if s.endswith(("。", ".")) and not s.endswith(".."):
+        s = s[:-1].rstrip()
+    return s

@@ -15,6 +15,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from firsttoken.addon.safe_text import clause
 from firsttoken.addon.store.db import StoreError, default_db_path, open_reader
 from firsttoken.addon.store.queries import Filters
 
@@ -74,7 +75,7 @@ _WRITE_ADVICE = {
 
 def cannot_write(path: str, e: OSError) -> str:
     """'cannot write PATH: <what the system said>; <what to do>'."""
-    return f"cannot write {path}: {e.strerror or e}; {_WRITE_ADVICE.get(e.errno, 'choose another path')}"
+    return f"cannot write {path}: {clause(e.strerror or e)}; {_WRITE_ADVICE.get(e.errno, 'choose another path')}"
 
 
 def open_output(path: str, newline: str | None = None):

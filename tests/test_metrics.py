@@ -240,7 +240,18 @@ def test_a_metrics_port_out_of_range_is_an_option_error_not_a_silent_nothing():
 
     addon = M.MetricsAddon(Capture())
     with taddons.context(addon) as tctx:
-        with pytest.raises(exceptions.OptionsError, match="cannot serve metrics on 127.0.0.1:70000.*--metrics-port"):
+        with pytest.raises(exceptions.OptionsError, match="cannot serve metrics on 127.0.0.1:70000.*--metrics-port") as e:
             tctx.configure(addon, firsttoken_metrics_port=70000)
         assert addon.server is None
+        # socket's message ends with a period of its own ("port must be 0-65535."): joined, one period
+        assert "0-65535. Pick another --metrics-port." in str(e.value) and ".." not in str(e.value)
         addon.done()
+
+
+def test_a_message_joined_into_a_sentence_keeps_one_period():
+    from firsttoken.addon.safe_text import clause
+
+    for said in ("for details.", "for details", " for details. ", "for details。"):
+        assert f"mitmproxy: {clause(said)}. Check --upstream." == "mitmproxy: for details. Check --upstream."
+    assert clause("wait...") == "wait..."  # an ellipsis stays
+    assert clause(OSError(98, "Address already in use")) == "[Errno 98] Address already in use"

@@ -26,6 +26,7 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon.capture import Capture
 from firsttoken.addon.metrics import MetricsAddon
 from firsttoken.addon.otel import OtelAddon
+from firsttoken.addon.safe_text import clause
 
 #: seconds requests in flight get to finish when the proxy is stopped (``--drain-seconds``)
 DRAIN_SECONDS = 5.0
@@ -203,7 +204,7 @@ class ProxyServer:
                 pass
             why = errors[-1] if errors else "unknown reason"
             raise ProxyStartError(
-                f"firsttoken could not listen on {self.host}:{self.port}: {why}. "
+                f"firsttoken could not listen on {self.host}:{self.port}: {clause(why)}. "
                 "Is another proxy already running there? Pick another port with --port."
             )
         self.bound_port = addrs[0][1]
@@ -247,7 +248,7 @@ class ProxyServer:
                     raise ProxyStartError(
                         f"firsttoken may not listen on port {self.port} (ports below 1024 need root): "
                         "use a port above 1024 with --port.") from None
-                raise ProxyStartError(f"firsttoken cannot listen on {self.host}:{self.port}: {e.strerror}. "
+                raise ProxyStartError(f"firsttoken cannot listen on {self.host}:{self.port}: {clause(e.strerror or e)}. "
                                       "Check --host and --port.") from None
 
     def _who_listens(self) -> str:
@@ -272,7 +273,7 @@ class ProxyServer:
             raise ProxyStartError(str(e)) from None
         except Exception as e:
             raise ProxyStartError(
-                f"firsttoken cannot write its database {self.db}: {e}. "
+                f"firsttoken cannot write its database {self.db}: {clause(e)}. "
                 "Pass a writable file with --db (or set FIRSTTOKEN_DB)."
             ) from None
 

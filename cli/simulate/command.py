@@ -6,6 +6,7 @@ import threading
 
 import click
 
+from firsttoken.addon.safe_text import clause
 from firsttoken.cli.options import LISTEN_PORT
 from firsttoken.cli.simulate.config import ERROR_FAULTS, FAULT_HEADER, FAULT_HELP, FAULTS, SimConfig
 from firsttoken.cli.simulate.server import SimServer
@@ -58,7 +59,7 @@ def simulate(
     try:
         server.start()
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}. Pick another --port "
+        raise click.ClickException(f"cannot listen on {host}:{port}: {clause(exc.strerror or exc)}. Pick another --port "
                                    "(--port 0 picks a free one) or --host.") from None
     click.echo(describe(server))
     try:
