@@ -6,6 +6,7 @@ whitespace") without the secret itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -271,6 +272,7 @@ _HEADER_SUFFIXES = ("key", "token", "secret", "password")
 _NOT_CREDENTIAL_KINDS = frozenset({"idempotency", "websocket", "cache"})
 
 
+@functools.lru_cache(maxsize=4096)  # on the event loop for every header of every request; names repeat
 def is_secret_header(name: str) -> bool:
     """Whether a request header called ``name`` carries a credential, whatever its value looks
     like: the known ones (``SECRET_HEADERS``) and any whose name ends in a credential word
