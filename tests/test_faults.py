@@ -827,3 +827,29 @@ def test_memory_stays_flat_over_a_long_stream(tmp_path):
           f"{after:.0f} MB after its analysis")
     assert got >= n_events * len(event)
     assert peak - before < 120, (before, peak)  # bounded copies, not the 256 MiB body
+
+
+def test_a_raw_byte_that_is_not_utf8_in_a_header_or_the_path_loses_no_row(sim, tmp_path):
+    """mitmproxy hands such bytes on as lone surrogates, which SQLite cannot encode: the request is
+    forwarded as sent and its row is stored (with U+FFFD for the byte), never dropped."""
+    db = tmp_path / "u.db"
+    p = ProxyServer([sim.url], str(db), port=0)
+    p.start()
+    try:
+        body = json.dumps(CHAT).encode()
+        for head in (b"x-firsttoken-experiment: a\x9bb", b"user-agent: \xff\xfe"):
+            with socket.create_connection(("127.0.0.1", p.bound_port)) as s:
+                s.sendall(b"POST /v1/chat/completions?q=\xe9 HTTP/1.1\r\nHost: x\r\n" + head +
+                          b"\r\ncontent-type: application/json\r\ncontent-length: %d\r\nconnection: close\r\n\r\n"
+                          % len(body) + body)
+                s.settimeout(10)
+                resp = b""
+                while chunk := s.recv(65536):
+                    resp += chunk
+            assert resp.startswith(b"HTTP/1.1 200")
+        p.flush()
+    finally:
+        p.stop()
+    rs = rows(db)
+    assert len(rs) == 2 and all(r["state"] == "done" and r["status"] == 200 for r in rs)
+    assert rs[0]["experiment"] == "a\ufffdb" and "\ufffd" in rs[0]["path"]

@@ -262,8 +262,14 @@ class Writer:
         log.warning("firsttoken: batch write failed (%s); retrying rows one at a time", err)
         for i, r in enumerate(rows):
             try:
-                with db.conn:
-                    self._apply(db, [r])
+                try:
+                    with db.conn:
+                        self._apply(db, [r])
+                except UnicodeEncodeError:
+                    # text that is not UTF-8 (a raw byte in a header or the path arrives from
+                    # mitmproxy as a lone surrogate): stored with U+FFFD for it, never dropped
+                    with db.conn:
+                        self._apply(db, [_encodable(r)])
                 self.written += 1
             except Exception as e2:
                 if _storage_error(e2):
@@ -398,6 +404,22 @@ def _storage_error(e: BaseException | None) -> bool:
         low = str(e).lower()
         return any(w in low for w in _STORAGE_WORDS) or isinstance(e, sqlite3.OperationalError)
     return isinstance(e, OSError | MemoryError)
+
+
+def _encodable(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with every string SQLite could not encode as UTF-8 (lone surrogates) made
+    encodable: the bytes they stood for are decoded as UTF-8, what still is not becomes U+FFFD."""
+    def fix(v: Any) -> Any:
+        if isinstance(v, str):
+            return v.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode(
+                "utf-8", "replace").decode("utf-8")
+        if isinstance(v, list):
+            return [fix(x) for x in v]
+        if isinstance(v, dict):
+            return {fix(k): fix(x) for k, x in v.items()}
+        return v
+
+    return {k: fix(v) for k, v in row.items()}
 
 
 def _size(row: dict[str, Any]) -> int:
