@@ -36,6 +36,7 @@ from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
 from firsttoken.addon.record import Clock, Record
+from firsttoken.addon.safe_text import clause
 from firsttoken.addon.secrets import fingerprint_headers, query_secrets, redact_path, secret_values
 from firsttoken.addon.store.db import default_db_path
 from firsttoken.addon.store.writer import Writer
@@ -130,7 +131,7 @@ class Capture:
             self.writer = Writer(path)
         except Exception as e:
             raise exceptions.OptionsError(
-                f"firsttoken cannot open its database {path}: {e}. Pass a writable path with "
+                f"firsttoken cannot open its database {path}: {clause(e)}. Pass a writable path with "
                 "--db (or --set firsttoken_db=PATH)."
             ) from None
         self.db_path = path

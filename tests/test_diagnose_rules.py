@@ -843,3 +843,11 @@ def test_render_matches_the_lenient_formatter_for_any_values():
                     shown = {k: (label(v, lang_) if k in cat.LABELLED else v) for k, v in params.items()}
                     want = tuple(ref.format(t, **shown) for t in tmpls)
                     assert render(code, params, lang_) == want, (code, variant, lang_, params)
+
+
+@pytest.mark.parametrize("error", ["Client does not speak TLS.", "Connection refused", "Connection killed."])
+def test_an_upstream_message_joins_the_sentence_with_one_period(error):
+    for lang_ in ("en", "zh"):
+        found = _run(dict(status=None, ttfb_ms=None, ttft_ms=None, events=0, error=error), lang_=lang_)
+        texts = [f["message"] for f in found]
+        assert texts and not any(".." in t or ".。" in t for t in texts), texts

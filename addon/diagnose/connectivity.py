@@ -24,6 +24,7 @@ import re
 from typing import Any
 
 from firsttoken.addon.diagnose.context import Ctx, quote
+from firsttoken.addon.safe_text import clause
 
 #: (variant, lower-case fragments of the error text), first match wins
 UNREACHABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -160,7 +161,7 @@ def rule_unreachable(rec: Any, c: Ctx) -> None:
     if not err or rec.client_aborted or _own(err):
         return
     host, port, scheme, prefix = c.target()
-    base = dict(c.common(), port=port, scheme=scheme, prefix=prefix, error=quote(err))
+    base = dict(c.common(), port=port, scheme=scheme, prefix=prefix, error=clause(quote(err)))  # (the templates end the sentence)
     low = err.lower()
     closed = any(w in low for w in CLOSED)
     if rec.status is None:
