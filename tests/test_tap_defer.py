@@ -132,6 +132,19 @@ def test_deferring_starts_at_the_first_visible_token_and_asks_for_a_drain_when_t
     assert not t.kept and len(t.clock.token_events) == 50 and not t.backlog_asked
 
 
+def _same_as_live(t: StreamTap, chunks: list[bytes]) -> None:
+    """Finish the deferring tap ``t`` and check it ends with the figures a live tap fed the same
+    chunks of ``_openai_stream(3000)`` has."""
+    t.finish()
+    t.drain()
+    live = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None)
+    for ch in chunks:
+        live(ch)
+    live.finish()
+    assert t.output_chars == live.output_chars == sum(len(f"w{i} ") for i in range(3000))
+    assert len(t.clock.token_events) == len(live.clock.token_events) == 3000 and t.facts.done
+
+
 def test_a_backlog_the_analysis_thread_never_drains_stays_bounded(monkeypatch):
     """A fast stream can outrun the analysis thread (it gets the GIL only between the event
     loop's turns): beyond DEFER_HARD_MAX_BYTES the event loop decodes the backlog itself, so
@@ -147,20 +160,13 @@ def test_a_backlog_the_analysis_thread_never_drains_stays_bounded(monkeypatch):
         peak = max(peak, t.kept_bytes - t.drained_bytes)
     assert t.deferring and asked and len(raw) > 10 * 10_000
     assert peak <= 10_000 + max(map(len, chunks))
-    t.finish()
-    t.drain()
-    live = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None)
-    for ch in chunks:
-        live(ch)
-    live.finish()
-    assert t.output_chars == live.output_chars == sum(len(f"w{i} ") for i in range(3000))
-    assert len(t.clock.token_events) == len(live.clock.token_events) == 3000 and t.facts.done
+    _same_as_live(t, chunks)
 
 
 def test_the_event_loop_decodes_a_backlog_in_slices_never_all_at_once(monkeypatch):
     """When the event loop has to decode (the analysis thread fell behind), each chunk costs at
     most a slice about twice its own size: a fast 20 MB response must not hold every other
-    stream while its whole backlog is decoded. And it never waits for a drain under way."""
+    stream while its whole backlog is decoded."""
     monkeypatch.setattr(tapmod, "DEFER_MAX_BYTES", 2000)
     monkeypatch.setattr(tapmod, "DEFER_HARD_MAX_BYTES", 10_000)
     monkeypatch.setattr(tapmod, "DEFER_SLICE_BYTES", 0, raising=False)
@@ -174,14 +180,7 @@ def test_the_event_loop_decodes_a_backlog_in_slices_never_all_at_once(monkeypatc
         slices.append(t.drained_bytes - before)
     assert any(slices)  # the loop did decode ...
     assert max(slices) <= 3 * 256  # ... a bounded slice per chunk (twice its size, plus the chunk it stops in)
-    t.finish()
-    t.drain()
-    live = StreamTap(Clock(t0=0.0), "openai.chat", "text/event-stream", None)
-    for ch in chunks:
-        live(ch)
-    live.finish()
-    assert t.output_chars == live.output_chars and t.facts.done
-    assert len(t.clock.token_events) == len(live.clock.token_events) == 3000
+    _same_as_live(t, chunks)
 
 
 def test_the_event_loop_never_waits_for_the_analysis_threads_drain(monkeypatch):
