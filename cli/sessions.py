@@ -8,7 +8,6 @@ first) and cells wrap: no character is ever cut.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -16,7 +15,7 @@ import click
 from rich.console import Group
 from rich.text import Text
 
-from firsttoken.addon.safe_text import printable_data
+from firsttoken.addon.safe_text import printable_data, printable_json
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option, json_option, lang_option
 from firsttoken.cli.output import Col
@@ -186,7 +185,7 @@ def sessions(db_path, limit, show_all, as_json):
     rows = conversations.sessions(db, limit=limit or None, min_requests=1 if show_all else 2)
     if as_json:
         for r in rows:
-            sys.stdout.write(json.dumps(r, ensure_ascii=False, default=str) + "\n")
+            sys.stdout.write(printable_json(r, default=str) + "\n")
     elif not rows:
         console().print("No conversations recorded yet" + ("" if show_all else " (of 2+ requests; --all shows single "
                         "requests too)") + ". Point a coding agent at `firsttoken proxy`.")
@@ -219,7 +218,7 @@ def session(db_path, conversation_id, as_json, lang):
         keep = ("id", "started_at", "turn", "request_kind", "model", "client_gap_ms", "ttfb_ms", "gap_ms", "ttft_ms",
                 "total_ms", "usage_prompt_tokens", "prompt_tokens_est", "usage_cached_tokens", "top_code", "findings")
         doc = dict(summary, requests_detail=[{k: r.get(k) for k in keep} for r in rows])
-        sys.stdout.write(json.dumps(doc, ensure_ascii=False, default=str, indent=2) + "\n")
+        sys.stdout.write(printable_json(doc, default=str, indent=2) + "\n")
         return
     c = console()
     c.print(render_session(summary, rows, width=c.width))

@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from firsttoken.addon.safe_text import printable_data
+from firsttoken.addon.safe_text import printable_data, printable_json
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option, json_option, lang_option
 from firsttoken.cli.output import SEVERITY_STYLE
@@ -174,8 +174,6 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
 def show(request_id, db_path, as_json, lang):
     """One request as a timeline: connect, TTFB, prefill, reasoning, streaming, tokens, findings.
     REQUEST_ID: an id or any unique prefix of one (`firsttoken logs` lists them); none: the latest request."""
-    import json
-
     from firsttoken.addon.store import queries
     from firsttoken.cli.options import console, fail, reader, resolve_lang
 
@@ -186,7 +184,7 @@ def show(request_id, db_path, as_json, lang):
         fail(str(e))
     row["findings"] = output.localize(row.get("findings"), resolve_lang(lang))
     if as_json:
-        click.echo(json.dumps(row, ensure_ascii=False, indent=2, default=str))
+        click.echo(printable_json(row, indent=2, default=str))
     else:
         c = console()
         c.print(render(row, width=c.width))

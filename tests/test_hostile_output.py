@@ -129,3 +129,21 @@ def test_data_in_a_file_or_a_pipe_is_exact(hostile_db, tmp_path):
     subprocess.run(CLI + ["export", "--db", str(hostile_db), "-o", str(out)], capture_output=True, timeout=60, check=True)
     with open(out, newline="", encoding="utf-8") as fh:
         assert MODEL in {r["model"] for r in csv.DictReader(fh)}
+
+
+def test_show_sessions_and_session_json_escape_every_control_character(hostile_db):
+    """``show/sessions/session --json`` keep the contract of ``logs --json``: valid JSON, exact values,
+    and not even the 0x9b (a C1 CSI) json.dumps leaves raw."""
+    import subprocess
+
+    def piped(argv):
+        p = subprocess.run(CLI + [*argv, "--db", str(hostile_db)], capture_output=True, timeout=60, check=True)
+        text = p.stdout.decode("utf-8")
+        assert not obeyed(text.encode()), (argv, text)
+        return text
+
+    rid = next(r["id"] for r in map(json.loads, piped(["logs", "--json"]).splitlines()) if r["model"] == MODEL)
+    assert json.loads(piped(["show", rid, "--json"]))["model"] == MODEL
+    listed = [json.loads(ln) for ln in piped(["sessions", "--all", "--json"]).splitlines()]
+    sid = next(s["id"] for s in listed if MODEL in s["models"])
+    assert MODEL in json.loads(piped(["session", sid, "--json"]))["models"]
