@@ -32,7 +32,7 @@ import click
 from firsttoken.addon import routing
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
-from firsttoken.cli.options import db_option
+from firsttoken.cli.options import PORT, db_option
 from firsttoken.cli.sweep import APIS, Client, SweepError, build_prompt, error_text, guess_api, parse_ints, wait_for_rows
 
 #: TTFB medians closer than this (ms), or than TTFB_REL of the smaller one, count as the same
@@ -258,7 +258,7 @@ def _per_route(values: tuple[str, ...], routes: list[str], what: str) -> list[st
 @click.option("--runs", type=int, default=5, show_default=True, help="Measured rounds (each point through each route).")
 @click.option("--warmup", type=int, default=1, show_default=True, help="Rounds sent first and dropped.")
 @click.option("--experiment", help="Tag for the rows (default: compare-A-B-YYYYmmdd-HHMMSS).")
-@click.option("--port", type=int, default=None, help="Port of the running proxy (default: the one its state file names, else 8787).")
+@click.option("--port", type=PORT, default=None, help="Port of the running proxy (default: the one its state file names, else 8787).")
 @click.option("--host", default=None, help="Address of the proxy (default 127.0.0.1).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request.")

@@ -66,6 +66,16 @@ def test_a_port_out_of_range_is_refused_when_the_command_line_is_read(args, tmp_
     assert not (tmp_path / "p.db").exists()  # refused before anything was opened
 
 
+@pytest.mark.parametrize("args", [["compare", "--port", "99999"], ["compare", "--port", "0"],
+                                  ["env", "openai", "--port", "0"], ["env", "openai", "-p", "nine"],
+                                  ["live", "--port", "70000"], ["live", "-p", "-1"]])
+def test_the_port_of_a_running_proxy_is_checked_when_the_command_line_is_read(args):
+    """compare, env and live connect to a proxy: 0 is no port there, and 70000 is no port anywhere."""
+    res = subprocess.run([FIRSTTOKEN, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    said = no_traceback(res)
+    assert res.returncode == 2 and "give a number from 1 to 65535" in said, said
+
+
 def test_a_file_that_cannot_be_written_is_a_clear_error(proxy, db_path, tmp_path):
     import httpx
 

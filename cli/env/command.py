@@ -29,7 +29,7 @@ from firsttoken.cli.env.target import (
     Target,
     resolve_target,
 )
-from firsttoken.cli.options import db_option
+from firsttoken.cli.options import PORT, db_option
 from firsttoken.cli.proxy.state import clear_state, read_states, registry_dir, state_path, state_routes, write_state
 
 __all__ = [
@@ -86,7 +86,7 @@ def render(plan: Plan, fmt: str = "human") -> str:
 
 @click.command("env")
 @click.argument("client", type=click.Choice(CLIENTS))
-@click.option("--port", "-p", type=int, default=None, help="The proxy's port (default: the running proxy's, else 8787).")
+@click.option("--port", "-p", type=PORT, default=None, help="The proxy's port (default: the running proxy's, else 8787).")
 @click.option("--host", default=None, help="The proxy's address (default 127.0.0.1).")
 @click.option("--route", "route_name", default=None, metavar="NAME", help="Which route (for a proxy with several upstreams).")
 @click.option("--upstream", "-u", "upstreams", multiple=True, metavar="[NAME=]URL",

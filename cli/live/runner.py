@@ -34,6 +34,7 @@ from rich.text import Text
 from firsttoken.addon.diagnose.lang import LANGS, resolve
 from firsttoken.cli.live import render as view
 from firsttoken.cli.live.state import DEFAULT_WINDOW, DbSource, LiveSnapshot, Tally, from_capture, slim
+from firsttoken.cli.options import PORT
 
 log = logging.getLogger("firsttoken")
 
@@ -374,7 +375,7 @@ def pick_db(db_path: str | None, port: int | None) -> str:
 @click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
               help="Finished requests per model the rolling P50/P95 cover.")
 @click.option("--interval", type=float, default=0.5, show_default=True, help="Seconds between reads of the database.")
-@click.option("--port", "-p", type=int, default=None,
+@click.option("--port", "-p", type=PORT, default=None,
               help="Follow the running proxy listening on this port (whatever its database).")
 def live(db_path, lang, window, interval, port):
     """Watch a proxy running elsewhere (another terminal, a service) through its database, read-only.
