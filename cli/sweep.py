@@ -349,9 +349,11 @@ def print_summary(con, s: dict[str, Any], partial: bool = False) -> None:
 
 
 def write_csv(path: str | None, summary: dict[str, Any]) -> None:
+    from firsttoken.cli.options import open_output
+
     if not path:
         return
-    with open(path, "w", newline="") as fh:
+    with open_output(path, newline="") as fh:
         if summary["points"]:
             w = csv.DictWriter(fh, fieldnames=list(summary["points"][0]))
             w.writeheader()

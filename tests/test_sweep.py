@@ -93,6 +93,18 @@ def test_sweep_not_through_the_proxy_says_so(tmp_path):
     assert "nothing was recorded" in res.output
 
 
+def test_a_csv_that_cannot_be_written_is_a_clear_error(tmp_path):
+    db = tmp_path / "ft.db"
+    where = tmp_path / "missing" / "s.csv"
+    with SimServer(SimConfig(**PREFILL)) as sim, ProxyServer([sim.url], str(db), port=0) as proxy:
+        res = CliRunner(env={"COLUMNS": "400", "OPENAI_API_KEY": "sk-sweep-0000000000"}).invoke(
+            sweep, ["--base-url", proxy.url + "/v1", "--model", "sim-1", "--inputs", "100", "--runs", "1",
+                    "--warmup", "0", "--db", str(db), "--csv", str(where)], catch_exceptions=False)
+    said = " ".join(res.output.split())
+    assert res.exit_code == 1 and f"error: cannot write {where}: No such file or directory; choose an existing" in said
+    assert "Traceback" not in said
+
+
 def test_first_request_failing_stops_the_sweep(tmp_path):
     db = tmp_path / "ft.db"
     with SimServer(SimConfig(**PREFILL, api_key="sk-right")) as sim, ProxyServer([sim.url], str(db), port=0) as proxy:
