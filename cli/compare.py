@@ -30,6 +30,7 @@ from typing import Any
 import click
 
 from firsttoken.addon import routing
+from firsttoken.addon.safe_text import clause
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
 from firsttoken.cli.options import PORT, db_option
@@ -302,7 +303,7 @@ def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, exp
             base = routing.client_base_url(target.url, route, family)
             clients[r] = Client(base, api, os.environ.get(env_of[r]) or None, timeout)
     except routing.RouteError as e:
-        fail(f"{e}. Start the proxy with one --upstream NAME=URL per route, e.g. "
+        fail(f"{clause(e)}. Start the proxy with one --upstream NAME=URL per route, e.g. "
              "`firsttoken proxy --upstream direct=https://api.openai.com/v1 --upstream gateway=https://gw.example/v1`")
     except SweepError as e:
         fail(str(e))
@@ -323,7 +324,7 @@ def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, exp
     except CompareError as e:
         fail(str(e))
     except SweepError as e:  # the proxy is not there, or hung up
-        fail(f"{e}. The proxy was looked for at {target.url} ({target.source}): start it with "
+        fail(f"{clause(e)}. The proxy was looked for at {target.url} ({target.source}): start it with "
              "`firsttoken proxy --upstream A=URL --upstream B=URL`, or pass its --port")
     finally:
         for c in clients.values():

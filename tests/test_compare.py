@@ -108,3 +108,25 @@ def test_verdict_needs_real_evidence_before_saying_differs():
     assert v["prefill"] == "differs" and "60 ms more per 1k on b, 1.6× on b" in v["text"]
     v = verdict("a", "b", g(200, None, None), g(200, None, None))  # one input size: the gap decides
     assert v["prefill"] == "same" and "several --inputs" in v["text"]
+
+
+def test_a_message_ending_in_a_period_joins_the_sentence_with_one(tmp_path, monkeypatch):
+    """'routes: a, gw.' (a route name may end with a period) or a network error's own full stop:
+    then our advice, after one period, not two."""
+    import firsttoken.cli.compare as C
+    from firsttoken.cli.sweep import SweepError
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-compare-0000000000")
+    db = tmp_path / "ft.db"
+    with SimServer(SimConfig(**BASE)) as sim, ProxyServer([f"a={sim.url}", f"gw.={sim.url}"], str(db), port=0) as proxy:
+        write_state(proxy)  # the routes are read from it
+        said = " ".join(_run(["--route", "nope", "--route", "a", *ARGS, "--db", str(db)],
+                             ok=False).output.split())
+        assert "routes: a, gw. Start the proxy with one --upstream" in said, said
+
+        def hung_up(*a, **k):
+            raise SweepError("connection to 127.0.0.1 failed: the peer said goodbye.")
+        monkeypatch.setattr(C, "send_all", hung_up)
+        said = " ".join(_run(["--route", "a", "--route", "gw.", *ARGS, "--db", str(db)],
+                             ok=False).output.split())
+        assert "said goodbye. The proxy was looked for at" in said, said
