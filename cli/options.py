@@ -175,5 +175,6 @@ def console(stderr: bool = False) -> Console:
 
 
 def fail(message: str, code: int = 1):
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}")
+    # one logical line, however long (a path is not broken mid-word); the terminal wraps it
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     sys.exit(code)
