@@ -227,6 +227,7 @@ class Analyzer:
     def _finish(self, flight: Flight) -> None:
         rec, tap = flight.record, flight.tap
         visible_est = None
+        abnormal_end = rec.client_aborted or rec.error is not None
         if tap is not None:
             tap.drain()
             tap.parse_body()
@@ -247,6 +248,9 @@ class Analyzer:
                 # the client hung up after the stream's final event: the openai SDK closes on
                 # `[DONE]` without waiting for the chunked terminator. A complete response.
                 rec.client_aborted, rec.error = False, None
+            # decided before firsttoken adds its own notes below: a response it could not parse
+            # still ended with its last byte, not at its response hook
+            abnormal_end = rec.client_aborted or rec.error is not None
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars
             rec.sse_comments = tap.sse_comments
@@ -262,7 +266,7 @@ class Analyzer:
                 rec.output_tokens_est = visible_est + reasoning_est
         self._calibrate(rec)
         out_tokens = visible_output_tokens(rec.usage_completion_tokens, rec.usage_reasoning_tokens, visible_est)
-        flight.clock.apply(rec, out_tokens)
+        flight.clock.apply(rec, out_tokens, abnormal_end=abnormal_end)
         if self.settings.save_bodies:
             self._save_bodies(flight)
         rec.state, rec.phase = "done", "done"

@@ -241,6 +241,22 @@ def test_decompression_bomb_is_forwarded_but_not_analysed(db_path):
     assert row["status"] == 200 and "decompress" in (row["error"] or "")
 
 
+def test_a_response_firsttoken_cannot_read_still_ends_with_its_last_byte(db_path):
+    # firsttoken's own note ("forwarded unchanged but not analysed") is no failure of the
+    # exchange: the response completed, so it is timed to its last byte and has no
+    # "silent before it ended" figure, which belongs to hang-ups and broken connections.
+    chunks = [_chunk(i, "x") for i in range(4)] + [b"data: [DONE]\n\n"]
+    with RawUpstream(chunks, delay=0.05, headers={"content-type": "text/event-stream",
+                                                  "content-encoding": "x-snappy"}) as up, \
+            ProxyServer([up.url], str(db_path), port=0) as p:
+        r = httpx.post(p.url + CHAT, json=chat_body(), timeout=10)
+        assert r.content == b"".join(chunks)
+        row = one_row(p, db_path)
+    assert row["status"] == 200 and "unsupported content-encoding" in (row["error"] or "")
+    assert row["end_silence_ms"] is None and not row["client_aborted"]
+    assert 4 * 50 * 0.8 <= row["total_ms"] < 4 * 50 + 1000
+
+
 def test_client_closing_after_the_final_event_is_a_complete_request(db_path):
     # The openai SDK stops reading at `data: [DONE]` and closes the connection, without
     # waiting for the chunked terminator. When the terminator is late, the proxy sees the
