@@ -115,18 +115,30 @@ class SSEDecoder:
 
     def feed_one(self, data: bytes) -> SSEEvent | None:
         """The one event in ``data`` when the decoder is between events and ``data`` is exactly
-        ``data: <text>\n\n`` (how most servers send each event): the same event ``feed``
-        would return, without the line machinery. None otherwise, and then nothing was
-        consumed: call ``feed``."""
+        ``data: <text>\n\n`` or ``event: <name>\ndata: <text>\n\n`` (how most servers send
+        each event: OpenAI the first, Anthropic the second): the same event ``feed`` would
+        return, without the line machinery. None otherwise, and then nothing was consumed:
+        call ``feed``."""
         if (self._buf or self._data or self._pending_cr or self._event or self._closed or self._line_cut
                 or type(data) is not bytes or (self._head is not None and self._head != b"")):
             return None
         n = len(data)
-        if (n < 8 or n > MAX_EVENT_DATA or not data.startswith(b"data: ") or not data.endswith(b"\n\n")
-                or data.find(b"\n", 6) != n - 2 or b"\r" in data):
+        if n < 8 or n > MAX_EVENT_DATA or not data.endswith(b"\n\n") or b"\r" in data:
             return None
-        self._head = None  # the stream's first bytes, and not a BOM
-        return SSEEvent("message", data[6:-2].decode("utf-8", "replace"), self._last_id)
+        if data.startswith(b"data: "):
+            if data.find(b"\n", 6) != n - 2:
+                return None
+            self._head = None  # the stream's first bytes, and not a BOM
+            return SSEEvent("message", data[6:-2].decode("utf-8", "replace"), self._last_id)
+        if not data.startswith(b"event:"):
+            return None
+        nl = data.find(b"\n", 6)
+        if data.find(b"data: ", nl + 1, nl + 7) != nl + 1 or data.find(b"\n", nl + 7) != n - 2:
+            return None
+        name = data[7:nl] if data[6:7] == b" " else data[6:nl]
+        self._head = None
+        return SSEEvent(name.decode("utf-8", "replace") or "message", data[nl + 7:-2].decode("utf-8", "replace"),
+                        self._last_id)
 
     def close(self) -> list[SSEEvent]:
         """End of stream: flush a partial line and a pending event. Idempotent."""

@@ -358,7 +358,11 @@ def test_feed_one_on_garbage_agrees_with_the_reference() -> None:
     for case in range(600):
         raw = _garbage(rng) if rng.random() < 0.5 else b"".join(
             rng.choice([b"data: {}\n\n", b"data: x\n\n", b"\xef\xbb\xbfdata: a\n\n", b"id: 7\n", b": c\n\n",
-                        b"data: \xff\n\n", b"event: e\n", b"data: a\nb\n\n", b"data: y\r\n\r\n"]) for _ in range(8))
+                        b"data: \xff\n\n", b"event: e\n", b"data: a\nb\n\n", b"data: y\r\n\r\n",
+                        b"event: e\ndata: {}\n\n", b"event:e\ndata: x\n\n", b"event: \ndata: x\n\n",
+                        b"event:  e2\ndata: y\n\n", b"event: \xff\ndata: \xfe\n\n", b"event: a:b\ndata:  z\n\n",
+                        b"event: e\ndata:x\n\n", b"event: e\nid: 3\ndata: q\n\n", b"event: e\ndata: a\ndata: b\n\n",
+                        b"event: e\n\n", b"event: e\ndata: \n\n"]) for _ in range(8))
         got, d = decode_one_first(*_event_chunks(raw))
         assert ([(e.event, e.data, e.id) for e in got], d.comments) == reference(raw.replace(b"\r\n", b"\n")), (case, raw)
         shots += sum(SSEDecoder().feed_one(c) is not None for c in _event_chunks(raw)[:1])
@@ -390,3 +394,16 @@ def test_lines_that_are_no_sse_field_are_counted_and_sampled_in_any_chunking():
     normal = SSEDecoder()
     normal.feed(b"event: x\ndata: 1\nid: 2\nretry: 3\n: comment\n\n")
     assert normal.foreign == 0 and normal.foreign_text == ""
+
+
+def test_feed_one_answers_for_both_common_shapes() -> None:
+    # OpenAI sends `data: …\n\n`, Anthropic `event: …\ndata: …\n\n`: both skip the line machinery
+    d = SSEDecoder()
+    assert d.feed_one(b'data: {"a": 1}\n\n') == SSEEvent("message", '{"a": 1}')
+    assert d.feed_one(b'event: content_block_delta\ndata: {"b": 2}\n\n') == SSEEvent("content_block_delta", '{"b": 2}')
+    assert d.feed_one(b"event:\ndata: x\n\n") == SSEEvent("message", "x")
+    # two data lines, an id line, a missing space after data: left to feed(), nothing consumed
+    for chunk in (b"event: e\ndata: a\ndata: b\n\n", b"event: e\nid: 1\ndata: a\n\n", b"event: e\ndata:a\n\n"):
+        assert d.feed_one(chunk) is None
+        assert d.feed(chunk)
+        assert d.feed_one(b"data: z\n\n").data == "z"  # the decoder is between events again
