@@ -310,11 +310,12 @@ class JsonInterpreter:
         if event.event == "error":
             self._error_payload(data)
             return
-        if not data or data.isspace():
-            return
-        if _is_done_marker(data):
-            self._done_marker()
-            return
+        if data[:1] != "{":  # (a JSON object, the common case, is neither blank nor [DONE])
+            if not data or data.isspace():
+                return
+            if _is_done_marker(data):
+                self._done_marker()
+                return
         obj = load_json(data)
         if type(obj) is not dict:
             note_malformed(self.facts, data)

@@ -100,7 +100,8 @@ class OpenAIChat(JsonInterpreter):
 
     def _chunk(self, obj: dict, raw: str, event: str, out: list[Delta]) -> None:
         f = self.facts
-        note_ids(f, obj.get("model"), obj.get("id"))
+        if f.model is None or f.response_id is None:
+            note_ids(f, obj.get("model"), obj.get("id"))
         choices = obj.get("choices")
         usage = obj.get("usage")
         err = error_of(obj)
@@ -125,6 +126,12 @@ class OpenAIChat(JsonInterpreter):
                 note_no_choices(f, raw)
 
     def _delta(self, d: dict, choice: Any, out: list[Delta]) -> None:
+        if len(d) == 1:  # the common delta, `{"content": "…"}`: nothing else to look for
+            c = d.get("content")
+            if type(c) is str:
+                if c:
+                    out.append(Delta(TEXT, c))
+                return
         _reasoning(d, out)
         _content(d.get("content"), out)
         add(out, REFUSAL, d.get("refusal"))
