@@ -54,6 +54,32 @@ def test_writer_upserts_partial_rows_and_keeps_good_rows_of_a_bad_batch(tmp_path
     assert w.failed == 1 and "no_such_column" in (w.last_error or "")
 
 
+def test_json_columns_read_back_as_what_was_put_whatever_the_values(tmp_path):
+    # orjson writes list/dict columns; what it refuses (a lone surrogate, an integer beyond 64
+    # bits) the standard library writes; no value loses its row
+    import json as _json_mod
+    from decimal import Decimal
+
+    path = tmp_path / "j.db"
+    w = Writer(str(path))
+    cases = {
+        "plain": {"a": [1, 2.5, None, True], "é": "ü 👋"},
+        "huge": {"n": 2 ** 70},
+        "odd": {"d": Decimal("1.5"), 3: "int key"},
+        "surrogate": {"s": "x\udcff"},
+    }
+    for rid, facts in cases.items():
+        w.put({"id": rid, "started_at": "2026-01-01T00:00:00+00:00", "state": "done", "key_facts": facts})
+    w.flush()
+    w.close()
+    got = dict(sqlite3.connect(path).execute("SELECT id, key_facts FROM requests").fetchall())
+    assert w.failed == 0 and set(got) == set(cases)
+    assert _json_mod.loads(got["plain"]) == cases["plain"]
+    assert _json_mod.loads(got["huge"]) == {"n": 2 ** 70}
+    assert _json_mod.loads(got["odd"]) == {"d": "1.5", "3": "int key"}
+    assert _json_mod.loads(got["surrogate"]) == {"s": "x\ufffd"}  # stored with U+FFFD, as a header byte is
+
+
 def _totals(db) -> list[tuple]:
     cur = db.execute("SELECT * FROM stats_totals WHERE n > 0 ORDER BY model, cold")
     return [tuple(round(v, 3) if isinstance(v, float) else v for v in r) for r in cur.fetchall()]
