@@ -130,6 +130,10 @@ class StreamTap:
         self.backlog_asked = False  # on_backlog was called and drain() has not run since
         self._closed_at: float | None = None  # finish() while deferring: drain() closes the decoder
         self._draining = threading.Lock()  # one drain() at a time: chunks are decoded in order
+        # the common case, decoded by the short path in _decode: an event stream with its
+        # interpreter, not compressed, no saved copy (False for good once anything fails)
+        self._plain = (self.decoder is not None and self.interp is not None and self._decompress is None
+                       and not keep_body)
 
     def __call__(self, chunk: bytes) -> bytes:
         if self.deferring:
@@ -172,6 +176,7 @@ class StreamTap:
                 self.error = f"{type(e).__name__}: {e}"
             self.interp = None
             self.decoder = None
+            self._plain = False
 
     def drain(self, limit: int | None = None, wait: bool = True) -> None:
         """Decode the kept chunks, with the times they arrived (the analysis thread; a no-op
@@ -201,6 +206,14 @@ class StreamTap:
     # -- internals -----------------------------------------------------------------
     def _decode(self, chunk: bytes, now: float) -> None:
         """Decode a copy of one chunk that arrived at ``now``."""
+        if self._plain:  # the short path: most chunks of most streams are one whole event
+            ev = self.decoder.feed_one(chunk)
+            if ev is not None:
+                self._deltas(self.interp.on_event(ev), now)
+            else:
+                for ev in self.decoder.feed(chunk):
+                    self._event(ev, now)
+            return
         data = chunk
         if not self._wants_data():
             return  # nothing reads the decoded bytes: no decompression, no copy
