@@ -9,7 +9,6 @@ docs/record.md describes each one.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,7 +221,8 @@ class Clock:
         rec.event_offsets = [round((t - t0) * 1000.0, 1) for t in ev[:MAX_EVENT_OFFSETS]]
         if len(ev) >= 2:
             gaps = sorted((b - a) * 1000.0 for a, b in zip(ev, ev[1:]))
-            rec.itl_p50_ms = round(statistics.median(gaps), 3)
+            mid = len(gaps) // 2  # the median of the sorted gaps, as statistics.median takes it
+            rec.itl_p50_ms = round(gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2, 3)
             rec.itl_p95_ms = round(percentile(gaps, 95), 3)
             rec.itl_max_ms = round(gaps[-1], 3)
         if (
