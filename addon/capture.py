@@ -20,7 +20,7 @@ from typing import Any
 
 from mitmproxy import ctx, exceptions, http
 
-from firsttoken.addon import forward, routing
+from firsttoken.addon import forward, routing, tokens
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
 from firsttoken.addon.apis import detect_api
 from firsttoken.addon.diagnose.connectivity import (
@@ -88,6 +88,13 @@ class Capture:
         loader.add_option("firsttoken_lang", str, "", "Language of findings: en or zh (default: from the locale).",
                           choices=["", *LANGS])
         loader.add_option("firsttoken_run_id", str, "", "Stamp this run id on every record (set by `firsttoken run`).")
+        # The bundled tokenizer, now, before the proxy listens: built later (on the analysis
+        # thread, once running) it held the GIL for ~100 ms just as the first clients connected,
+        # and their records carried that wait as the proxy's own delay.
+        try:
+            tokens.load_encoding("cl100k_base")
+        except Exception:
+            pass  # the analysis thread tries again, and says why it failed
 
     def configure(self, updated: set[str]) -> None:
         o = ctx.options

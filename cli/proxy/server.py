@@ -144,6 +144,9 @@ class ProxyServer:
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self.on_listen: list[Callable[[ProxyServer], None]] = []  # called once listening
+        #: called just before the port opens (mitmproxy and the addons are set up): startup work
+        #: done here keeps no client waiting
+        self.before_listen: list[Callable[[ProxyServer], None]] = []
         self.drain_seconds = max(0.0, float(drain_seconds))
         #: called on the loop when stopping begins, with (requests in flight, seconds they get)
         self.on_drain: list[Callable[[int, float], None]] = []
@@ -188,6 +191,8 @@ class ProxyServer:
                 logging.getLogger(name).removeHandler(self._log)
 
     async def _run(self, master, on_ready, handle_signals: bool) -> None:
+        for fn in self.before_listen:
+            fn(self)
         task = asyncio.create_task(master.run())
         ps = master.addons.get("proxyserver")
         for _ in range(1000):
