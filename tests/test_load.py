@@ -98,7 +98,9 @@ def test_saturated_proxy_records_true_ttft_and_its_own_delay(sim_process, tmp_pa
     port, db = free_port(), tmp_path / "ft.db"
     proc = _mitmdump(tmp_path, sim_process, db, port, busy_ms=90, period_ms=100)
     try:
-        seen = _streams(port, n=10, rounds=4)
+        # 12 bursts: each lands at a random phase of the burner's cycle, and only a burst that
+        # meets most of a busy stretch waits long unseen; with 4, all of them missed one in ~8 runs
+        seen = _streams(port, n=10, rounds=12)
     finally:
         proc.send_signal(2)
         proc.wait(30)
