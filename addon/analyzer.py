@@ -227,6 +227,8 @@ class Analyzer:
     def _finish(self, flight: Flight) -> None:
         rec, tap = flight.record, flight.tap
         visible_est = None
+        # decided before firsttoken adds its own notes below: a response it could not parse
+        # still ended with its last byte, not at its response hook
         abnormal_end = rec.client_aborted or rec.error is not None
         if tap is not None:
             tap.drain()
@@ -248,9 +250,7 @@ class Analyzer:
                 # the client hung up after the stream's final event: the openai SDK closes on
                 # `[DONE]` without waiting for the chunked terminator. A complete response.
                 rec.client_aborted, rec.error = False, None
-            # decided before firsttoken adds its own notes below: a response it could not parse
-            # still ended with its last byte, not at its response hook
-            abnormal_end = rec.client_aborted or rec.error is not None
+                abnormal_end = False
             rec.output_chars = tap.output_chars
             rec.reasoning_chars = tap.reasoning_chars
             rec.sse_comments = tap.sse_comments

@@ -183,10 +183,10 @@ class Clock:
     token_events: list[float] = field(default_factory=list)
     events_over_cap: int = 0  # token events beyond the tap's cap: counted, not timed
 
-    def apply(self, rec: Record, output_tokens: int | None, *, abnormal_end: bool | None = None) -> None:
+    def apply(self, rec: Record, output_tokens: int | None, *, abnormal_end: bool) -> None:
         """Fill ``rec``'s timing fields. ``abnormal_end``: the exchange itself failed (the client
         hung up, the connection broke or timed out), as against firsttoken failing to read a
-        response that completed; by default, any hang-up or error on the record."""
+        response that completed."""
         t0 = self.t0
         if self.connect_start is not None and self.connect_end is not None:
             rec.connect_ms = round((self.connect_end - self.connect_start) * 1000.0, 3)
@@ -199,8 +199,6 @@ class Clock:
         # closes is not the upstream's time); one that ended abnormally (the client hung up, the
         # upstream closed or failed) ends when that happened, and says how long it had been
         # silent by then: a client read timeout during a stall is the stall, not a short stream.
-        if abnormal_end is None:
-            abnormal_end = rec.client_aborted or rec.error is not None
         abnormal = self.end is not None and abnormal_end
         end = self.end if abnormal else (self.last_byte if self.last_byte is not None else self.end)
         rec.total_ms = _ms(end, t0)

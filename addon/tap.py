@@ -206,13 +206,8 @@ class StreamTap:
     # -- internals -----------------------------------------------------------------
     def _decode(self, chunk: bytes, now: float) -> None:
         """Decode a copy of one chunk that arrived at ``now``."""
-        if self._plain:  # the short path: most chunks of most streams are one whole event
-            ev = self.decoder.feed_one(chunk)
-            if ev is not None:
-                self._deltas(self.interp.on_event(ev), now)
-            else:
-                for ev in self.decoder.feed(chunk):
-                    self._event(ev, now)
+        if self._plain:  # the short path: nothing to decompress or keep
+            self._sse(chunk, now)
             return
         data = chunk
         if not self._wants_data():
@@ -236,17 +231,20 @@ class StreamTap:
         if self.keep_body and len(self.saved) < self.keep_body:
             self.saved += data[: self.keep_body - len(self.saved)]
         if self.decoder is not None and self.interp is not None:
-            ev = self.decoder.feed_one(data)  # the common case: one whole event per chunk
-            if ev is not None:
-                self._event(ev, now)
-            else:
-                for ev in self.decoder.feed(data):
-                    self._event(ev, now)
+            self._sse(data, now)
         elif self.interp is not None:
             if len(self.body) + len(data) <= MAX_BODY_COPY:
                 self.body += data
             else:
                 self.body_truncated = True
+
+    def _sse(self, data: bytes, now: float) -> None:
+        ev = self.decoder.feed_one(data)  # the common case: one whole event per chunk
+        if ev is not None:
+            self._deltas(self.interp.on_event(ev), now)  # (never truncated: it is the whole chunk)
+        else:
+            for ev in self.decoder.feed(data):
+                self._event(ev, now)
 
     def _wants_data(self) -> bool:
         """Whether anything still reads the decoded body (analysis, or the --save-bodies copy)."""

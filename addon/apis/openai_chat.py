@@ -126,12 +126,9 @@ class OpenAIChat(JsonInterpreter):
                 note_no_choices(f, raw)
 
     def _delta(self, d: dict, choice: Any, out: list[Delta]) -> None:
-        if len(d) == 1:  # the common delta, `{"content": "…"}`: nothing else to look for
-            c = d.get("content")
-            if type(c) is str:
-                if c:
-                    out.append(Delta(TEXT, c))
-                return
+        if len(d) == 1 and "content" in d:  # the common delta: nothing else to look for
+            _content(d["content"], out)
+            return
         _reasoning(d, out)
         _content(d.get("content"), out)
         add(out, REFUSAL, d.get("refusal"))
