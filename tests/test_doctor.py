@@ -217,13 +217,14 @@ def test_legacy_openai_api_base(home, cwd):
 # -- Claude Code settings and Codex config ------------------------------------------------------------
 
 def test_claude_settings_files(home, cwd):
+    port = free_port()  # nothing listens there (a user's proxy may well be on 8787)
     (home / ".claude").mkdir()
     (home / ".claude" / "settings.json").write_text(json.dumps(
-        {"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8787/v1", "ANTHROPIC_AUTH_TOKEN": SECRET + "\n"}}))
+        {"env": {"ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}/v1", "ANTHROPIC_AUTH_TOKEN": SECRET + "\n"}}))
     (cwd / ".claude").mkdir()
-    (cwd / ".claude" / "settings.json").write_text('{"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:8787",}}')
+    (cwd / ".claude" / "settings.json").write_text('{"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:%d",}}' % port)
     (cwd / ".claude" / "settings.local.json").write_text(json.dumps({"env": {"ANTHROPIC_MODEL": 3}}))
-    c = ctx({}, home, cwd, proxy_url="http://127.0.0.1:8787")
+    c = ctx({}, home, cwd, proxy_url=f"http://127.0.0.1:{port}")
     checks = dc.run_checks(c)
     url = one(checks, "base_url.~/.claude/settings.json")
     assert url.status == dc.FAIL and "ends in /v1" in url.title and "settings.json" in url.title
