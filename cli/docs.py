@@ -20,6 +20,9 @@ TOPICS: dict[str, tuple[str, str]] = {
     "otel": ("otel.md", "trace spans and metrics into an OpenTelemetry collector (Jaeger, Tempo, Langfuse…)"),
     "diagnoses": ("diagnoses.md", "every finding code, its fix, and the thresholds"),
     "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),
+    "cli": ("cli.md", "every command, the shared filters and options, script mode, compare, OpenTelemetry"),
+    "conversations": ("conversations.md", "an agent's requests by conversation and turn: model time or tools?"),
+    "performance": ("performance.md", "what the proxy costs, with the command that measures each figure"),
 }
 
 
