@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +35,20 @@ def test_docs_print_every_topic(topic):
     res = run("docs", topic, "--raw")
     assert res.stdout.startswith("#") or res.stdout.startswith("<!--")
     assert len(res.stdout) > 500
+
+
+def test_every_user_doc_is_a_docs_topic():
+    """A page in docs/ that `firsttoken docs` cannot print is a page a wheel's user never sees."""
+    pages = {p.name for p in (Path(__file__).resolve().parent.parent / "docs").glob("*.md")}
+    assert pages == {f for f, _ in TOPICS.values()}
+
+
+def test_readme_is_short_and_for_users():
+    """README is the pitch, a sample, the ways in and links: measurements live in docs/performance.md."""
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 160
+    for diary in ("this round", "rounds ago", "µs per chunk", "bare mitmproxy"):
+        assert diary not in text, diary
 
 
 def test_diagnoses_prints_one_code_and_rejects_unknown_ones():

@@ -1,4 +1,4 @@
-"""Shell completion as the README documents it: click's `_FIRSTTOKEN_COMPLETE=…_source`."""
+"""Shell completion as docs/cli.md documents it: click's `_FIRSTTOKEN_COMPLETE=…_source`."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ def test_completion_script_is_produced(shell):
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "_FIRSTTOKEN_COMPLETE" in r.stdout and "firsttoken" in r.stdout
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    assert f"_FIRSTTOKEN_COMPLETE={shell}_source firsttoken" in readme
+    reference = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    assert f"_FIRSTTOKEN_COMPLETE={shell}_source firsttoken" in reference
 
 
 def test_completion_completes_commands_and_options():
