@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the benchmark command: the slow tier (`pytest -m slow`)
+
 FT = str(Path(sys.executable).parent / "firsttoken")
 
 

@@ -23,6 +23,8 @@ from firsttoken.cli.run.child import child_files
 from firsttoken.cli.run.cline import parse_args
 from firsttoken.cli.run.upstreams import ChildFile, PlanError, make_plan, redirect
 
+pytestmark = pytest.mark.slow  # the real Cline CLI: the slow tier (`pytest -m slow`)
+
 KEY = "sk-test-cline-5e1f0a9c3b7d2e4f6a8b"
 ANT_KEY = "sk-ant-test-cline-7d2e4f6a8b5e1f0a9c3b"
 PROMPT = "Say hi"  # (one word would be taken for a cline command)

@@ -31,6 +31,8 @@ from firsttoken.cli.main import cli
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.proxy.state import write_state
 
+pytestmark = pytest.mark.slow  # kill -9, full disks and hostile upstreams: the slow tier (`pytest -m slow`)
+
 FT = str(Path(sys.executable).parent / "firsttoken")
 CHAT = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
 ESC_TEXT = "\x1b]0;PWNED\x1b\\\x1b[2J"

@@ -29,6 +29,8 @@ from firsttoken.cli.bench import load
 from firsttoken.cli.bench.timing import process
 from firsttoken.cli.loopback import free_port, wait_port
 
+pytestmark = pytest.mark.slow  # load and saturation runs: the slow tier (`pytest -m slow`)
+
 MITMDUMP = Path(sys.executable).parent / "mitmdump"
 
 #: recorded TTFT + proxy_lag_ms must be within this of the client's TTFT: a fixed part (the
@@ -38,6 +40,7 @@ TOLERANCE_SHARE = 0.10
 
 BURNER = """
 import asyncio, time
+
 
 class Burn:
     # Keep the proxy's event loop busy: {busy} ms of pure CPU every {period} ms.

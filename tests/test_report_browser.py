@@ -21,6 +21,8 @@ from firsttoken.addon.store.db import open_db
 from firsttoken.cli.bench.db import generate
 from firsttoken.cli.report.command import report
 
+pytestmark = pytest.mark.slow  # headless Chromium: the slow tier (`pytest -m slow`)
+
 LONG_MODEL = "claude-sonnet-4-5-20250929-with-a-very-long-deployment-name"
 
 PROBE = """<script>

@@ -25,6 +25,8 @@ from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.proxy.state import clear_state, write_state
 from firsttoken.cli.terminal import PseudoTerminal
 
+pytestmark = pytest.mark.slow  # the real agent CLIs: the slow tier (`pytest -m slow`)
+
 FT = str(Path(sys.executable).parent / "firsttoken")
 ROOT = Path(__file__).resolve().parent.parent
 NODE_BIN = ROOT / ".ci" / "node" / "node_modules" / ".bin"
@@ -77,6 +79,7 @@ def check_summary(stderr: str, rs: list[dict]) -> str:
 
 OPENAI_CHILD = """
 import sys, openai
+
 c = openai.OpenAI()
 parts = []
 for ch in c.chat.completions.create(model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}],
@@ -331,6 +334,7 @@ def test_ctrl_c_on_the_terminal_reaches_the_child_once_and_firsttoken_survives(t
 
 SIGNAL_CHILD = """
 import signal, sys, time
+
 def on(sig, _):
     print("child got", signal.Signals(sig).name, flush=True)
     sys.exit(42)

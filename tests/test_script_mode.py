@@ -18,7 +18,7 @@ from firsttoken.addon import script as ft_script
 from firsttoken.cli.loopback import free_port
 
 MITMDUMP = Path(sys.executable).parent / ("mitmdump.exe" if os.name == "nt" else "mitmdump")
-pytestmark = pytest.mark.skipif(not MITMDUMP.exists(), reason=f"no mitmdump next to {sys.executable}")
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not MITMDUMP.exists(), reason=f"no mitmdump next to {sys.executable}")]
 
 CHAT = {"model": "sim-1", "messages": [{"role": "user", "content": "hello"}], "stream": True,
         "stream_options": {"include_usage": True}}

@@ -17,6 +17,8 @@ from firsttoken.addon import tap as tapmod
 from firsttoken.addon.record import Clock
 from firsttoken.addon.tap import StreamTap
 
+pytestmark = pytest.mark.slow  # large responses under load: the slow tier (`pytest -m slow`)
+
 
 def _chunks(raw: bytes, rng: random.Random) -> list[bytes]:
     out, i = [], 0
