@@ -52,6 +52,49 @@ def test_no_module_imports_a_private_name_from_another():
     assert not bad, "\n".join(bad)
 
 
+def module_imports(tree: ast.Module, known: dict[str, pathlib.Path]) -> set[str]:
+    """The project modules a module imports when it loads (its top level, `if` blocks such as
+    TYPE_CHECKING, `try` bodies), not the lazy imports inside functions."""
+    out: set[str] = set()
+
+    def visit(nodes):
+        for n in nodes:
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("firsttoken"):
+                out.add(n.module)
+                out.update(f"{n.module}.{a.name}" for a in n.names if f"{n.module}.{a.name}" in known)
+            elif isinstance(n, ast.Import):
+                out.update(a.name for a in n.names if a.name.startswith("firsttoken"))
+            elif isinstance(n, ast.If):
+                visit(n.body)
+                visit(n.orelse)
+            elif isinstance(n, ast.Try):
+                visit(n.body)
+
+    visit(tree.body)
+    return out
+
+
+def test_no_import_circles_between_modules():
+    """Two modules that import each other (even only for type hints) are one concept split in two, or
+    a missing interface. A package's facade (`__init__` re-exporting its modules) is not a circle."""
+    known = modules()
+    graph = {name: {m for m in module_imports(ast.parse(path.read_text()), known)
+                    if m in known and m != name and known[m].name != "__init__.py"}
+             for name, path in known.items()}
+    circles = []
+    for start in graph:
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, trail = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    circles.append(" -> ".join([*trail, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*trail, nxt]))
+    assert not circles, "\n".join(sorted(set(circles)))
+
+
 def test_tests_import_public_names_only():
     bad = []
     for path in sorted((ROOT / "tests").glob("*.py")):

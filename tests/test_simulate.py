@@ -176,6 +176,7 @@ async def _one_async_stream(client: openai.AsyncOpenAI, i: int) -> tuple[str, in
     return text, usage
 
 
+@pytest.mark.slow  # a load: its elapsed-time bound wants the machine to itself
 def test_async_sdk_fifty_concurrent_streams(sim):
     async def main():
         async with openai.AsyncOpenAI(base_url=sim.url + "/v1", api_key="k", max_retries=0) as client:

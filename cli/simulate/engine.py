@@ -2,20 +2,42 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from firsttoken.cli.simulate import anthropic_shapes, openai_shapes, responses_shapes
-from firsttoken.cli.simulate.config import ERROR_FAULTS
+from firsttoken.cli.simulate.cache import PromptCache
+from firsttoken.cli.simulate.config import ERROR_FAULTS, SimConfig
 from firsttoken.cli.simulate.context import Gen
-from firsttoken.cli.simulate.faults import error_fault
+from firsttoken.cli.simulate.faults import ErrorReply, error_fault
 from firsttoken.cli.simulate.timing import KEEPALIVE_INTERVAL_S, Schedule, sleep_until
 from firsttoken.cli.simulate.tokens import count_prompt_tokens
 from firsttoken.cli.simulate.wire import FINAL, TOKEN, BodyWriter, Ev, truncate_data_line
 
-if TYPE_CHECKING:
-    from firsttoken.cli.simulate.server import SimHandler
+
+class Upstream(Protocol):
+    """What answering needs of the simulator: its settings, its prompt cache and its stop signal."""
+
+    config: SimConfig
+    prompt_cache: PromptCache
+    stop_event: threading.Event
+
+
+class SimHandler(Protocol):
+    """What answering needs of the connection it answers on (the server's handler is one)."""
+
+    note: str
+
+    @property
+    def sim(self) -> Upstream: ...
+    def given_api_key(self, proto: str) -> str | None: ...
+    def send_error_reply(self, reply: ErrorReply, proto: str) -> None: ...
+    def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None, *, gzip: bool = False,
+                  indent: int | None = None, drop: bool = False) -> None: ...
+    def start_stream(self, status: int, headers: dict[str, str], *, gzip: bool, buffered: bool) -> BodyWriter: ...
+    def drop(self) -> None: ...
 
 # api -> (stream events, full body, in-stream error event)
 SHAPES: dict[str, tuple[Callable[[Gen], list[Ev]], Callable[[Gen], dict[str, Any]], Callable[..., bytes]]] = {
