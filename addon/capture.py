@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import json
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +20,8 @@ from mitmproxy import ctx, exceptions, http
 
 from firsttoken.addon import forward, routing, tokens
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
-from firsttoken.addon.apis import detect_api
 from firsttoken.addon.diagnose.connectivity import (
-    BAD_HEADER_ERROR,
-    BARE_CR,
     CLIENT_REQUEST_ERROR,
-    OBS_FOLD,
     SHUTDOWN_ERROR,
     client_request_error,
     is_clients_doing,
@@ -35,9 +29,9 @@ from firsttoken.addon.diagnose.connectivity import (
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
+from firsttoken.addon.plan import RequestPlan, plan_request
 from firsttoken.addon.record import Clock, Record
 from firsttoken.addon.safe_text import clause
-from firsttoken.addon.secrets import fingerprint_headers, query_secrets, redact_path, secret_values
 from firsttoken.addon.store.db import default_db_path
 from firsttoken.addon.store.writer import Writer
 from firsttoken.addon.tap import StreamTap
@@ -45,10 +39,6 @@ from firsttoken.addon.tap import StreamTap
 log = logging.getLogger("firsttoken")
 
 REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-amzn-requestid", "openai-request-id", "cf-ray")
-EXPERIMENT_HEADER = "x-firsttoken-experiment"
-#: ``/_run/<id>/rest``: a `firsttoken run` that joined this proxy marks its child's requests so
-#: (the proxy strips the mark before routing and stamps ``run_id``)
-RUN_MARK = re.compile(r"^/_run/([A-Za-z0-9][A-Za-z0-9_.-]{0,63})(?=/|\?|$)")
 
 
 class Capture:
@@ -222,77 +212,35 @@ class Capture:
             return  # forward mode, not an LLM host: proxied untouched, not recorded
         hook = time.perf_counter()
         req = flow.request
-        run_id = self.run_id
-        mark = RUN_MARK.match(req.path) if self.routes else None
-        if mark:
-            run_id, req.path = mark.group(1), (req.path[mark.end():] or "/")
-            if req.path.startswith("?"):
-                req.path = "/" + req.path
+        p = plan_request(req.method, req.path, list(req.headers.items(multi=True)), self.routes, run_id=self.run_id,
+                         own_url=self._own_url(flow), origin=f"{req.scheme}://{req.host}:{req.port}")
         # t0 is when the request head was read, not now: in a busy proxy the hook runs late.
         t0 = first_bytes(req.timestamp_start, hook)
-        rec = Record(
-            id=flow.id,
-            started_at=_dt.datetime.fromtimestamp(time.time() - (hook - t0), _dt.UTC).isoformat(timespec="milliseconds"),
-            method=req.method,
-            path=redact_path(req.path),
-            run_id=run_id,
-            proxy_pid=os.getpid(),
-        )
-        flight = Flight(record=rec, clock=Clock(t0=t0, hook=hook), flow=flow)
-        # How long the request lay unread in the kernel: arrived `ago` s before now.
-        ago = received_ago(client_socket(self._proxyserver, flow.client_conn))
+        flight = Flight(record=self._record(flow.id, req.method, p, hook, t0), clock=Clock(t0=t0, hook=hook), flow=flow)
+        flight.secrets = p.secrets
+        self._lag_in(flight, hook, t0)
+        _apply(flow, p)
+        flight.record.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
+        if p.stream_body:  # forwarded as it arrives; a capped copy is kept for analysis
+            flight.body_copy = req.stream = BodyCopy()
+        self.flights[flow.id] = flight
+        self._put({k: getattr(flight.record, k) for k in _START_FIELDS})
+
+    @staticmethod
+    def _record(flow_id: str, method: str, p: RequestPlan, hook: float, t0: float) -> Record:
+        started = _dt.datetime.fromtimestamp(time.time() - (hook - t0), _dt.UTC).isoformat(timespec="milliseconds")
+        k = p.key
+        return Record(id=flow_id, started_at=started, method=method, path=p.stored_path, run_id=p.run_id,
+                      proxy_pid=os.getpid(), route=p.route, upstream=p.upstream, api=p.api, experiment=p.experiment,
+                      key_header=k.header, key_fingerprint=k.fingerprint, key_scheme=k.scheme, key_length=k.length,
+                      key_facts=k.facts, error=p.refusal.message if p.refusal else None)
+
+    def _lag_in(self, flight: Flight, hook: float, t0: float) -> None:
+        """How long the request lay unread in the kernel: it arrived `ago` s before now."""
+        ago = received_ago(client_socket(self._proxyserver, flight.flow.client_conn))
         if ago is not None:
             flight.clock.lag_in = max(0.0, ago - (hook - t0))
             flight.clock.lag_measured = True
-        headers = list(req.headers.items(multi=True))
-        fp = fingerprint_headers(headers)
-        in_query = query_secrets(req.path)
-        if in_query and "missing" in fp.facts:  # a key in the URL (e.g. Gemini's ?key=)
-            fp = fingerprint_headers([("x-api-key", v) for _, v in in_query])
-            fp.header = "query:" + "+".join(n for n, _ in in_query)
-        rec.key_header, rec.key_fingerprint, rec.key_scheme = fp.header, fp.fingerprint, fp.scheme
-        rec.key_length, rec.key_facts = fp.length, fp.facts
-        flight.secrets = secret_values(headers) + [v for _, v in in_query]
-        rec.experiment = req.headers.get(EXPERIMENT_HEADER)
-        if self.routes:
-            route, rest = routing.match(self.routes, req.path)
-            if route is None:
-                mounts = ", ".join(r.mount or "/" for r in self.routes)
-                msg = (f"firsttoken has no route for {redact_path(req.path)!r}. Routes: {mounts}. "
-                       f"Set your client's base URL to {self._own_url(flow)}/<route> "
-                       "(`firsttoken env CLIENT` prints the exact one).")
-                flow.response = http.Response.make(
-                    404, json.dumps({"error": {"message": msg, "type": "firsttoken_no_route"}}),
-                    {"content-type": "application/json"},
-                )
-                req.stream = False  # a response set here must not meet request streaming
-                rec.error = msg
-            else:
-                rec.route = route.name or "default"
-                rec.upstream = route.url
-                req.scheme, req.port = route.scheme, route.port
-                req.host = route.host
-                req.path = route.prefix + rest
-        else:
-            rec.route = "default"
-            rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
-        rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
-        rec.api = detect_api(req.method, req.path)
-        bad = _bad_header(headers) if flow.response is None else None
-        if bad is not None:  # never forward a bare CR or a folded header (request smuggling)
-            rec.error = BAD_HEADER_ERROR.format(name=repr(bad[0])[:80], what=bad[1])
-            flow.response = http.Response.make(
-                400, json.dumps({"error": {"message": rec.error, "type": "firsttoken_bad_header"}}),
-                {"content-type": "application/json", "connection": "close"},
-            )
-            req.stream = False
-        if flow.response is None and not _read_before_connecting(req.headers):
-            # A body of unknown or very large size is forwarded as it arrives (a capped copy is
-            # kept for analysis): the upstream connection is opened at once and nothing waits.
-            flight.body_copy = BodyCopy()
-            req.stream = flight.body_copy
-        self.flights[flow.id] = flight
-        self._put({k: getattr(rec, k) for k in _START_FIELDS})
 
     def request(self, flow: http.HTTPFlow) -> None:
         flight = self.flights.get(flow.id)
@@ -511,35 +459,18 @@ class Capture:
         }
 
 
-#: request bodies of a declared size up to this are read before the upstream connection opens
-REQUEST_READ_MAX = 16 * 2**20
-
-
-def _read_before_connecting(headers) -> bool:
-    """Whether mitmproxy should read this request's body before it connects upstream.
-
-    The client is on this machine, so reading a body of known size costs about a millisecond
-    per megabyte, and it means a request whose upstream cannot be reached is still known in
-    full (model, stream, size, tokens). Chunked bodies and bodies over REQUEST_READ_MAX are
-    streamed through BodyCopy instead, so the client never waits on a large buffer."""
-    length = headers.get("content-length")
-    if length is None or "chunked" in headers.get("transfer-encoding", "").lower():
-        return False
-    try:
-        return 0 <= int(length.strip()) <= REQUEST_READ_MAX
-    except ValueError:
-        return False
-
-
-def _bad_header(headers: list[tuple[str, str]]) -> tuple[str, str] | None:
-    """(name, what) of the first request header holding a bare CR or an obs-fold line, else None.
-
-    mitmproxy keeps a folded line in the value as ``"\\r\\n "`` and a bare CR as is, and would
-    forward both verbatim; RFC 9112 §2.2 and §5.2 let a server answer 400 instead."""
-    for name, value in headers:
-        if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
-            return name, OBS_FOLD if "\n" in value else BARE_CR
-    return None
+def _apply(flow: http.HTTPFlow, p: RequestPlan) -> None:
+    """Send the request where the plan says, or answer it with the plan's refusal."""
+    req = flow.request
+    if p.refusal is not None:
+        headers = {"content-type": "application/json", **({"connection": "close"} if p.refusal.close else {})}
+        flow.response = http.Response.make(p.refusal.status, p.refusal.body(), headers)
+        req.stream = False  # a response set here must not meet request streaming
+    if p.path != req.path and p.target is None:
+        req.path = p.path  # a run mark stripped, no route matched
+    if p.target is not None:
+        req.scheme, req.port, req.host = p.target.scheme, p.target.port, p.target.host
+        req.path = p.upstream_path
 
 
 def _client_framing(flow: http.HTTPFlow, draining: bool) -> None:

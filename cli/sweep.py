@@ -27,13 +27,13 @@ from typing import Any
 import click
 
 from firsttoken.addon import tokens
+from firsttoken.addon.plan import EXPERIMENT_HEADER
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
 from firsttoken.cli.options import db_option
 from firsttoken.cli.output import plural
 
-EXPERIMENT_HEADER = "x-firsttoken-experiment"
 APIS = ("openai.chat", "anthropic.messages")
 INSTRUCTION = "Write a long, detailed story inspired by the words below. Keep writing until you are stopped.\n\n"
 _WORDS = ("river stone market lantern orchard signal harbor meadow copper winter engine quiet garden "
