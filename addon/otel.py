@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -186,9 +186,10 @@ class Refusal:
     """Watches one signal's HTTP answers (a requests response hook on the exporter's own session):
     the first 404/405/501 turns the signal off for good, with one plain warning saying what to do."""
 
-    def __init__(self, signal: str, url: str) -> None:
+    def __init__(self, signal: str, url: str, notices: Sequence[Callable[[str], None]] = ()) -> None:
         self.signal = signal
         self.url = url
+        self.notices = notices  # called (export thread) with the message: the proxy's terminal shows it
         self.refused: int | None = None  # the status that refused it
         self.sent = 0  # HTTP requests made (the tests: no retry loop)
 
@@ -207,11 +208,16 @@ class Refusal:
             other = "traces" if self.signal == "metrics" else "metrics"
             elsewhere = ("--otlp-metrics-endpoint URL (a collector that takes metrics)" if self.signal == "metrics"
                          else "--otlp-endpoint URL of a collector that takes traces")
-            log.warning("firsttoken: %s answered %s to OpenTelemetry %s: it does not take them (Phoenix and "
-                        "Langfuse take traces only). firsttoken stops sending %s there; %s still go where they are "
-                        "accepted. To send %s elsewhere give %s; to silence this, set OTEL_%s_EXPORTER=none.",
-                        self.url, REFUSED_STATUS[status], self.signal, self.signal, other, self.signal, elsewhere,
-                        self.signal.upper())
+            msg = (f"{self.url} answered {REFUSED_STATUS[status]} to OpenTelemetry {self.signal}: it does not take "
+                   f"them (Phoenix and Langfuse take traces only). firsttoken stops sending {self.signal} there; "
+                   f"{other} still go where they are accepted. To send {self.signal} elsewhere give {elsewhere}; "
+                   f"to silence this, set OTEL_{self.signal.upper()}_EXPORTER=none.")
+            log.warning("firsttoken: %s", msg)
+            for fn in list(self.notices):
+                try:
+                    fn(msg)
+                except Exception:
+                    log.exception("firsttoken: an OpenTelemetry notice listener failed")
         return resp
 
 
@@ -356,9 +362,11 @@ class OtelMetrics(RecordExporter):
 
     @classmethod
     def otlp(cls, endpoint: str, *, export_interval_s: float | None = None, metrics: Metrics | None = None,
-             timeout_s: float | None = None) -> OtelMetrics:
-        """Push to ``endpoint``, the full metrics URL (ValueError if it is not http(s))."""
-        return cls([otlp_reader(check_url(endpoint), export_interval_s, timeout_s)], metrics=metrics)
+             timeout_s: float | None = None, notices: Sequence[Callable[[str], None]] = ()) -> OtelMetrics:
+        """Push to ``endpoint``, the full metrics URL (ValueError if it is not http(s)); ``notices``
+        hear (once) that the endpoint refused metrics."""
+        url = check_url(endpoint)
+        return cls([otlp_reader(url, export_interval_s, timeout_s, Refusal("metrics", url, notices))], metrics=metrics)
 
 
     def attributes(self, rec: Record) -> dict[str, Any]:
@@ -403,7 +411,7 @@ class OtelMetrics(RecordExporter):
 
 # -- trace spans --------------------------------------------------------------------------
 
-def span_exporter(endpoint: str, timeout_s: float | None = None) -> Any:
+def span_exporter(endpoint: str, timeout_s: float | None = None, notices: Sequence[Callable[[str], None]] = ()) -> Any:
     """A BatchSpanProcessor pushing OTLP/HTTP protobuf to ``endpoint`` (the full traces URL).
 
     Headers (``OTEL_EXPORTER_OTLP_HEADERS``), compression, TLS files and the batching
@@ -412,7 +420,7 @@ def span_exporter(endpoint: str, timeout_s: float | None = None) -> Any:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
-    refusal = Refusal("traces", check_url(endpoint))
+    refusal = Refusal("traces", check_url(endpoint), notices)
 
     class RefusableSpanExporter(OTLPSpanExporter):
         def export(self, spans: Any, *args: Any, **kwargs: Any) -> Any:
@@ -518,9 +526,10 @@ class OtelTraces(RecordExporter):
         self.tracer = self.provider.get_tracer("firsttoken", _version())
 
     @classmethod
-    def otlp(cls, endpoint: str, *, timeout_s: float | None = None) -> OtelTraces:
+    def otlp(cls, endpoint: str, *, timeout_s: float | None = None,
+             notices: Sequence[Callable[[str], None]] = ()) -> OtelTraces:
         """Push to ``endpoint``, the full traces URL (ValueError if it is not http(s))."""
-        return cls([span_exporter(endpoint, timeout_s)])
+        return cls([span_exporter(endpoint, timeout_s, notices)])
 
 
     def _observe(self, rec: Record) -> None:
@@ -598,6 +607,8 @@ class OtelAddon:
         self.traces_endpoint: str | None = None  # where spans are pushed, while on
         self._configured = False
         self._attached = False
+        #: called (on an export thread) with a message for the user: an endpoint refused a signal
+        self.notices: list[Callable[[str], None]] = []
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -661,8 +672,8 @@ class OtelAddon:
             log.warning("firsttoken: OTEL_EXPORTER_OTLP_PROTOCOL=%s, but firsttoken sends OTLP over http/protobuf "
                         "only; it sends to %s", protocol, ", ".join(u for u in wanted.values() if u))
         makers = {"metrics": lambda url: OtelMetrics.otlp(url, export_interval_s=self.export_interval_s,
-                                                          metrics=self.metrics),
-                  "traces": lambda url: OtelTraces.otlp(url)}
+                                                          metrics=self.metrics, notices=self.notices),
+                  "traces": lambda url: OtelTraces.otlp(url, notices=self.notices)}
         made: dict[str, Any] = {}
         for sig, url in wanted.items():
             if not url:

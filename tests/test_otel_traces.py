@@ -275,3 +275,24 @@ def test_an_endpoint_that_refuses_metrics_is_told_once_and_not_pushed_to_again(s
             addon.done()
         assert {p for p, _, _ in phoenix.posts} == {"/v1/traces"}
         assert {p for p, _, _ in collector.posts} == {"/v1/metrics"}
+
+
+@needs_otel
+def test_spans_are_filed_under_firsttoken_unless_the_user_says_otherwise(monkeypatch):
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    def resource() -> dict:
+        mem = InMemorySpanExporter()
+        traces = O.OtelTraces([SimpleSpanProcessor(mem)])
+        traces.observe(make_record())
+        traces.close()
+        return dict(mem.get_finished_spans()[0].resource.attributes)
+
+    got = resource()
+    assert got["service.name"] == got["openinference.project.name"] == "firsttoken"  # nothing set
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "openinference.project.name=team-a,deployment.environment=dev")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway")
+    got = resource()
+    assert got["openinference.project.name"] == "team-a" and got["service.name"] == "gateway"  # the user's win
+    assert got["deployment.environment"] == "dev"

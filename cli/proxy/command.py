@@ -120,6 +120,11 @@ def _serve(server, out, lang, no_live) -> None:
                       f"{output.plural(n, 'request')} still running (Ctrl-C again cuts {'it' if n == 1 else 'them'}).",
                       markup=False, soft_wrap=True)
 
+    def on_otel_notice(msg: str) -> None:  # an OTLP endpoint refused a signal (Phoenix: metrics): once
+        out.print(f"firsttoken: {msg}", markup=False, soft_wrap=True, style="yellow")
+
+    if server.otel is not None:
+        server.otel.notices.append(on_otel_notice)
     server.capture.listeners.append(on_record)
     server.capture.idle_listeners.append(on_idle)
     server.capture.store_listeners.append(on_store)
