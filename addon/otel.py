@@ -13,14 +13,22 @@ Spans (:class:`OtelTraces`): one per finished LLM call, after the GenAI semantic
 name ``"{gen_ai.operation.name} {gen_ai.request.model}"``, kind CLIENT, from the request's
 wall-clock start to its last byte; the ``gen_ai.*``, ``server.*`` and ``error.type``
 attributes, firsttoken's timings and findings as ``firsttoken.*`` attributes, and the events
-``response.headers`` (at TTFB) and ``first_token`` (at TTFT). Status ERROR when it failed.
+``response.headers`` (at TTFB) and ``first_token`` (at TTFT); a child span ``time_to_first_token``
+(start to TTFT) that a backend charts. Status ERROR when it failed. OpenInference attributes
+(``openinference.span.kind`` LLM, ``llm.model_name``, ``llm.token_count.*``) and the resource's
+``openinference.project.name`` file them in Phoenix. Token counts: the provider's usage only;
+firsttoken's estimates go under ``firsttoken.estimated.*``, never as usage.
+
+An endpoint that answers a signal with 404/405/501 (Phoenix and Langfuse take no metrics) gets it
+once: one warning (and ``OtelAddon.notices``), then no more (:class:`Refusal`).
 
 Metrics (:class:`OtelMetrics`): the same GenAI client instruments as the Prometheus endpoint (metrics.py):
 
 * ``gen_ai.client.operation.duration`` (s): each LLM call; ``error.type`` on failures
 * ``gen_ai.client.operation.time_to_first_chunk`` (s): first response chunk, streaming calls only
 * ``gen_ai.client.operation.time_per_output_chunk`` (s): each gap between output chunks, streaming
-* ``gen_ai.client.token.usage`` ({token}): ``gen_ai.token.type`` = input | output
+* ``gen_ai.client.token.usage`` ({token}): ``gen_ai.token.type`` = input | output, the API's usage
+* ``firsttoken.client.token.estimated`` ({token}): firsttoken's estimate, for calls without usage
 
 Attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
 ``server.address``, ``server.port``, ``error.type``) come from metrics.py's own extraction
