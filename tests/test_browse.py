@@ -284,3 +284,24 @@ def test_in_a_browser_newest_first_read_first_columns_facets_and_links(browse, t
     q_page = dom(f"{base}/{name}/slowest_ttft", tmp_path)
     slowest = max(recs, key=lambda r: r.ttft_ms)
     assert f'href="/{name}/requests/{slowest.id}"' in q_page
+
+
+def test_a_request_recorded_while_browsing_shows_on_the_next_read(browse, recorded):
+    """The database is live (a proxy keeps writing, WAL): Datasette reads it read-only, not immutable."""
+    base, name, recs, _ = browse
+    rec = Record(id="zzzz-live", started_at="2026-12-31T23:59:00+00:00")
+    rec.state, rec.phase, rec.model, rec.route, rec.status = "done", "done", "gpt-4o-mini", "openai", 200
+    rec.findings = [finding("usage.missing", "info")]
+    w = Writer(str(recorded[0]))  # the proxy's one writer, as while a proxy runs
+    try:
+        w.put(rec.row())
+        w.flush()
+        data = get(f"{base}/{name}/requests.json?_shape=objects&_size=1")
+        assert data["rows"][0]["id"] == rec.id  # newest first
+        f = get(f"{base}/{name}/findings.json?_shape=objects&request_id={rec.id}")
+        assert [r["code"] for r in f["rows"]] == ["usage.missing"]
+    finally:
+        with w.db.conn:
+            w.db.conn.execute("DELETE FROM findings WHERE request_id = ?", [rec.id])
+            w.db.conn.execute("DELETE FROM requests WHERE id = ?", [rec.id])
+        w.close()

@@ -48,7 +48,7 @@ def prepare(path: str) -> None:
     if not current:
         try:
             open_db(path).conn.close()
-        except (OSError, StoreError, Exception) as e:  # noqa: B014 - any failure is the same message
+        except Exception as e:  # a read-only file or folder, a full disk, a lock: the same advice
             fail(f"{path} has an older schema and could not be upgraded ({e}): run `firsttoken browse` once "
                  "with write access to it (or start `firsttoken proxy --db` on it), then again")
 
