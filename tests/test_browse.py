@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -305,3 +306,14 @@ def test_a_request_recorded_while_browsing_shows_on_the_next_read(browse, record
             w.db.conn.execute("DELETE FROM findings WHERE request_id = ?", [rec.id])
             w.db.conn.execute("DELETE FROM requests WHERE id = ?", [rec.id])
         w.close()
+
+
+def test_a_request_naming_another_host_is_refused(browse):
+    """It listens on 127.0.0.1 only; a Host that is not loopback is a page elsewhere rebinding DNS."""
+    base, name, _, _ = browse
+    req = urllib.request.Request(f"{base}/{name}/requests.json", headers={"Host": "evil.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=10)
+    assert e.value.code == 403 and b"127.0.0.1" in e.value.read()
+    req = urllib.request.Request(f"{base}/{name}/requests.json", headers={"Host": "localhost"})
+    assert json.loads(urllib.request.urlopen(req, timeout=10).read())["rows"]

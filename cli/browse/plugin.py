@@ -1,6 +1,7 @@
 """The Datasette plugin `firsttoken browse` registers for its own server only (never installed as
 an entry point, so a user's other Datasette instances are untouched):
 
+* only requests addressed to 127.0.0.1 / localhost are answered (no DNS rebinding);
 * the bare ``requests`` table page opens with the columns a person reads first (``READ_FIRST``),
   newest first; any page with a query string (a facet, "show all columns") is left as asked;
 * 0/1 columns read yes/no; a request's ``top_code`` links to its findings; an ``id`` in a
@@ -39,6 +40,14 @@ class BrowsePlugin:
 
         def wrap(app):
             async def inner(scope, receive, send):
+                if scope.get("type") == "http" and not loopback_host(scope):
+                    body = (b"firsttoken browse answers only requests addressed to 127.0.0.1 or localhost "
+                            b"(this one named another host: a DNS rebinding attempt?). Open the URL it printed.\n")
+                    await send({"type": "http.response.start", "status": 403,
+                                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                            (b"content-length", str(len(body)).encode())]})
+                    await send({"type": "http.response.body", "body": body})
+                    return
                 if (scope.get("type") == "http" and scope.get("method") == "GET" and scope.get("path") == table_path
                         and not scope.get("query_string")):
                     await send({"type": "http.response.start", "status": 302,
@@ -72,6 +81,17 @@ class BrowsePlugin:
             href = datasette.urls.row(self.database, "requests", tilde_encode(value))
             return Markup(f'<a href="{escape(href)}">{escape(value)}</a>')
         return None
+
+
+def loopback_host(scope: dict) -> bool:
+    """Whether the request's Host names the loopback interface (127.0.0.1, localhost, [::1]): the
+    server listens there only, so another name means a page elsewhere rebinding its DNS to read it."""
+    host = next((v for k, v in scope.get("headers") or () if k == b"host"), None)
+    if host is None:
+        return True  # HTTP/1.0 without Host: nothing a browser sends
+    name = host.decode("latin-1").strip().lower()
+    name = name.rsplit("]", 1)[0] + "]" if name.startswith("[") else name.rsplit(":", 1)[0]
+    return name in ("127.0.0.1", "localhost", "[::1]")
 
 
 #: the plugin serving this process's database (set by ``register``)
