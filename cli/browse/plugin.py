@@ -108,6 +108,27 @@ def render_cell(row, value, column, table, database, datasette):
     return _current.render_cell(row, value, column, table, database, datasette) if _current is not None else None
 
 
+#: folds Datasette's list of column descriptions (units included) into a <details> above the
+#: table: unfolded, the list of a 90-column table pushed the rows below the first screen
+FOLD_DESCRIPTIONS = """(function () {
+  var dl = document.querySelector('dl.column-descriptions');
+  if (!dl) return;
+  var d = document.createElement('details'), s = document.createElement('summary');
+  s.textContent = 'What each column means (units: ms = milliseconds)';
+  d.className = 'firsttoken-columns';
+  d.appendChild(s);
+  dl.parentNode.insertBefore(d, dl);
+  d.appendChild(dl);
+})();"""
+
+
+@hookimpl
+def extra_body_script(database, table, datasette):
+    if _current is not None and database == _current.database and table:
+        return FOLD_DESCRIPTIONS
+    return None
+
+
 def register(database: str) -> BrowsePlugin:
     """Register this module's hooks with Datasette (once per process) for ``database``."""
     global _current
