@@ -318,3 +318,21 @@ def test_a_request_naming_another_host_is_refused(browse):
     assert e.value.code == 403 and b"127.0.0.1" in e.value.read()
     req = urllib.request.Request(f"{base}/{name}/requests.json", headers={"Host": "localhost"})
     assert json.loads(urllib.request.urlopen(req, timeout=10).read())["rows"]
+
+
+def test_a_taken_port_and_a_missing_database_are_clear_errors(recorded, tmp_path):
+    import socket
+
+    need_datasette()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = subprocess.run([FT, "browse", "--db", str(recorded[0]), "--port", str(port)],
+                             capture_output=True, text=True, timeout=60)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in said and "--port" in said, said
+    res = subprocess.run([FT, "browse", "--db", str(tmp_path / "none.db")], capture_output=True, text=True, timeout=60)
+    said = " ".join(res.stderr.split())
+    assert res.returncode == 1 and "no database at" in said and "Traceback" not in said
+    assert not (tmp_path / "none.db").exists()  # browsing never creates a database
