@@ -13,14 +13,22 @@ Spans (:class:`OtelTraces`): one per finished LLM call, after the GenAI semantic
 name ``"{gen_ai.operation.name} {gen_ai.request.model}"``, kind CLIENT, from the request's
 wall-clock start to its last byte; the ``gen_ai.*``, ``server.*`` and ``error.type``
 attributes, firsttoken's timings and findings as ``firsttoken.*`` attributes, and the events
-``response.headers`` (at TTFB) and ``first_token`` (at TTFT). Status ERROR when it failed.
+``response.headers`` (at TTFB) and ``first_token`` (at TTFT); a child span ``time_to_first_token``
+(start to TTFT) that a backend charts. Status ERROR when it failed. OpenInference attributes
+(``openinference.span.kind`` LLM, ``llm.model_name``, ``llm.token_count.*``) and the resource's
+``openinference.project.name`` file them in Phoenix. Token counts: the provider's usage only;
+firsttoken's estimates go under ``firsttoken.estimated.*``, never as usage.
+
+An endpoint that answers a signal with 404/405/501 (Phoenix and Langfuse take no metrics) gets it
+once: one warning (and ``OtelAddon.notices``), then no more (:class:`Refusal`).
 
 Metrics (:class:`OtelMetrics`): the same GenAI client instruments as the Prometheus endpoint (metrics.py):
 
 * ``gen_ai.client.operation.duration`` (s): each LLM call; ``error.type`` on failures
 * ``gen_ai.client.operation.time_to_first_chunk`` (s): first response chunk, streaming calls only
 * ``gen_ai.client.operation.time_per_output_chunk`` (s): each gap between output chunks, streaming
-* ``gen_ai.client.token.usage`` ({token}): ``gen_ai.token.type`` = input | output
+* ``gen_ai.client.token.usage`` ({token}): ``gen_ai.token.type`` = input | output, the API's usage
+* ``firsttoken.client.token.estimated`` ({token}): firsttoken's estimate, for calls without usage
 
 Attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
 ``server.address``, ``server.port``, ``error.type``) come from metrics.py's own extraction
@@ -44,7 +52,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -68,6 +76,7 @@ DURATION = "gen_ai.client.operation.duration"
 TTFC = "gen_ai.client.operation.time_to_first_chunk"
 TPOC = "gen_ai.client.operation.time_per_output_chunk"
 TOKENS = "gen_ai.client.token.usage"
+ESTIMATED_TOKENS = "firsttoken.client.token.estimated"
 
 #: metrics.py's label names -> the semconv attribute names (server.port is an int there)
 ATTRIBUTES = {
@@ -176,18 +185,74 @@ def env_endpoint(environ: dict[str, str] | None = None, signal: str = "metrics")
     return None
 
 
-def otlp_reader(endpoint: str, export_interval_s: float | None = None, timeout_s: float | None = None) -> Any:
-    """A PeriodicExportingMetricReader pushing OTLP/HTTP protobuf to ``endpoint`` (full metrics URL).
+#: answers that mean "this endpoint takes no such signal" (Phoenix and Langfuse take traces, not
+#: metrics): the signal stops going there, reported once, instead of being pushed every interval
+REFUSED_STATUS = {404: "404 Not Found", 405: "405 Method Not Allowed", 501: "501 Not Implemented"}
+
+
+class Refusal:
+    """Watches one signal's HTTP answers (a requests response hook on the exporter's own session):
+    the first 404/405/501 turns the signal off for good, with one plain warning saying what to do."""
+
+    def __init__(self, signal: str, url: str, notices: Sequence[Callable[[str], None]] = ()) -> None:
+        self.signal = signal
+        self.url = url
+        self.notices = notices  # called (export thread) with the message: the proxy's terminal shows it
+        self.refused: int | None = None  # the status that refused it
+        self.sent = 0  # HTTP requests made (the tests: no retry loop)
+
+    def session(self) -> Any:
+        import requests
+
+        s = requests.Session()
+        s.hooks["response"].append(self._hook)
+        return s
+
+    def _hook(self, resp: Any, *args: Any, **kwargs: Any) -> Any:
+        self.sent += 1
+        status = getattr(resp, "status_code", None)
+        if status in REFUSED_STATUS and self.refused is None:
+            self.refused = status
+            other = "traces" if self.signal == "metrics" else "metrics"
+            elsewhere = ("--otlp-metrics-endpoint URL (a collector that takes metrics)" if self.signal == "metrics"
+                         else "--otlp-endpoint URL of a collector that takes traces")
+            msg = (f"{self.url} answered {REFUSED_STATUS[status]} to OpenTelemetry {self.signal}: it does not take "
+                   f"them (Phoenix and Langfuse take traces only). firsttoken stops sending {self.signal} there; "
+                   f"{other} still go where they are accepted. To send {self.signal} elsewhere give {elsewhere}; "
+                   f"to silence this, set OTEL_{self.signal.upper()}_EXPORTER=none.")
+            log.warning("firsttoken: %s", msg)
+            for fn in list(self.notices):
+                try:
+                    fn(msg)
+                except Exception:
+                    log.exception("firsttoken: an OpenTelemetry notice listener failed")
+        return resp
+
+
+def otlp_reader(endpoint: str, export_interval_s: float | None = None, timeout_s: float | None = None,
+                refusal: Refusal | None = None) -> Any:
+    """A PeriodicExportingMetricReader pushing OTLP/HTTP protobuf to ``endpoint`` (full metrics URL),
+    until the endpoint refuses metrics (``Refusal``): then it stops sending.
 
     Headers (``OTEL_EXPORTER_OTLP_HEADERS``), compression, TLS files and the interval
     (``OTEL_METRIC_EXPORT_INTERVAL``) come from the SDK's usual environment variables."""
     _require_sdk()
     from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+    from opentelemetry.sdk.metrics.export import MetricExportResult, PeriodicExportingMetricReader
 
-    exporter = OTLPMetricExporter(endpoint=endpoint, timeout=timeout_s)
+    refusal = refusal or Refusal("metrics", endpoint)
+
+    class RefusableMetricExporter(OTLPMetricExporter):
+        def export(self, metrics_data: Any, *args: Any, **kwargs: Any) -> Any:
+            if refusal.refused is not None:
+                return MetricExportResult.SUCCESS  # (nothing to retry: the endpoint takes no metrics)
+            return super().export(metrics_data, *args, **kwargs)
+
+    exporter = RefusableMetricExporter(endpoint=endpoint, timeout=timeout_s, session=refusal.session())
     interval = None if export_interval_s is None else export_interval_s * 1000.0
-    return PeriodicExportingMetricReader(exporter, export_interval_millis=interval)
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=interval)
+    reader.refusal = refusal
+    return reader
 
 
 def _version() -> str | None:
@@ -199,11 +264,18 @@ def _version() -> str | None:
         return None
 
 
+#: the project (Phoenix, Arize) and service (Jaeger, Tempo, Langfuse, every backend) spans are filed under
+PROJECT = "firsttoken"
+RESOURCE_DEFAULTS = {"service.name": PROJECT, "openinference.project.name": PROJECT}
+
+
 def _resource() -> Any:
-    """service.name firsttoken (and its version); OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES override them."""
+    """service.name and openinference.project.name firsttoken (and its version), so that a backend
+    files the spans under "firsttoken" with nothing set; OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES
+    override them."""
     from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 
-    defaults = {"service.name": "firsttoken"}
+    defaults = dict(RESOURCE_DEFAULTS)
     version = _version()
     if version:
         defaults["service.version"] = version
@@ -280,7 +352,8 @@ class OtelMetrics(RecordExporter):
         views = [View(instrument_type=Histogram, instrument_name=name,
                       aggregation=ExplicitBucketHistogramAggregation(boundaries=buckets))
                  for name, buckets in ((DURATION, DURATION_BUCKETS), (TTFC, DURATION_BUCKETS),
-                                       (TPOC, DURATION_BUCKETS), (TOKENS, TOKEN_BUCKETS))]
+                                       (TPOC, DURATION_BUCKETS), (TOKENS, TOKEN_BUCKETS),
+                                       (ESTIMATED_TOKENS, TOKEN_BUCKETS))]
         self.provider = MeterProvider(metric_readers=list(readers), resource=resource, views=views)
         meter = self.provider.get_meter("firsttoken", version)
         self.duration = meter.create_histogram(
@@ -290,14 +363,18 @@ class OtelMetrics(RecordExporter):
         self.tpoc = meter.create_histogram(
             TPOC, unit="s", description="Time between consecutive output chunks (token-bearing events).")
         self.tokens = meter.create_histogram(
-            TOKENS, unit="{token}", description="Number of input and output tokens used (the API's usage; "
-            "firsttoken's own count when the API reports none).")
+            TOKENS, unit="{token}", description="Number of input and output tokens used (the API's usage).")
+        self.estimated = meter.create_histogram(
+            ESTIMATED_TOKENS, unit="{token}", description="Input and output tokens as firsttoken estimated them "
+            "(its tokenizer), for calls whose API reported no usage: an estimate, not the provider's count.")
 
     @classmethod
     def otlp(cls, endpoint: str, *, export_interval_s: float | None = None, metrics: Metrics | None = None,
-             timeout_s: float | None = None) -> OtelMetrics:
-        """Push to ``endpoint``, the full metrics URL (ValueError if it is not http(s))."""
-        return cls([otlp_reader(check_url(endpoint), export_interval_s, timeout_s)], metrics=metrics)
+             timeout_s: float | None = None, notices: Sequence[Callable[[str], None]] = ()) -> OtelMetrics:
+        """Push to ``endpoint``, the full metrics URL (ValueError if it is not http(s)); ``notices``
+        hear (once) that the endpoint refused metrics."""
+        url = check_url(endpoint)
+        return cls([otlp_reader(url, export_interval_s, timeout_s, Refusal("metrics", url, notices))], metrics=metrics)
 
 
     def attributes(self, rec: Record) -> dict[str, Any]:
@@ -322,12 +399,12 @@ class OtelMetrics(RecordExporter):
             offsets = rec.event_offsets or []
             for a, b in zip(offsets, offsets[1:]):
                 self.tpoc.record(max(b - a, 0.0) / 1000.0, attrs)
-        inp = rec.usage_prompt_tokens if rec.usage_prompt_tokens is not None else rec.prompt_tokens_est
-        out = rec.usage_completion_tokens if rec.usage_completion_tokens is not None else rec.output_tokens_est
-        if inp is not None:
-            self.tokens.record(inp, {**attrs, "gen_ai.token.type": "input"})
-        if out is not None:
-            self.tokens.record(out, {**attrs, "gen_ai.token.type": "output"})
+        for kind, usage, est in (("input", rec.usage_prompt_tokens, rec.prompt_tokens_est),
+                                 ("output", rec.usage_completion_tokens, rec.output_tokens_est)):
+            if usage is not None:  # the provider's usage
+                self.tokens.record(usage, {**attrs, "gen_ai.token.type": kind})
+            elif est is not None:  # firsttoken's estimate, never passed off as usage
+                self.estimated.record(est, {**attrs, "gen_ai.token.type": kind})
 
     # -- flushing ---------------------------------------------------------------------
     def force_flush(self, timeout_s: float = 10.0) -> bool:
@@ -342,16 +419,27 @@ class OtelMetrics(RecordExporter):
 
 # -- trace spans --------------------------------------------------------------------------
 
-def span_exporter(endpoint: str, timeout_s: float | None = None) -> Any:
+def span_exporter(endpoint: str, timeout_s: float | None = None, notices: Sequence[Callable[[str], None]] = ()) -> Any:
     """A BatchSpanProcessor pushing OTLP/HTTP protobuf to ``endpoint`` (the full traces URL).
 
     Headers (``OTEL_EXPORTER_OTLP_HEADERS``), compression, TLS files and the batching
     (``OTEL_BSP_*``) come from the SDK's usual environment variables."""
     _require_sdk("traces")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExportResult
 
-    return BatchSpanProcessor(OTLPSpanExporter(endpoint=check_url(endpoint), timeout=timeout_s))
+    refusal = Refusal("traces", check_url(endpoint), notices)
+
+    class RefusableSpanExporter(OTLPSpanExporter):
+        def export(self, spans: Any, *args: Any, **kwargs: Any) -> Any:
+            if refusal.refused is not None:
+                return SpanExportResult.SUCCESS  # (nothing to retry: the endpoint takes no traces)
+            return super().export(spans, *args, **kwargs)
+
+    processor = BatchSpanProcessor(RefusableSpanExporter(endpoint=refusal.url, timeout=timeout_s,
+                                                         session=refusal.session()))
+    processor.refusal = refusal
+    return processor
 
 
 def _epoch_ns(iso: str | None) -> int | None:
@@ -375,8 +463,8 @@ def span_attributes(rec: Record) -> dict[str, Any]:
     own); empty values are left out."""
     operation, provider, host, port = genai_identity(rec)
     response_model = getattr(rec, "response_model", None) or rec.model
-    inp = rec.usage_prompt_tokens if rec.usage_prompt_tokens is not None else rec.prompt_tokens_est
-    out = rec.usage_completion_tokens if rec.usage_completion_tokens is not None else rec.output_tokens_est
+    inp, out = rec.usage_prompt_tokens, rec.usage_completion_tokens  # the provider's usage only
+    estimated = inp is None and out is None and (rec.prompt_tokens_est is not None or rec.output_tokens_est is not None)
     codes = [str(f.get("code")) for f in (rec.findings or []) if isinstance(f, dict) and f.get("code")]
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": operation,
@@ -386,6 +474,12 @@ def span_attributes(rec: Record) -> dict[str, Any]:
         "gen_ai.request.max_tokens": rec.max_tokens,
         "gen_ai.usage.input_tokens": inp,
         "gen_ai.usage.output_tokens": out,
+        # OpenInference (Phoenix, Arize): the span kind, the model and the provider's usage, never an estimate
+        "openinference.span.kind": "LLM",
+        "llm.model_name": response_model,
+        "llm.token_count.prompt": inp,
+        "llm.token_count.completion": out,
+        "llm.token_count.total": inp + out if inp is not None and out is not None else None,
         "gen_ai.response.finish_reasons": [str(rec.finish_reason)] if rec.finish_reason else None,
         "gen_ai.conversation.id": getattr(rec, "conversation_id", None),
         "server.address": host,
@@ -397,7 +491,10 @@ def span_attributes(rec: Record) -> dict[str, Any]:
         "firsttoken.experiment": rec.experiment,
         "firsttoken.run.id": rec.run_id,
         "firsttoken.stream": is_streaming(rec),
-        "firsttoken.tokens_estimated": (rec.usage_prompt_tokens is None and inp is not None) or None,
+        # firsttoken's own counts (its tokenizer), under its own names: never the provider's usage
+        "firsttoken.estimated.input_tokens": rec.prompt_tokens_est,
+        "firsttoken.estimated.output_tokens": rec.output_tokens_est,
+        "firsttoken.tokens_estimated": estimated or None,
         "firsttoken.usage.cached_tokens": rec.usage_cached_tokens,
         "firsttoken.connect_ms": rec.connect_ms,
         "firsttoken.ttfb_ms": rec.ttfb_ms,
@@ -410,6 +507,10 @@ def span_attributes(rec: Record) -> dict[str, Any]:
         "firsttoken.top_severity": rec.top_severity,
     }
     return {k: v for k, v in attrs.items() if v is not None and v != ""}
+
+
+#: the child span from a call's start to its first token
+TTFT_SPAN = "time_to_first_token"
 
 
 class OtelTraces(RecordExporter):
@@ -433,9 +534,10 @@ class OtelTraces(RecordExporter):
         self.tracer = self.provider.get_tracer("firsttoken", _version())
 
     @classmethod
-    def otlp(cls, endpoint: str, *, timeout_s: float | None = None) -> OtelTraces:
+    def otlp(cls, endpoint: str, *, timeout_s: float | None = None,
+             notices: Sequence[Callable[[str], None]] = ()) -> OtelTraces:
         """Push to ``endpoint``, the full traces URL (ValueError if it is not http(s))."""
-        return cls([span_exporter(endpoint, timeout_s)])
+        return cls([span_exporter(endpoint, timeout_s, notices)])
 
 
     def _observe(self, rec: Record) -> None:
@@ -455,6 +557,17 @@ class OtelTraces(RecordExporter):
         at = _ns(start, rec.ttft_ms)
         if at is not None:
             span.add_event("first_token", {"firsttoken.gap_ms": rec.gap_ms} if rec.gap_ms is not None else {}, at)
+            # and as a child span from the request's start to its first token: a backend's latency
+            # column and charts show TTFT beside the call's total
+            from opentelemetry import trace as _trace
+
+            child = self.tracer.start_span(TTFT_SPAN, context=_trace.set_span_in_context(span),
+                                           kind=SpanKind.INTERNAL, start_time=start,
+                                           attributes={k: v for k, v in (("firsttoken.ttft_ms", rec.ttft_ms),
+                                                                         ("firsttoken.ttfb_ms", rec.ttfb_ms),
+                                                                         ("firsttoken.request.id", rec.id))
+                                                       if v is not None})
+            child.end(end_time=at)
         err = attrs.get("error.type")
         if err:
             span.set_status(Status(StatusCode.ERROR, f"{err}: {rec.top_code}" if rec.top_code else err))
@@ -502,6 +615,8 @@ class OtelAddon:
         self.traces_endpoint: str | None = None  # where spans are pushed, while on
         self._configured = False
         self._attached = False
+        #: called (on an export thread) with a message for the user: an endpoint refused a signal
+        self.notices: list[Callable[[str], None]] = []
 
     def load(self, loader) -> None:
         loader.add_option(
@@ -510,15 +625,21 @@ class OtelAddon:
             "http://127.0.0.1:4318: metrics to /v1/metrics, spans to /v1/traces). Empty: "
             "$OTEL_EXPORTER_OTLP_ENDPOINT (or the _METRICS_ / _TRACES_ variants) when set, else off. "
             f"Needs {INSTALL_HINT}.")
+        loader.add_option(
+            "firsttoken_otlp_metrics_endpoint", str, "",
+            "Push the OpenTelemetry metrics to this OTLP/HTTP endpoint instead of firsttoken_otlp_endpoint's "
+            "(a base URL gets /v1/metrics): for a traces-only backend such as Phoenix or Langfuse. "
+            f"Needs {INSTALL_HINT}.")
 
     def configure(self, updated: Iterable[str]) -> None:
         """Starts (or restarts) the export at the first configure and when the option changes."""
         from mitmproxy import ctx, exceptions
 
-        if self._configured and "firsttoken_otlp_endpoint" not in set(updated):
+        if self._configured and not {"firsttoken_otlp_endpoint", "firsttoken_otlp_metrics_endpoint"} & set(updated):
             return
-        explicit = ctx.options.firsttoken_otlp_endpoint.strip()
-        if explicit:
+        for explicit in (ctx.options.firsttoken_otlp_endpoint.strip(), ctx.options.firsttoken_otlp_metrics_endpoint.strip()):
+            if not explicit:
+                continue
             try:
                 signal_url(explicit, "metrics")
                 _require_sdk("metrics")
@@ -538,9 +659,14 @@ class OtelAddon:
         from mitmproxy import ctx
 
         explicit = ctx.options.firsttoken_otlp_endpoint.strip()
+        metrics = ctx.options.firsttoken_otlp_metrics_endpoint.strip()
         if explicit:
-            return {sig: None if signal_disabled(sig) else signal_url(explicit, sig) for sig in SIGNALS}, True
-        return {sig: env_endpoint(signal=sig) for sig in SIGNALS}, False
+            wanted = {sig: None if signal_disabled(sig) else signal_url(explicit, sig) for sig in SIGNALS}
+        else:
+            wanted = {sig: env_endpoint(signal=sig) for sig in SIGNALS}
+        if metrics:  # metrics elsewhere (a traces-only backend at --otlp-endpoint)
+            wanted["metrics"] = None if signal_disabled("metrics") else signal_url(metrics, "metrics")
+        return wanted, bool(explicit or metrics)
 
     def _start(self, background_close: bool = False) -> None:
         from mitmproxy import exceptions
@@ -554,8 +680,8 @@ class OtelAddon:
             log.warning("firsttoken: OTEL_EXPORTER_OTLP_PROTOCOL=%s, but firsttoken sends OTLP over http/protobuf "
                         "only; it sends to %s", protocol, ", ".join(u for u in wanted.values() if u))
         makers = {"metrics": lambda url: OtelMetrics.otlp(url, export_interval_s=self.export_interval_s,
-                                                          metrics=self.metrics),
-                  "traces": lambda url: OtelTraces.otlp(url)}
+                                                          metrics=self.metrics, notices=self.notices),
+                  "traces": lambda url: OtelTraces.otlp(url, notices=self.notices)}
         made: dict[str, Any] = {}
         for sig, url in wanted.items():
             if not url:

@@ -17,6 +17,7 @@ TOPICS: dict[str, tuple[str, str]] = {
     "record": ("record.md", "every column of the record, and what it means"),
     "stats": ("stats.md", "stats, sweep, compare, baseline, export, report: what they compute"),
     "faults": ("faults.md", "what firsttoken promises under faults: full disk, kill -9, hostile input, with figures"),
+    "browse": ("browse.md", "the database in Datasette: newest first, facets, canned queries, findings linked"),
     "otel": ("otel.md", "trace spans and metrics into an OpenTelemetry collector (Jaeger, Tempo, Langfuse…)"),
     "diagnoses": ("diagnoses.md", "every finding code, its fix, and the thresholds"),
     "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),

@@ -47,6 +47,7 @@ def script_path():
 LAZY_COMMANDS = {
     "baseline": "baseline:baseline",
     "bench": "bench.overhead:bench",
+    "browse": "browse.command:browse",
     "bench-db": "bench.db:bench_db",
     "bench-live": "bench.live:bench_live",
     "compare": "compare:compare",

@@ -62,7 +62,8 @@ class Receiver:
     """A minimal OTLP/HTTP collector on loopback: keeps each POST's path, headers and decoded body;
     answers /v1/metrics and /v1/traces as a collector does, anything else 404."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: dict[str, int] | None = None) -> None:
+        self.refuse = refuse or {}  # path -> the status a backend that takes no such signal answers (Phoenix: 405)
         self.posts: list[tuple[str, dict, bytes]] = []
         self.got = threading.Event()
         outer = self
@@ -78,7 +79,8 @@ class Receiver:
 
                 reply = (ExportTraceServiceResponse() if self.path == "/v1/traces" else
                          ExportMetricsServiceResponse()).SerializeToString()
-                self.send_response(200 if self.path in ("/v1/metrics", "/v1/traces") else 404)
+                self.send_response(outer.refuse.get(self.path) or (200 if self.path in ("/v1/metrics", "/v1/traces")
+                                                                   else 404))
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", str(len(reply)))
                 self.end_headers()
@@ -167,8 +169,9 @@ def test_proxy_records_become_genai_instruments(sim, proxy, db_path):
     bad = next(r for r in db if r["status"] == 401)
 
     got = points(reader)
-    assert set(got) == NAMES
-    assert {n: u for n, (u, _) in got.items()} == {O.DURATION: "s", O.TTFC: "s", O.TPOC: "s", O.TOKENS: "{token}"}
+    assert set(got) - {O.ESTIMATED_TOKENS} == NAMES
+    assert {n: u for n, (u, _) in got.items() if n in NAMES} == {O.DURATION: "s", O.TTFC: "s", O.TPOC: "s",
+                                                                  O.TOKENS: "{token}"}
     assert threads == {"firsttoken-analyzer"}  # the analysis thread, not the proxy's event loop
     assert otel.errors == 0
 
@@ -197,7 +200,7 @@ def test_proxy_records_become_genai_instruments(sim, proxy, db_path):
     assert dict(tpoc[0].attributes) == common and tpoc[0].count == len(offsets) - 1
     assert tpoc[0].sum == pytest.approx((offsets[-1] - offsets[0]) / 1000, abs=1e-3)
 
-    # tokens: the API's usage (the estimate when there is none), by gen_ai.token.type
+    # tokens: the API's usage only, by gen_ai.token.type; firsttoken's estimate (when there is no usage) apart
     _, tok = got[O.TOKENS]
     for p in tok:
         assert set(p.attributes) == set(common) | {"gen_ai.token.type"}
@@ -205,16 +208,15 @@ def test_proxy_records_become_genai_instruments(sim, proxy, db_path):
     (out,) = only(tok, **{"gen_ai.token.type": "output"})
     (inp,) = only(tok, **{"gen_ai.token.type": "input"})
 
-    def used(row, usage, est):
-        return row[usage] if row[usage] is not None else row[est]
-
-    ins = [v for v in (used(ok, "usage_prompt_tokens", "prompt_tokens_est"),
-                       used(bad, "usage_prompt_tokens", "prompt_tokens_est")) if v is not None]
-    outs = [v for v in (used(ok, "usage_completion_tokens", "output_tokens_est"),
-                        used(bad, "usage_completion_tokens", "output_tokens_est")) if v is not None]
+    ins = [r["usage_prompt_tokens"] for r in (ok, bad) if r["usage_prompt_tokens"] is not None]
+    outs = [r["usage_completion_tokens"] for r in (ok, bad) if r["usage_completion_tokens"] is not None]
     assert ok["usage_prompt_tokens"] and ok["usage_completion_tokens"]  # the stream's own usage
     assert (inp.count, inp.sum) == (len(ins), sum(ins))
     assert (out.count, out.sum) == (len(outs), sum(outs))
+    est = [r["prompt_tokens_est"] for r in (ok, bad) if r["usage_prompt_tokens"] is None and r["prompt_tokens_est"]]
+    assert est  # the 401 has no usage, only firsttoken's estimate: under its own name, never as usage
+    (e_in,) = only(got[O.ESTIMATED_TOKENS][1], **{"gen_ai.token.type": "input"})
+    assert (e_in.count, e_in.sum) == (len(est), sum(est)) and got[O.ESTIMATED_TOKENS][0] == "{token}"
 
     otel.close()
 
@@ -244,8 +246,9 @@ def test_attributes_follow_metrics_labels_and_leave_out_empty_ones(monkeypatch):
         {"gen_ai.operation.name": "chat", "gen_ai.provider.name": "anthropic",  # no model: attribute left out
          "server.address": "10.0.0.2", "server.port": 8000},
     ], key=str)
-    (inp,) = only(got[O.TOKENS][1], **{"gen_ai.token.type": "input", "gen_ai.provider.name": "azure.ai.openai"})
-    assert inp.sum == 1234  # firsttoken's estimate when the API reported no usage
+    assert not only(got[O.TOKENS][1], **{"gen_ai.token.type": "input", "gen_ai.provider.name": "azure.ai.openai"})
+    (inp,) = only(got[O.ESTIMATED_TOKENS][1], **{"gen_ai.token.type": "input", "gen_ai.provider.name": "azure.ai.openai"})
+    assert inp.sum == 1234  # firsttoken's estimate when the API reported no usage: not passed off as usage
     assert sum(p.count for p in got[O.TTFC][1]) == 1 and sum(p.count for p in got[O.TPOC][1]) == 2
     assert otel.errors == 0
     monkeypatch.setattr(M, "MAX_MODELS", 2)  # one cap for both exports: a third model is "_OTHER" in OTel too

@@ -95,14 +95,27 @@ def test_sdk_calls_through_the_proxy_become_genai_spans(sim, db_path):
         got, resources = spans(rcv)
     assert threads == {"firsttoken-analyzer"}  # spans are made by a Capture listener: the analysis thread
     db = {r["id"]: r for r in rows(db_path)}
+    # one LLM span per call, and a TTFT child span under each call that had a first token
+    children = [sp for sp in got if sp.name == O.TTFT_SPAN]
+    got = [sp for sp in got if sp.name != O.TTFT_SPAN]
     assert len(db) == 4 and len(got) == 3
     by_id = {_attrs(sp.attributes)["firsttoken.request.id"]: sp for sp in got}
     assert set(by_id) == {i for i, r in db.items() if r["api"] != "other"}
-    assert all(r["service.name"] == "firsttoken" for r in resources)
+    # filed under "firsttoken" with nothing set: the service (Jaeger, Tempo, Langfuse) and the project (Phoenix)
+    assert all(r["service.name"] == "firsttoken" and r["openinference.project.name"] == "firsttoken" for r in resources)
+    with_ttft = {rid for rid, sp in by_id.items() if db[rid]["ttft_ms"] is not None}
+    assert with_ttft and {_attrs(c.attributes)["firsttoken.request.id"] for c in children} == with_ttft
+    for c in children:
+        parent = by_id[_attrs(c.attributes)["firsttoken.request.id"]]
+        assert c.parent_span_id == parent.span_id and c.trace_id == parent.trace_id
+        assert c.start_time_unix_nano == parent.start_time_unix_nano
+        row = db[_attrs(c.attributes)["firsttoken.request.id"]]
+        assert abs((c.end_time_unix_nano - c.start_time_unix_nano) / 1e6 - row["ttft_ms"]) < 0.01
 
     for rid, sp in by_id.items():
         row, a = db[rid], _attrs(sp.attributes)
-        assert sp.kind == SPAN_KIND_CLIENT
+        assert sp.kind == SPAN_KIND_CLIENT and a["openinference.span.kind"] == "LLM"
+        assert a["llm.model_name"] == row["model"]
         assert sp.name == f"chat {row['model']}"
         assert a["gen_ai.operation.name"] == "chat" and a["gen_ai.request.model"] == row["model"]
         assert a["gen_ai.response.model"] == row["model"]
@@ -119,6 +132,8 @@ def test_sdk_calls_through_the_proxy_become_genai_spans(sim, db_path):
     assert a["gen_ai.provider.name"] == "openai" and a["gen_ai.request.max_tokens"] == 40
     assert a["gen_ai.usage.input_tokens"] == row["usage_prompt_tokens"] > 0
     assert a["gen_ai.usage.output_tokens"] == row["usage_completion_tokens"] > 0
+    assert a["llm.token_count.prompt"] == row["usage_prompt_tokens"] and "firsttoken.tokens_estimated" not in a
+    assert a["firsttoken.estimated.input_tokens"] == row["prompt_tokens_est"]  # beside it, under its own name
     assert a["gen_ai.response.finish_reasons"] == [row["finish_reason"]]
     assert ok.status.code == STATUS_UNSET and "error.type" not in a
     assert [e.name for e in ok.events] == ["response.headers", "first_token"]
@@ -135,6 +150,11 @@ def test_sdk_calls_through_the_proxy_become_genai_spans(sim, db_path):
     assert bad.status.code == STATUS_ERROR and a["error.type"] == "401"
     assert a["firsttoken.top_finding"] and a["firsttoken.top_finding"] in bad.status.message
     assert a["firsttoken.top_finding"] in a["firsttoken.findings"]
+    # a 401 has no usage: its token count is firsttoken's estimate, never exported as the provider's usage
+    assert db[a["firsttoken.request.id"]]["usage_prompt_tokens"] is None
+    assert not {"gen_ai.usage.input_tokens", "llm.token_count.prompt", "llm.token_count.total"} & set(a)
+    assert a["firsttoken.estimated.input_tokens"] == db[a["firsttoken.request.id"]]["prompt_tokens_est"] > 0
+    assert a["firsttoken.tokens_estimated"] is True
 
 
 @needs_otel
@@ -165,7 +185,8 @@ def test_span_attributes_conversation_and_failure_without_response():
     (sp,) = mem.get_finished_spans()
     assert sp.name == "chat" and sp.status.status_code.name == "ERROR" and sp.events == ()
     assert sp.attributes["error.type"] == "connection_refused" and "gen_ai.request.model" not in sp.attributes
-    assert sp.attributes["gen_ai.usage.input_tokens"] == 17 and sp.attributes["firsttoken.tokens_estimated"] is True
+    assert "gen_ai.usage.input_tokens" not in sp.attributes  # an estimate is not the provider's usage
+    assert sp.attributes["firsttoken.estimated.input_tokens"] == 17 and sp.attributes["firsttoken.tokens_estimated"] is True
     assert (sp.end_time - sp.start_time) == 3_500_000
     assert traces.errors == 0
     traces.close()
@@ -208,4 +229,70 @@ def test_addon_env_switches_one_signal_off(monkeypatch):
             addon.done()
         got, _ = spans(rcv)
     assert {p for p, _, _ in rcv.posts} == {"/v1/traces"}
-    assert [_attrs(sp.attributes)["firsttoken.request.id"] for sp in got] == ["r1"]
+    assert [_attrs(sp.attributes)["firsttoken.request.id"] for sp in got if sp.name != O.TTFT_SPAN] == ["r1"]
+
+
+@needs_otel
+@pytest.mark.parametrize("status", [405, 404])
+def test_an_endpoint_that_refuses_metrics_is_told_once_and_not_pushed_to_again(status, caplog):
+    """Phoenix and Langfuse take traces, not metrics (405 / 404 to /v1/metrics): one plain warning,
+    no more metrics pushed there, and the spans still go; --otlp-metrics-endpoint sends them elsewhere."""
+    import logging
+    import time
+
+    from mitmproxy.test import taddons
+
+    from firsttoken.addon.capture import Capture
+
+    caplog.set_level(logging.WARNING, logger="firsttoken")
+    with Receiver(refuse={"/v1/metrics": status}) as rcv:
+        cap = Capture()
+        addon = O.OtelAddon(cap, export_interval_s=0.1)
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, firsttoken_otlp_endpoint=rcv.url)
+            for i in range(3):
+                cap.listeners[0](make_record(id=f"r{i}"))
+                time.sleep(0.4)  # several export intervals, each with new data
+            addon.traces.force_flush()
+            addon.done()
+        sent = [p for p, _, _ in rcv.posts]
+    assert sent.count("/v1/metrics") == 1, sent  # refused once, never again (no push loop)
+    assert sent.count("/v1/traces") >= 1
+    got, _ = spans(rcv)
+    assert {_attrs(sp.attributes)["firsttoken.request.id"] for sp in got} == {"r0", "r1", "r2"}
+    told = [r.getMessage() for r in caplog.records if "does not take them" in r.getMessage()]
+    assert len(told) == 1, told
+    assert str(status) in told[0] and "--otlp-metrics-endpoint" in told[0] and "OTEL_METRICS_EXPORTER=none" in told[0]
+
+    # the metrics elsewhere: a collector that takes them, the spans still to the traces-only backend
+    with Receiver(refuse={"/v1/metrics": status}) as phoenix, Receiver() as collector:
+        cap = Capture()
+        addon = O.OtelAddon(cap, export_interval_s=0.1)
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, firsttoken_otlp_endpoint=phoenix.url, firsttoken_otlp_metrics_endpoint=collector.url)
+            assert addon.endpoint == collector.url + "/v1/metrics" and addon.traces_endpoint == phoenix.url + "/v1/traces"
+            cap.listeners[0](make_record(id="m1"))
+            addon.done()
+        assert {p for p, _, _ in phoenix.posts} == {"/v1/traces"}
+        assert {p for p, _, _ in collector.posts} == {"/v1/metrics"}
+
+
+@needs_otel
+def test_spans_are_filed_under_firsttoken_unless_the_user_says_otherwise(monkeypatch):
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    def resource() -> dict:
+        mem = InMemorySpanExporter()
+        traces = O.OtelTraces([SimpleSpanProcessor(mem)])
+        traces.observe(make_record())
+        traces.close()
+        return dict(mem.get_finished_spans()[0].resource.attributes)
+
+    got = resource()
+    assert got["service.name"] == got["openinference.project.name"] == "firsttoken"  # nothing set
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "openinference.project.name=team-a,deployment.environment=dev")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "gateway")
+    got = resource()
+    assert got["openinference.project.name"] == "team-a" and got["service.name"] == "gateway"  # the user's win
+    assert got["deployment.environment"] == "dev"

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from firsttoken.addon.store.migrations import rebuild_stats_totals
+from firsttoken.addon.store.migrations import FINDING_COLUMNS, rebuild_stats_totals
 
 
 class BulkLoad:
@@ -36,12 +36,12 @@ class BulkLoad:
             self.conn.execute(f'DROP {kind.upper()} "{name}"')
         self._insert = f"INSERT INTO requests ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
-    def add(self, rows: Iterable[Sequence[Any]], findings: Iterable[tuple[str, str, str]] = ()) -> None:
-        """Rows (values in ``columns`` order) and their (request_id, code, severity) findings."""
+    def add(self, rows: Iterable[Sequence[Any]], findings: Iterable[Sequence[Any]] = ()) -> None:
+        """Rows (values in ``columns`` order) and their findings (values in ``FINDING_COLUMNS`` order)."""
         with self.conn:
             self.conn.executemany(self._insert, rows)
-            self.conn.executemany("INSERT OR IGNORE INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
-                                  findings)
+            self.conn.executemany(f"INSERT OR IGNORE INTO findings ({', '.join(FINDING_COLUMNS)}) "
+                                  f"VALUES ({', '.join('?' * len(FINDING_COLUMNS))})", findings)
 
     def finish(self) -> None:
         with self.conn:

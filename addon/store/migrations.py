@@ -299,3 +299,39 @@ def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
     """Lines of an event-stream body that are no SSE field: an error page or a JSON body sent as
     ``text/event-stream`` (``stream.not_sse``, variant ``body``)."""
     db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
+
+
+#: the columns of the readable ``findings`` table (m018), in the writer's insert order
+FINDING_COLUMNS = ("request_id", "code", "severity", "position", "message", "hint", "params")
+
+
+@migration
+def m018_readable_findings(db: sqlite_utils.Database) -> None:
+    """The ``findings`` table a person can read (`firsttoken browse`, any SQLite tool): each
+    finding's message and hint (in the language the proxy recorded them in), its params as JSON,
+    its place in the request's list (0 = the top one), and a foreign key to ``requests`` so that
+    a finding links to its request and a request to its findings. SQLite cannot add a foreign key
+    to a table, so the table is made anew and filled from ``requests.findings`` (the JSON list
+    the proxy always wrote); rows only the old table had (a bulk load's) are kept as they were."""
+    db.execute("""CREATE TABLE findings_m018 (
+        request_id TEXT NOT NULL REFERENCES requests(id),
+        code TEXT NOT NULL,
+        severity TEXT,
+        position INTEGER,
+        message TEXT,
+        hint TEXT,
+        params TEXT,
+        PRIMARY KEY (request_id, code))""")
+    db.execute("""INSERT OR IGNORE INTO findings_m018 (request_id, code, severity, position, message, hint, params)
+        SELECT r.id, json_extract(j.value, '$.code'), json_extract(j.value, '$.severity'), CAST(j.key AS INTEGER),
+               json_extract(j.value, '$.message'), json_extract(j.value, '$.hint'),
+               CASE WHEN json_type(j.value, '$.params') IN ('object', 'array') THEN json_extract(j.value, '$.params') END
+        FROM requests r, json_each(r.findings) j
+        WHERE r.findings IS NOT NULL AND json_valid(r.findings) AND json_type(r.findings) = 'array'
+          AND json_type(j.value) = 'object' AND json_type(j.value, '$.code') = 'text'""")
+    db.execute("INSERT OR IGNORE INTO findings_m018 (request_id, code, severity) "
+               "SELECT request_id, code, severity FROM findings WHERE code IS NOT NULL")
+    db.execute("DROP TABLE findings")
+    db.execute("ALTER TABLE findings_m018 RENAME TO findings")
+    db.execute("CREATE INDEX idx_findings_code ON findings (code, severity)")
+    db.execute("CREATE INDEX idx_findings_severity ON findings (severity)")

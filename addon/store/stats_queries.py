@@ -92,6 +92,23 @@ def rank_pos(n: int, q: float) -> tuple[int, float]:
     return lo, pos - lo
 
 
+def percentile_sql(col: str, group: tuple[str, ...], qs: tuple[float, ...] = (50, 95), where: str = "") -> str:
+    """One SELECT of ``group``'s columns, ``n`` and the ``p{q}`` percentiles of ``col`` per group, by
+    this module's definition (``rank_pos`` + linear interpolation) in SQL window functions: for a
+    query a person runs by hand (`firsttoken browse`'s canned query), where no index walk applies."""
+    g = ", ".join(group)
+    cond = f"{col} IS NOT NULL" + (f" AND ({where})" if where else "")
+    outs = []
+    for q in qs:
+        pos = f"(((n - 1) * {q}) / 100.0)"
+        lo = f"CAST({pos} AS INTEGER)"
+        outs.append(f"round(total(CASE WHEN i = {lo} THEN v * (1 - ({pos} - {lo})) "
+                    f"WHEN i = {lo} + 1 THEN v * ({pos} - {lo}) ELSE 0 END), 3) AS p{q:g}")
+    return (f"SELECT {g}, max(n) AS n, {', '.join(outs)} FROM (SELECT {g}, {col} AS v, "
+            f"row_number() OVER (PARTITION BY {g} ORDER BY {col}) - 1 AS i, count(*) OVER (PARTITION BY {g}) AS n "
+            f"FROM requests WHERE {cond}) GROUP BY {g}")
+
+
 def percentile_of(values: list[float], q: float) -> float:
     """Reference implementation on a Python list (tests, small data): record.percentile, the
     definition the SQL walk below must agree with."""

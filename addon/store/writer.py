@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store.migrations import FINDING_COLUMNS
 
 log = logging.getLogger("firsttoken")
 
@@ -361,10 +362,8 @@ class Writer:
                 conn.executemany(sql, values)
         if findings:
             conn.executemany("DELETE FROM findings WHERE request_id = ?", [(rid,) for rid, _ in findings])
-            conn.executemany(
-                "INSERT OR IGNORE INTO findings (request_id, code, severity) VALUES (?, ?, ?)",
-                [(rid, f["code"], f["severity"]) for rid, fs in findings for f in fs],
-            )
+            conn.executemany(_INSERT_FINDING, [_finding_row(rid, i, f) for rid, fs in findings
+                                               for i, f in enumerate(fs) if isinstance(f, dict)])
 
     def _columns(self, db) -> set[str]:
         if self._cols is None:
@@ -388,6 +387,22 @@ def _merged(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 copied.add(rid)
             old.update(r)
     return list(out.values())
+
+
+#: one finding a person can read (migration m018): the message and hint as recorded, the params as JSON
+_INSERT_FINDING = (f"INSERT OR IGNORE INTO findings ({', '.join(FINDING_COLUMNS)}) "
+                   f"VALUES ({', '.join('?' for _ in FINDING_COLUMNS)})")
+
+
+def _finding_row(rid: Any, position: int, f: dict[str, Any]) -> tuple[Any, ...]:
+    """A finding dict (``{code, severity, message, hint, params}``) as a ``findings`` row."""
+    params = f.get("params")
+    return (rid, f.get("code"), f.get("severity"), position, _text(f.get("message")), _text(f.get("hint")),
+            None if params is None else _json(params))
+
+
+def _text(v: Any) -> str | None:
+    return v if v is None or isinstance(v, str) else str(v)
 
 
 #: values SQLite takes as they are

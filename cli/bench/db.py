@@ -115,8 +115,8 @@ def _rows(n: int, days: float, seed: int, findings: list) -> Iterator[tuple]:
                    gap, total, tpot, tpot * 1.8, tpot * 4, tpot, out, "[]", prompt,
                    out, out * 4, "stop", 1, None, "cl100k_base", 0, est)
         if found:
-            for code, sev, _ in found:
-                findings.append((rid, code, sev))
+            for i, (code, sev, message) in enumerate(found):
+                findings.append((rid, code, sev, i, message, None, None))
             yield row + (json.dumps([{"code": c, "severity": s, "message": m} for c, s, m in found]),
                          found[0][0], found[0][1], "[]")
         else:

@@ -282,6 +282,9 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
         tally.add(rec)
         runner.push(rec)
 
+    notices: list[str] = []  # an OTLP endpoint refused a signal: said after the view gives the terminal back
+    if getattr(server, "otel", None) is not None:
+        server.otel.notices.append(notices.append)
     server.capture.listeners.append(on_record)
     try:
         # Ctrl-C / SIGTERM → master.shutdown on the loop: in-flight requests are closed as
@@ -294,6 +297,8 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
         if on_record in server.capture.listeners:
             server.capture.listeners.remove(on_record)
     print_summary(console, tally, server.db, lang)
+    for msg in notices:
+        console.print(f"firsttoken: {msg}", markup=False, soft_wrap=True, style="yellow")
     return tally
 
 

@@ -46,7 +46,7 @@ def banner(server: ProxyServer, out: Console) -> None:
 
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
         forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None,
-        drain_seconds=DRAIN_SECONDS) -> None:
+        drain_seconds=DRAIN_SECONDS, otlp_metrics_endpoint=None) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     lang = resolve_lang(lang)  # one decision for the findings and the live view's labels
@@ -56,7 +56,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
             insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
             stall_ms=stall_ms, lang=lang,
             forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
-            otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds,
+            otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds, otlp_metrics_endpoint=otlp_metrics_endpoint,
         )
     except RouteError as e:
         fail(str(e), 2)
@@ -120,6 +120,11 @@ def _serve(server, out, lang, no_live) -> None:
                       f"{output.plural(n, 'request')} still running (Ctrl-C again cuts {'it' if n == 1 else 'them'}).",
                       markup=False, soft_wrap=True)
 
+    def on_otel_notice(msg: str) -> None:  # an OTLP endpoint refused a signal (Phoenix: metrics): once
+        out.print(f"firsttoken: {msg}", markup=False, soft_wrap=True, style="yellow")
+
+    if server.otel is not None:
+        server.otel.notices.append(on_otel_notice)
     server.capture.listeners.append(on_record)
     server.capture.idle_listeners.append(on_idle)
     server.capture.store_listeners.append(on_store)
@@ -156,11 +161,14 @@ def _serve(server, out, lang, no_live) -> None:
               help="Push OpenTelemetry GenAI spans and metrics over OTLP/HTTP to this collector, e.g. "
                    "http://127.0.0.1:4318 (to /v1/traces and /v1/metrics; default: $OTEL_EXPORTER_OTLP_ENDPOINT "
                    "if set). Needs: pip install 'firsttoken[otel]'. See: firsttoken docs otel.")
+@click.option("--otlp-metrics-endpoint", default=None, metavar="URL",
+              help="Push the OpenTelemetry metrics here instead (e.g. a collector beside a traces-only backend "
+                   "such as Phoenix or Langfuse, which answer 405 to metrics); a base URL gets /v1/metrics.")
 @click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
               help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
                    "finish before cutting them (a second Ctrl-C cuts at once).")
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-          forward_mode, host_match, metrics_port, otlp_endpoint, drain_seconds):
+          forward_mode, host_match, metrics_port, otlp_endpoint, otlp_metrics_endpoint, drain_seconds):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
     if not upstreams and not forward_mode:
         raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
@@ -168,4 +176,4 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
         db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
         warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
         forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
-        otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds)
+        otlp_endpoint=otlp_endpoint, otlp_metrics_endpoint=otlp_metrics_endpoint, drain_seconds=drain_seconds)

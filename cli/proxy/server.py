@@ -95,6 +95,7 @@ class ProxyServer:
         metrics_host: str = "127.0.0.1",
         otlp_endpoint: str | None = None,
         drain_seconds: float = DRAIN_SECONDS,
+        otlp_metrics_endpoint: str | None = None,
     ) -> None:
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
         if forward_mode and self.routes:
@@ -127,6 +128,8 @@ class ProxyServer:
             self.options.update(firsttoken_metrics_port=metrics_port, firsttoken_metrics_host=metrics_host)
         if otlp_endpoint:
             self.options.update(firsttoken_otlp_endpoint=otlp_endpoint)
+        if otlp_metrics_endpoint:
+            self.options.update(firsttoken_otlp_metrics_endpoint=otlp_metrics_endpoint)
         if addon is not None:  # another addon instead of firsttoken's (benchmarks: bare mitmproxy)
             self.addons: list[Any] = [addon]
             self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
