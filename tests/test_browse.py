@@ -263,6 +263,7 @@ def dom(url: str, tmp_path: Path) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow  # headless Chromium
 def test_in_a_browser_newest_first_read_first_columns_facets_and_links(browse, tmp_path):
     base, name, recs, _ = browse
     page = dom(f"{base}/{name}/requests", tmp_path)  # the bare table URL, as the database page links it
