@@ -208,8 +208,11 @@ def _rows_whole(section: str, figures: list[list[str]]) -> list[list[str]]:
 
 @pytest.mark.parametrize("by", ["model", "experiment"])
 def test_stats_tables_wrap_long_names_and_never_cut_a_number(long_names, by):
+    from firsttoken.addon.store.stats_queries import METRICS
+    from firsttoken.cli.labels import label
     from firsttoken.cli.output import ms
-    from firsttoken.cli.stats import LABELS
+
+    LABELS = {name: label("en", f"metric.{name}") for name, _ in METRICS}
 
     res = json.loads(subprocess.run(CLI + ["stats", "--json", "--by", by, "--db", str(long_names)], env=ENV,
                                     capture_output=True, text=True, timeout=60, check=True).stdout)

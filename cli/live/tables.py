@@ -14,7 +14,8 @@ from typing import Any
 from rich.text import Text
 
 from firsttoken.cli import output
-from firsttoken.cli.live.labels import flight_cols, label, model_cols, phase_label, recent_cols
+from firsttoken.cli.labels import label
+from firsttoken.cli.live.labels import flight_cols, model_cols, phase_label, recent_cols
 from firsttoken.cli.live.layout import (
     GAP,
     columns_width,
