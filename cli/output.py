@@ -205,8 +205,8 @@ def _cjk_breaks(plain: str, start: int, end: int) -> set[int] | None:
             if (m == k and m > 0 and wide[m - 1]) or (m == e - 1 and after_wide):  # between wide and narrow
                 if not (before.isdigit() and after_wide) and before not in _NO_LINE_END:
                     ok.add(start + m)
-            elif long_run and m > k:
-                ok.add(start + m)
+            elif long_run and m > k and not (before == ":" and seg[m - 2:m - 1] == '"'):
+                ok.add(start + m)  # never inside JSON's `"key": value`
         k = e
     return ok
 

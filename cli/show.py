@@ -122,8 +122,8 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     head.append(f"{r['id']}\n", style="bold")
     head.append(f"{r.get('started_at')}  {r.get('method') or ''} {r.get('path') or ''}")
     if r.get("upstream_url"):
-        head.append(f"  →  {r['upstream_url']}", style="dim")
-    parts.append(head)
+        head.append(f"  →\u00a0{r['upstream_url']}", style="dim")  # the arrow stays with the URL
+    parts += output.wrap(head, width)
     parts += output.wrap(_kv([
         (L("route"), r.get("route")), (L("api"), r.get("api")), (L("model"), r.get("model")),
         (L("stream_q"), yes_no.get(r.get("stream"))), (L("status"), output.status_text(r)),
