@@ -235,3 +235,41 @@ def test_repeated_prefix_with_cache_markers_blames_the_upstream(sim, tmp_path):
     assert found and found[0]["params"]["variant"] == "marked", rs[1]["findings"]
     assert found[0]["params"]["markers"] == 1
     assert 'Add "cache_control"' not in found[0]["hint"] and "ignored the markers" in found[0]["hint"]
+
+
+# ---- whether the upstream ever cached on the route --------------------------------------------------------------
+
+def _two_turns(url: str, tag: str, fault: str | None = None) -> None:
+    """One conversation of two requests whose prefix repeats (the second extends the first)."""
+    c = openai.OpenAI(base_url=url, api_key="sk-test-00000000000000000000000", max_retries=0, timeout=20)
+    msgs = [{"role": "system", "content": f"{tag}: you are a careful assistant. " * 200},
+            {"role": "user", "content": "first question"}]
+    for i in range(2):
+        extra = {"extra_headers": {"x-sim-fault": fault}} if fault and i == 0 else {}
+        answer = c.chat.completions.create(model="gpt-4o-mini", messages=msgs, stream=False, **extra)
+        msgs += [{"role": "assistant", "content": answer.choices[0].message.content},
+                 {"role": "user", "content": "second question"}]
+
+
+def _misses(rs: list[dict]) -> list[dict]:
+    return [f for r in rs for f in json.loads(r["findings"] or "[]") if f["code"] == "cache.miss"]
+
+
+def test_a_same_prefix_miss_says_whether_the_route_ever_cached(sim, tmp_path):
+    db = tmp_path / "ft.db"
+    with ProxyServer([sim.url], str(db), port=0) as p:
+        _two_turns(p.url + "/v1", "never")
+        rs = _finished(db, 2)
+        [miss] = _misses(rs)
+        assert rs[1]["usage_cached_tokens"] == 0 and miss["params"]["variant"] == "same_prefix_never", miss
+        assert "never reported a cached token on this route (default)" in miss["message"]
+        _two_turns(p.url + "/v1", "cached", fault="cache_hit")  # the upstream reports cached tokens once
+        rs = _finished(db, 4)
+        assert rs[2]["usage_cached_tokens"]
+        [miss] = _misses(rs[3:])
+        assert miss["params"]["variant"] == "same_prefix" and "did report cached tokens" in miss["message"], miss
+    with ProxyServer([sim.url], str(db), port=0) as p:  # a restart remembers it from the database
+        _two_turns(p.url + "/v1", "again")
+        rs = _finished(db, 6)
+        [miss] = _misses(rs[5:])
+        assert miss["params"]["variant"] == "same_prefix", miss
