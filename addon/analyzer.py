@@ -60,7 +60,11 @@ class Analyzer:
         self.on_done = on_done
         self.on_idle = on_idle  # called when the queue runs empty after a finished record
         self._idle_due = False
+        #: how often each prompt prefix was sent in this run (keyed by run id and prefix hash): never
+        #: seeded from the database, whose earlier runs are not this one
         self.prefixes = tokens.PrefixTracker()
+        #: routes whose upstream reported cached prompt tokens at least once (recorded history included)
+        self.routes_cached: set[str] = set()
         self.conversations = ConversationIndex(history=self._recorded_turn)
         #: record id -> (conversation, prompt change) between a request's parse and its finish
         self._pending: collections.OrderedDict[str, tuple[Any, dict[str, Any]]] = collections.OrderedDict()
@@ -202,7 +206,9 @@ class Analyzer:
         for k, v in facts.items():
             setattr(rec, k, v)
         if rec.prefix_hash:
-            rec.prefix_seen_before = self.prefixes.seen(rec.prefix_hash)
+            # counted within this run: a `firsttoken run` (its id, also on a joined proxy), else since
+            # this proxy started; earlier runs recorded in the same database do not count
+            rec.prefix_seen_before = self.prefixes.seen(f"{rec.run_id or ''}\0{rec.prefix_hash}")
         self._place(flight, parts)
         if not flight.finished:
             self.writer.put({k: getattr(rec, k) for k in _PARSE_FIELDS})
@@ -219,7 +225,7 @@ class Analyzer:
         rec.conversation_id, rec.turn, rec.request_kind = a.conversation_id, a.turn, a.request_kind
         change = {"id": rec.id, "previous": a.previous is not None, "since_previous_s": a.since_previous_s,
                   "divergence": divergence(a.previous, parts) if a.request_kind == "main" else None,
-                  "cache_marker": parts.cache_marker}
+                  "cache_marker": parts.cache_marker, "cache_markers": parts.cache_markers}
         self._pending[rec.id] = (a.conversation, change)
         while len(self._pending) > 10_000:  # a finish that never came
             self._pending.popitem(last=False)
@@ -271,6 +277,11 @@ class Analyzer:
             self._save_bodies(flight)
         rec.state, rec.phase = "done", "done"
         conv, self.prompt_change = self._pending.pop(rec.id, (None, None))
+        route = rec.route or "default"
+        if self.prompt_change is not None:
+            self.prompt_change["route_cached"] = route in self.routes_cached
+        if rec.usage_cached_tokens:
+            self.routes_cached.add(route)
         if conv is not None:
             rec.client_gap_ms = self.conversations.client_gap_ms(conv, flight.clock.t0)
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
@@ -299,15 +310,15 @@ class Analyzer:
                 rec.prompt_tokens_calibrated = tokens.corrected(rec.prompt_tokens_est, factor)
 
     def _seed(self) -> None:
-        """Start from the recorded history: prefix counts and calibration pairs. Also load the
+        """Start from the recorded history: routes that cached and calibration pairs. Also load the
         bundled tokenizer now, not in the middle of the first request's stream."""
         try:
             tokens.load_encoding("cl100k_base")
         except Exception as e:
             log.warning("firsttoken: could not load the bundled tokenizer: %s", e)
         try:
-            counts, calib = self.writer.read(lambda db: (queries.prefix_counts(db), queries.calibration_pairs(db)))
-            self.prefixes.seed(counts)
+            cached, calib = self.writer.read(lambda db: (queries.routes_cached(db), queries.calibration_pairs(db)))
+            self.routes_cached.update(cached)
             for model, est, server in calib:
                 pairs = self.calibration.setdefault(model, collections.deque(maxlen=200))
                 if len(pairs) < pairs.maxlen:

@@ -56,11 +56,13 @@ class Parts:
     client_turn: str | None = None  # the client's own turn id (Codex)
     system: str = ""  # system / instructions / leading system messages, as text
     tools: list[str] = field(default_factory=list)  # tool names, in order
+    tool_defs: list[str] = field(default_factory=list)  # one hash per tool definition (cache hints stripped)
     messages: list[str] = field(default_factory=list)  # one 16-hex hash per message (cache hints stripped)
     user_turns: int = 0  # user messages that are not tool results
     new_turn: bool = False  # the last message is a user message that is not a tool result
     has_tools: bool = False
     cache_marker: bool = False  # an Anthropic ``cache_control`` anywhere
+    cache_markers: int = 0  # how many ``cache_control`` markers the request carries
 
 
 #: ``canonical_json``'s encoder, made once (``json.dumps`` with arguments builds one per call)
@@ -175,13 +177,42 @@ def prompt_parts(api: str, body: Any) -> Parts | None:
     p.system = "\n".join(system)[:MAX_SYSTEM_CHARS]
     p.tools = _tool_names(body.get("tools"))
     p.has_tools = bool(p.tools)
-    p.messages = [_hash(_without_ids(m)) for m in msgs]
+    p.tool_defs = [_hash(t) for t in body.get("tools")] if p.has_tools else []
+    p.messages = [_hash(as_cached(_without_ids(m))) for m in msgs]
     p.user_turns = sum(1 for m in msgs if _is_user(m))
     last = next((m for m in reversed(msgs) if not (isinstance(m, dict) and m.get("role") == "assistant")), None)
     p.new_turn = _is_user(last)
-    p.cache_marker = api == "anthropic.messages" and '"cache_control"' in json.dumps(
-        [body.get("system"), body.get("tools"), msgs], default=str)
+    if api == "anthropic.messages":
+        p.cache_markers = json.dumps([body.get("system"), body.get("tools"), msgs], default=str).count('"cache_control"')
+        p.cache_marker = p.cache_markers > 0
     return p
+
+
+_TEXT_BLOCK_KEYS = frozenset({"type", "text", "cache_control"})
+
+
+def _one_text(content: Any) -> Any:
+    """``content`` as a prompt cache sees it: a list holding one plain text block is the same
+    prompt as that text given as a string (Claude Code sends a message as a one-block list while
+    it carries the ``cache_control`` marker, and as a string once the marker has moved on)."""
+    if (type(content) is list and len(content) == 1 and type(content[0]) is dict
+            and content[0].get("type") == "text" and type(content[0].get("text")) is str
+            and content[0].keys() <= _TEXT_BLOCK_KEYS):
+        return content[0]["text"]
+    return content
+
+
+def as_cached(m: Any) -> Any:
+    """A message reduced to what a provider's prompt cache compares: a string and a one-block
+    text list are one prompt (also inside tool results); ``cache_control`` markers are stripped
+    later, by the hash. Any role, ``system`` inside ``messages`` included."""
+    if type(m) is not dict or "content" not in m:
+        return m
+    content = _one_text(m["content"])
+    if type(content) is list:
+        content = [dict(b, content=_one_text(b["content"])) if type(b) is dict and b.get("type") == "tool_result"
+                   and "content" in b else b for b in content]
+    return m if content is m["content"] else dict(m, content=content)
 
 
 def _without_ids(m: Any) -> Any:
@@ -228,6 +259,9 @@ def divergence(prev: Parts | None, cur: Parts) -> dict[str, Any] | None:
         added = [t for t in cur.tools if t not in prev.tools]
         removed = [t for t in prev.tools if t not in cur.tools]
         return {"part": "tools", "added": added[:5], "removed": removed[:5]}
+    if cur.tool_defs != prev.tool_defs and len(cur.tool_defs) == len(prev.tool_defs):
+        changed = [name for name, a, b in zip(cur.tools, prev.tool_defs, cur.tool_defs, strict=False) if a != b]
+        return {"part": "tools_changed", "changed": changed[:5], "count": len(changed)}
     n = min(len(prev.messages), len(cur.messages))
     for i in range(n):
         if prev.messages[i] != cur.messages[i]:

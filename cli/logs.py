@@ -16,6 +16,7 @@ from rich.text import Text
 
 from firsttoken.addon.safe_text import printable_data
 from firsttoken.cli import output
+from firsttoken.cli.labels import label
 from firsttoken.cli.options import db_option, filter_options, json_option, lang_option
 from firsttoken.cli.output import Col
 
@@ -44,15 +45,21 @@ def _bad(r: dict[str, Any]) -> bool:
     return is_error(r) or bool(r.get("client_aborted"))
 
 
-def table(rows: Iterable[dict[str, Any]], width: int = 160, hints: bool = True) -> Group:
-    """Requests, in the order given, as lines of Text fitted to ``width``."""
+def columns(lang: str = "en") -> list[Col]:
+    """``COLUMNS`` with their headers in ``lang``."""
+    return [Col(c.key, label(lang, f"col.{c.key}"), c.prio, c.right) for c in COLUMNS]
+
+
+def table(rows: Iterable[dict[str, Any]], width: int = 160, hints: bool = True, lang: str = "en") -> Group:
+    """Requests, in the order given, as lines of Text fitted to ``width``; headers in ``lang``
+    (findings are shown as given: ``output.localize`` them into the same language)."""
     rows = [printable_data(r) for r in rows]  # upstream-controlled text never reaches the terminal raw
     data = [output.request_cells(r) for r in rows]
-    chosen = output.fit_columns(COLUMNS, data, width)
+    chosen = output.fit_columns(columns(lang), data, width)
     lines: list[Text] = output.table_lines(chosen, {c.key: c.header for c, _ in chosen}, bold=True)
     for r, d in zip(rows, data):
         lines += output.table_lines(chosen, d, styles={"st": "red" if _bad(r) else ""})
-        msg, tip = output.top_finding(r, hints)
+        msg, tip = output.top_finding(r, hints, more=lambda n: label(lang, "more_findings", n=n))
         for part in (msg, tip):
             if part is not None:
                 lines += output.indented(part, width, INDENT if part is msg else INDENT + 2)
@@ -86,8 +93,7 @@ def logs(db_path, limit, as_json, as_csv, lang, **kw):
     if as_json or as_csv:
         output.write_rows(rows, "json" if as_json else "csv")
     elif not rows:
-        console().print("No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, "
-                        "or try `firsttoken demo`.")
+        console().print(label(code, "no_rows"))
     else:
         c = console()
-        c.print(table(rows, width=c.width))
+        c.print(table(rows, width=c.width, lang=code))

@@ -157,11 +157,68 @@ def fit_columns(cols: list[Col], rows: list[dict[str, Any]], width: int) -> list
     return [(c, need[c.key]) for c in cols if c.key in need]
 
 
+#: in text with wide (CJK) characters: a run of narrow ones (code such as `"stream": true`) at
+#: most this many cells long keeps its spaces unbroken
+GLUED_CELLS = 20
+#: a line never starts with these (closing punctuation) nor ends with the opening ones
+_NO_LINE_START = frozenset("，。、；：？！）」』》】〉”’,.;:!?)]}%")
+_NO_LINE_END = frozenset("（「『《【〈“‘([{→")
+#: units never split (a number's unit stays on the number's line: `0.0 毫秒`)
+_UNITS = ("毫秒", "分钟", "小时", "字节")
+
+
+def _cjk_breaks(plain: str, start: int, end: int) -> set[int] | None:
+    """Where a line may break in ``plain[start:end]`` when it has wide (CJK) characters: before
+    ``j`` between two wide characters or after wide closing punctuation (never before closing
+    nor after opening punctuation, nor inside a unit); at a space between a wide character and
+    a narrow one, unless it joins a number to its unit or follows ``→``; at a space inside a
+    narrow run only when the run is longer than ``GLUED_CELLS`` (short code stays whole).
+    None: no wide characters, so lines break at spaces only (the English rule)."""
+    seg = plain[start:end]
+    if seg.isascii():
+        return None
+    wide = [cell_len(c) == 2 for c in seg]
+    if not any(wide):
+        return None
+    n = len(seg)
+    ok: set[int] = set()
+    for k in range(1, n):
+        if seg[k] in _NO_LINE_START or seg[k - 1] in _NO_LINE_END or seg[k - 1:k + 1] in _UNITS:
+            continue
+        # between two wide characters, or after wide punctuation that may end a line (，。：；）)
+        if wide[k - 1] and (wide[k] or seg[k - 1] in _NO_LINE_START) and seg[k] != " ":
+            ok.add(start + k)
+    k = 0
+    while k < n:
+        if wide[k] or seg[k] == "\n":
+            k += 1
+            continue
+        e = k
+        while e < n and not wide[e] and seg[e] != "\n":
+            e += 1
+        long_run = cell_len(seg[k:e]) > GLUED_CELLS
+        for m in range(k, e):
+            if seg[m] != " " or (m > 0 and seg[m - 1] == " "):
+                continue
+            before = seg[m - 1] if m > 0 else ""
+            after_wide = m + 1 < n and wide[m + 1]
+            if (m == k and m > 0 and wide[m - 1]) or (m == e - 1 and after_wide):  # between wide and narrow
+                if not (before.isdigit() and after_wide) and before not in _NO_LINE_END:
+                    ok.add(start + m)
+            elif long_run and m > k and not (before == ":" and seg[m - 2:m - 1] == '"'):
+                ok.add(start + m)  # never inside JSON's `"key": value`
+        k = e
+    return ok
+
+
 def wrap_spans(plain: str, room, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     """Where to break ``plain[start:end]`` into lines: ``room(i)`` cells for line ``i``. Breaks
     at a space when one is on the line (the space becomes the break), else folds the word;
-    ``\n`` always breaks. Every other character is in exactly one span: nothing is dropped."""
+    ``\n`` always breaks. Text with wide (CJK) characters breaks between them instead, keeping
+    code and a number with its unit whole (``_cjk_breaks``). Every other character is in
+    exactly one span: nothing is dropped."""
     end = len(plain) if end is None else end
+    cjk = _cjk_breaks(plain, start, end)
     spans: list[tuple[int, int]] = []
     i = start
     while i < end:
@@ -175,8 +232,10 @@ def wrap_spans(plain: str, room, start: int = 0, end: int | None = None) -> list
         while j < end and plain[j] != "\n":
             cw = cell_len(plain[j])
             if w + cw > cap and j > i:
+                if cjk is not None and j in cjk:
+                    brk = j  # the break right here is allowed
                 break
-            if plain[j] == " ":
+            if (plain[j] == " ") if cjk is None else (j in cjk and j > i):
                 brk = j
             w += cw
             j += 1
@@ -201,6 +260,23 @@ def wrap(text: Text | str, width: int, indent: int = 0, rest: int | None = None)
         line.append_text(piece)
         out.append(line)
     return out
+
+
+class Wrapped:
+    """A Text that rich lays out (in a table cell, say) by this module's line-break rule: Chinese
+    breaks between characters, while code and a number with its unit stay whole (``wrap``)."""
+
+    def __init__(self, text: Text | str) -> None:
+        self.text = text if isinstance(text, Text) else Text(text)
+
+    def __rich_measure__(self, console: Any, options: Any) -> Any:
+        from rich.measure import Measurement
+
+        widest = max([cell_len(ln) for ln in self.text.plain.split("\n")] + [1])
+        return Measurement(min(widest, 10), widest)
+
+    def __rich_console__(self, console: Any, options: Any) -> Any:
+        yield from wrap(self.text, max(1, options.max_width))
 
 
 def _fold(s: str, w: int) -> list[str]:

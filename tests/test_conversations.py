@@ -412,6 +412,13 @@ def test_sessions_and_session_views(cache_proxy, db_path):
         assert max(len(ln) for ln in out.splitlines()) <= width, out
         assert "side" in out and "cache.miss" in out.replace("\n", "") or width < 120, out
         assert "went to the model" in " ".join(out.split()), out
+        # one language per view: Chinese headers, notes and verdict with --lang zh
+        out = _cli("sessions", "--lang", "zh", "--db", str(db_path), width=width).output
+        assert s["id"] in out and "会话" in out and "请求之间" in " ".join(out.split()), out
+        assert "between requests" not in " ".join(out.split()), out
+        out = _cli("session", s["id"][:5], "--lang", "zh", "--db", str(db_path), width=width).output
+        assert max(len(ln) for ln in out.splitlines()) <= width, out
+        assert "轮" in out and "客户端间隔" in "".join(out.split()) and "went to the model" not in " ".join(out.split()), out
     doc = json.loads(_cli("session", s["id"], "--db", str(db_path), "--json").output)
     kinds = [(r["turn"], r["request_kind"]) for r in doc["requests_detail"]]
     assert kinds == [(1, "main"), (1, "main"), (1, "side"), (2, "main")]

@@ -23,6 +23,7 @@ from rich.console import Console
 from firsttoken.addon.record import Record
 from firsttoken.addon.store.db import open_db
 from firsttoken.cli import output
+from firsttoken.cli.live.data import conversation_text
 from firsttoken.cli.live.render import render, scroll_entry, sparkline, summary
 from firsttoken.cli.live.state import DbSource, FlightView, LiveSnapshot, Tally, connect_ro, from_capture, iso, model_stats
 from firsttoken.cli.loopback import free_port
@@ -294,8 +295,9 @@ def test_db_source_shows_the_active_conversation(tmp_path):
             msgs += [{"role": "assistant", "content": answer.choices[0].message.content}, {"role": "user", "content": question}]
         p.flush()
         src.poll()
-        line = src.snapshot().conversation
-        assert line == from_capture(p.capture, listen_url=p.url).conversation  # one rule, both sources
+        facts = src.snapshot().conversation
+        assert facts == from_capture(p.capture, listen_url=p.url).conversation  # one rule, both sources
+        line = conversation_text(facts, "en")
         cid = rows(path)[-1]["conversation_id"]
         assert cid and line.startswith(f"conversation {cid} · turn 2 · 2 requests")
         assert re.search(r" · cached [1-9]\d*%$", line)  # the repeat of the system prompt was cached
@@ -304,8 +306,11 @@ def test_db_source_shows_the_active_conversation(tmp_path):
         p.flush()
         assert src.poll()
         s = src.snapshot()
-        assert s.conversation.startswith(f"conversation {cid} · turn 3 · 3 requests")
-        assert s.conversation in screen(render(s, 120, "en"), 120)
+        assert conversation_text(s.conversation, "en").startswith(f"conversation {cid} · turn 3 · 3 requests")
+        assert conversation_text(s.conversation, "en") in screen(render(s, 120, "en"), 120)
+        zh = conversation_text(s.conversation, "zh")
+        assert zh.startswith(f"会话 {cid} · 第 3 轮 · 3 个请求") and "缓存" in zh
+        assert zh in screen(render(s, 120, "zh"), 120)
         src.close()
 
 

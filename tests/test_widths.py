@@ -208,8 +208,11 @@ def _rows_whole(section: str, figures: list[list[str]]) -> list[list[str]]:
 
 @pytest.mark.parametrize("by", ["model", "experiment"])
 def test_stats_tables_wrap_long_names_and_never_cut_a_number(long_names, by):
+    from firsttoken.addon.store.stats_queries import METRICS
+    from firsttoken.cli.labels import label
     from firsttoken.cli.output import ms
-    from firsttoken.cli.stats import LABELS
+
+    LABELS = {name: label("en", f"metric.{name}") for name, _ in METRICS}
 
     res = json.loads(subprocess.run(CLI + ["stats", "--json", "--by", by, "--db", str(long_names)], env=ENV,
                                     capture_output=True, text=True, timeout=60, check=True).stdout)
@@ -338,3 +341,115 @@ def test_show_splits_prefill_from_reasoning(traffic):
     gap = next(ln for ln in out.splitlines() if ln.startswith("gap (prefill)"))
     assert gap.split()[-2:] == [ms(plain["ttfb_ms"]), ms(plain["ttft_ms"] - plain["ttfb_ms"])]
     assert not any(ln.startswith("reasoning ") for ln in out.splitlines())
+
+
+# -- one language per view (issue 24 #7) ----------------------------------------------------------------------
+def zh_rows(path) -> list[dict]:
+    rs = db_rows(path)
+    for r in rs:
+        r["findings"] = localize(r["findings"], "zh")
+    return rs
+
+
+def english_left(out: str, view: str) -> list[str]:
+    """The view's English labels still on a Chinese screen (those that differ from their Chinese)."""
+    from firsttoken.cli.labels import LABELS
+
+    prefixes = {"logs": ("col.", "more_findings"), "show": ("show.", "sev."),
+                "stats": ("col.", "stats.", "metric.", "fitnote."), "live": ("col.", "conv.", "sec_", "none_", "phase.")}[view]
+    left = []
+    for key, en in LABELS["en"].items():
+        if not key.startswith(prefixes) or en == LABELS["zh"].get(key) or len(en) < 4:
+            continue
+        words = re.split(r"\{[^}]*\}", en)  # the fixed words around the values
+        for w in words:
+            w = w.strip(" ()·:;,~")
+            if len(w) >= 4 and re.search(r"(?<![\w/.\"=-])" + re.escape(w) + r"(?![\w/.\"=(-])", out):  # not in a path or code
+                left.append(f"{key}: {w}")
+    return left
+
+
+def broken_inside(out: str) -> list[str]:
+    """Lines that end where a Chinese line must not break: an arrow alone, a number cut from its unit,
+    code cut in two (`"stream":` / `true`)."""
+    lines = [ln.strip() for ln in out.split("\n")]
+    bad = [ln for ln in lines if ln == "→"]
+    for a, b in zip(lines, lines[1:]):
+        if re.search(r"\d$", a) and b.startswith(("毫秒", "秒", "个", "次")):
+            bad.append(f"{a} / {b}")
+        if re.search(r'"\w+":$', a) or (a.endswith("毫") and b.startswith("秒")):
+            bad.append(f"{a} / {b}")
+    return bad
+
+
+@pytest.mark.parametrize("which", ["demo", "traffic"])
+def test_logs_show_stats_are_wholly_chinese_at_any_width(which, demo_db, traffic):
+    db = demo_db if which == "demo" else traffic["db"]
+    env = dict(ENV, FIRSTTOKEN_LANG="en")  # --lang wins over the environment
+    rs = zh_rows(db)
+    shown = [r for r in rs if r["findings"]][:3]
+    assert shown
+    for cols in WIDTHS if which == "demo" else FEW:
+        out = screen(["logs", "--lang", "zh", "--db", str(db)], cols, env=env)
+        assert "模型" in out and "状态" in out, out
+        lost = missing(out, [x for r in rs for x in (r["id"][:8], *top(r))])
+        assert not lost, f"logs --lang zh at {cols} columns lost {lost}:\n{out}"
+        assert not english_left(out, "logs"), f"logs --lang zh at {cols}: {english_left(out, 'logs')}\n{out}"
+        assert not broken_inside(out), f"logs --lang zh at {cols}: {broken_inside(out)}\n{out}"
+
+        for r in shown:
+            out = screen(["show", r["id"][:8], "--lang", "zh", "--db", str(db)], cols, env=env)
+            assert "阶段" in out and "诊断" in out, out
+            lost = missing(out, [r["id"], *[t for f in r["findings"] for t in (f.get("message"), f.get("hint"))]])
+            assert not lost, f"show --lang zh at {cols} columns lost {lost}:\n{out}"
+            assert not english_left(out, "show"), f"show --lang zh at {cols}: {english_left(out, 'show')}\n{out}"
+            assert not broken_inside(out), f"show --lang zh at {cols}: {broken_inside(out)}\n{out}"
+
+        out = screen(["stats", "--plot", "--lang", "zh", "--db", str(db)], cols, env=env)
+        assert "延迟百分位" in out, out
+        lost = missing(out, sorted({r["model"] for r in rs if r["model"]}))
+        assert not lost, f"stats --lang zh at {cols} columns lost {lost}:\n{out}"
+        assert not english_left(out, "stats"), f"stats --lang zh at {cols}: {english_left(out, 'stats')}\n{out}"
+        assert not broken_inside(out), f"stats --lang zh at {cols}: {broken_inside(out)}\n{out}"
+    # and English stays English
+    out = screen(["logs", "--db", str(db)], 120)
+    assert "时间" not in out and "time" in out
+
+
+def test_live_view_is_wholly_chinese(traffic):
+    db = str(traffic["db"])
+    rs = zh_rows(db)
+    for cols in FEW:
+        t = PseudoTerminal(cols, 60)
+        try:
+            t.spawn(CLI + ["live", "--lang", "zh", "--db", db], env=ENV)
+            t.wait_for(re.escape(rs[-1]["id"][:8]), timeout=30)
+            time.sleep(0.3)
+            t.interrupt()
+            out = t.text()
+        finally:
+            t.close()
+        assert "会话" in out and "第 1 轮" in out, out  # the conversation line
+        assert "进行中" in out and "最近完成" in out, out
+        lost = missing(out, [x for r in rs for x in (r["id"][:8], r["model"])])
+        assert not lost, f"live --lang zh at {cols} columns lost {lost}:\n{out}"
+        assert not english_left(out, "live"), f"live --lang zh at {cols}: {english_left(out, 'live')}\n{out}"
+        assert not broken_inside(out), f"live --lang zh at {cols}: {broken_inside(out)}\n{out}"
+
+
+def test_chinese_hint_keeps_its_arrow_code_and_numbers_whole():
+    from firsttoken.cli.output import wrap
+
+    hint = ("→ 发送 \"stream\": true（openai：stream=True；anthropic：client.messages.stream(...)），即可边生成边接收 token。"
+            "客户端在 1,234 毫秒后放弃，此时 0.0 毫秒还没有返回响应头。")
+    for cols in range(60, 201, 10):
+        lines = [ln.plain for ln in wrap(hint, cols, 8, 10)]
+        assert "".join(ln.strip() for ln in lines) == re.sub(r"(?<=[^\x00-\x7f]) (?=[^\x00-\x7f])", "", hint).replace(" ", "") \
+            or flat("".join(lines)) == flat(hint), lines
+        assert all(len(ln) <= cols for ln in lines)
+        assert not broken_inside("\n".join(lines)), lines
+        assert lines[0].strip() != "→" and '"stream": true' in "\n".join(lines), lines
+        if cols >= 160:
+            assert len(lines) <= 2, lines  # the arrow is not left alone at 160 columns
+    english = "→ Add stream_options and retry the request with a longer timeout please " * 3
+    assert [ln.plain for ln in wrap(english, 60, 2, 4)][0].startswith("  → Add stream_options")

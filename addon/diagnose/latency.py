@@ -137,8 +137,10 @@ def rule_repeated_prefix(rec: Any, c: Ctx) -> None:
         return
     if rec.usage_cached_tokens or rec.usage_cache_creation_tokens:
         return  # cache hits, or caching is set up and this call wrote it
-    c.add("prompt.repeated_prefix", "info", variant="anthropic" if c.is_anthropic() else "openai", **c.common(),
-          prefix_tokens=rec.prefix_tokens, seen_before=rec.prefix_seen_before)
+    markers = (c.prompt_change or {}).get("cache_markers") or 0
+    variant = ("marked" if markers else "anthropic") if c.is_anthropic() else "openai"
+    c.add("prompt.repeated_prefix", "info", variant=variant, **c.common(),
+          prefix_tokens=rec.prefix_tokens, seen_before=rec.prefix_seen_before, markers=markers)
 
 
 def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
@@ -221,14 +223,16 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("prompt.repeated_prefix", "latency", _I, (), {
         "en": ("Repeated prefix without cache hits",
-               "A stable prefix (system, tools, earlier turns) of at least {REPEATED_PREFIX_TOKENS} tokens was sent before in this run and the upstream reported no cached tokens.",
+               "A stable prefix (system, tools, earlier turns) of at least {REPEATED_PREFIX_TOKENS} tokens was sent before in this run (one `firsttoken run`, else since the proxy started; earlier runs in the database do not count) and the upstream reported no cached tokens.",
                "The first {prefix_tokens:,} prompt tokens (system, tools, earlier turns) were already sent {seen_before} time(s) in this run, and the upstream reported no cache hit.",
-               {"anthropic": "Add \"cache_control\": {{\"type\": \"ephemeral\"}} to the last stable block (the system prompt or the last tool) so repeats are read from the cache: faster prefill, a fraction of the price.",
+               {"marked": "The request already marks its stable prefix ({markers} cache_control marker(s)), so the client is not to blame: this upstream (or a gateway in front of it) ignored the markers. Ask the provider whether it caches prompts for this model, or route this traffic to one that does.",
+                "anthropic": "Add \"cache_control\": {{\"type\": \"ephemeral\"}} to the last stable block (the system prompt or the last tool) so repeats are read from the cache: faster prefill, a fraction of the price.",
                 "openai": "OpenAI-style providers cache identical prefixes of 1024+ tokens automatically: keep the prefix byte-identical (no timestamps or ids near the start) and set prompt_cache_key; if this provider has no prompt caching, the cost repeats every call."}),
         "zh": ("前缀重复但没有命中缓存",
-               "本次运行中已发送过的、至少 {REPEATED_PREFIX_TOKENS} token 的稳定前缀（系统、工具、之前的轮次）再次发送，上游没有报告缓存 token。",
+               "本次运行（一次 `firsttoken run`，否则为代理启动以来；数据库中更早的运行不计）中已发送过的、至少 {REPEATED_PREFIX_TOKENS} token 的稳定前缀（系统、工具、之前的轮次）再次发送，上游没有报告缓存 token。",
                "前 {prefix_tokens:,} 个提示词 token（系统、工具、之前的轮次）在本次运行中已发送过 {seen_before} 次，上游没有报告缓存命中。",
-               {"anthropic": "在最后一个稳定块（系统提示词或最后一个工具）上加 \"cache_control\": {{\"type\": \"ephemeral\"}}，重复部分就会从缓存读取：prefill 更快，价格只是一小部分。",
+               {"marked": "请求已经用 {markers} 个 cache_control 标记标出了稳定前缀，问题不在客户端：这个上游（或它前面的网关）忽略了这些标记。向服务商确认它是否为该模型缓存提示词，或把这些流量发到支持缓存的上游。",
+                "anthropic": "在最后一个稳定块（系统提示词或最后一个工具）上加 \"cache_control\": {{\"type\": \"ephemeral\"}}，重复部分就会从缓存读取：prefill 更快，价格只是一小部分。",
                 "openai": "OpenAI 风格的服务商会自动缓存 1024 token 以上的相同前缀：保持前缀逐字节一致（开头不要放时间戳或 ID），并设置 prompt_cache_key；如果该服务商不支持提示词缓存，每次调用都要重复付出这部分开销。"}),
     }),
     ("proxy.saturated", "latency", _W, (), {

@@ -245,11 +245,13 @@ def count_finished(db: sqlite_utils.Database, experiment: str, prefix: bool = Fa
 
 # ---- The analyzer's history (read once at start, on the caller's thread).
 
-def prefix_counts(db: sqlite_utils.Database, last: int = 20000) -> dict[str, int]:
-    """How often each prompt prefix was sent, over the last ``last`` requests."""
-    return dict(db.execute(
-        "SELECT prefix_hash, count(*) FROM (SELECT prefix_hash FROM requests "
-        "WHERE prefix_hash IS NOT NULL ORDER BY started_at DESC LIMIT ?) GROUP BY prefix_hash", [last]).fetchall())
+def routes_cached(db: sqlite_utils.Database, last: int = 20000) -> set[str]:
+    """The routes whose upstream reported cached prompt tokens in the last ``last`` requests (the
+    cache verdicts say whether an upstream that did not cache a repeated prefix ever cached on
+    that route)."""
+    return {r or "default" for (r,) in db.execute(
+        "SELECT DISTINCT route FROM (SELECT route, usage_cached_tokens FROM requests ORDER BY started_at DESC "
+        "LIMIT ?) WHERE usage_cached_tokens > 0", [last]).fetchall()}
 
 
 def calibration_pairs(db: sqlite_utils.Database, last: int = 5000) -> list[tuple[str, int, int]]:

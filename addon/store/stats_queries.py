@@ -130,9 +130,11 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     """TTFT = a + b * prompt tokens, from running sums. Slope in ms per 1k tokens."""
     n = int(n or 0)
     out: dict[str, Any] = {"ttft_slope_ms_per_1k": None, "ttft_intercept_ms": None, "ttft_fit_r2": None,
-                           "ttft_fit_n": n, "ttft_fit_warning": None, "prompt_tokens_mean": None, "prompt_tokens_sd": None}
+                           "ttft_fit_n": n, "ttft_fit_warning": None, "prompt_tokens_mean": None, "prompt_tokens_sd": None,
+                           "ttft_fit_notes": []}  # the warnings as {"code", params}: worded by the view, in its language
     if not n:
         out["ttft_fit_warning"] = "no requests with both a TTFT and a prompt size"
+        out["ttft_fit_notes"].append({"code": "no_points"})
         return out
     cxx = max(0.0, sxx - sx * sx / n)
     cxy = sxy - sx * sy / n
@@ -142,6 +144,7 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     if sd < 0.5:
         out["ttft_fit_warning"] = (f"all {n} prompts have the same size (~{mean:,.0f} tokens): no slope; "
                                    "vary the input (firsttoken sweep --inputs ...)")
+        out["ttft_fit_notes"].append({"code": "same_size", "n": n, "mean": round(mean)})
         return out
     b = cxy / cxx
     a = (sy - b * sx) / n
@@ -151,9 +154,11 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     warn = []
     if n < MIN_FIT_N:
         warn.append(f"only {n} points (< {MIN_FIT_N}): the fit is not reliable")
+        out["ttft_fit_notes"].append({"code": "few_points", "n": n, "min": MIN_FIT_N})
     if sd < MIN_FIT_SD:
         warn.append(f"prompt sizes barely vary (~{mean:,.0f} ± {sd:,.0f} tokens): the slope is not reliable; "
                     "vary the input (firsttoken sweep --inputs ...)")
+        out["ttft_fit_notes"].append({"code": "narrow", "mean": round(mean), "sd": round(sd)})
     out["ttft_fit_warning"] = "; ".join(warn) or None
     return out
 

@@ -17,6 +17,7 @@ from typing import Any
 from firsttoken.addon.record import percentile
 from firsttoken.addon.safe_text import printable, printable_data
 from firsttoken.addon.store import queries
+from firsttoken.cli.labels import label
 
 #: finished requests per model that the rolling percentiles and the sparkline cover
 DEFAULT_WINDOW = 50
@@ -105,13 +106,14 @@ class LiveSnapshot:
     attached: bool = False  # True: read from the database of a proxy running elsewhere
     note: str | None = None  # e.g. "database not created yet"
     load: dict[str, Any] | None = None  # the proxy's own load (in-process only): LoadWatch.snapshot()
-    conversation: str | None = None  # the active conversation's turn progress, one line
+    conversation: dict[str, Any] | None = None  # the active conversation's progress (``conversation_line``)
 
 
-def conversation_line(done: Any) -> str | None:
-    """The latest conversation's progress from finished records or rows (newest last), e.g.
-    ``conversation 3f2a91c0d4e2 · turn 3 · 12 requests (2 side) · cached 41%``. Both sources use it:
-    the proxy's own records (``state.from_capture``) and its database (``db.DbSource``)."""
+def conversation_line(done: Any) -> dict[str, Any] | None:
+    """The latest conversation's progress from finished records or rows (newest last): its id,
+    turn, requests, side requests and cached share (None: not reported), worded by
+    ``conversation_text`` in the view's language. Both sources use it: the proxy's own records
+    (``state.from_capture``) and its database (``db.DbSource``)."""
     tail = list(done)[-200:]
     cid = next((get_field(r, "conversation_id") for r in reversed(tail) if get_field(r, "conversation_id")), None)
     if cid is None:
@@ -120,11 +122,22 @@ def conversation_line(done: Any) -> str | None:
     turn = max((get_field(r, "turn") or 0) for r in mine)
     side = sum(1 for r in mine if get_field(r, "request_kind") in ("side", "count_tokens"))
     reported = [r for r in mine if get_field(r, "usage_cached_tokens") is not None and get_field(r, "usage_prompt_tokens")]
-    text = f"conversation {cid} · turn {turn} · {len(mine)} request{'s' if len(mine) != 1 else ''}"
-    text += f" ({side} side)" if side else ""
+    share = None
     if reported:
         share = sum(get_field(r, "usage_cached_tokens") for r in reported) / sum(get_field(r, "usage_prompt_tokens") for r in reported)
-        text += f" · cached {share * 100:.0f}%"
+    return {"id": cid, "turn": turn, "requests": len(mine), "side": side, "cached": share}
+
+
+def conversation_text(c: dict[str, Any] | None, lang: str) -> str | None:
+    """``conversation 3f2a91c0d4e2 · turn 3 · 12 requests (2 side) · cached 41%`` (or in Chinese)."""
+    if not c:
+        return None
+    n = c["requests"]
+    text = label(lang, "conv.line", cid=c["id"], turn=c["turn"],
+                 requests=label(lang, "conv.requests.1" if n == 1 else "conv.requests", n=n))
+    text += label(lang, "conv.side", n=c["side"]) if c["side"] else ""
+    if c.get("cached") is not None:
+        text += label(lang, "conv.cached", pct=f"{c['cached'] * 100:.0f}")
     return printable(text)  # a client-sent session id never reaches the terminal raw
 
 

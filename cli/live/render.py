@@ -22,7 +22,9 @@ from rich.text import Text
 
 from firsttoken.addon.diagnose.thresholds import PROXY_DELAY_MS
 from firsttoken.cli import output
-from firsttoken.cli.live.labels import LABELS, counted, label, phase_label
+from firsttoken.cli.labels import LABELS, counted, label
+from firsttoken.cli.live.data import conversation_text
+from firsttoken.cli.live.labels import phase_label
 from firsttoken.cli.live.layout import (
     GAP,
     SPARK,
@@ -143,7 +145,7 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
     if s.note:
         lines += hanging(Text(s.note, style="yellow"), width, 2, 4)
     if s.conversation:
-        lines += hanging(Text(s.conversation, style="dim"), width, 2, 4)
+        lines += hanging(Text(conversation_text(s.conversation, lang), style="dim"), width, 2, 4)
     return lines
 
 

@@ -304,7 +304,11 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
 
 def print_summary(console: Console, tally: Tally, db: str | None, lang: str, attached: bool = False,
                   proxy_running: bool = True) -> None:
-    console.print(stop_line(tally.requests, tally.errors, db, lang, attached, proxy_running))
+    from firsttoken.cli import output
+
+    # wrapped by the one rule (a Chinese line keeps its numbers with their words)
+    for line in output.wrap(stop_line(tally.requests, tally.errors, db, lang, attached, proxy_running), console.width):
+        console.print(line)
     console.print(view.summary(tally.summary(), console.width, lang))
 
 

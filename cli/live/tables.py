@@ -14,7 +14,8 @@ from typing import Any
 from rich.text import Text
 
 from firsttoken.cli import output
-from firsttoken.cli.live.labels import flight_cols, label, model_cols, phase_label, recent_cols
+from firsttoken.cli.labels import label
+from firsttoken.cli.live.labels import flight_cols, model_cols, phase_label, recent_cols
 from firsttoken.cli.live.layout import (
     GAP,
     columns_width,
@@ -38,7 +39,11 @@ FINDING_CAP = 2
 
 # -- findings -----------------------------------------------------------------------------------
 def finding_parts(r: dict[str, Any], lang: str) -> tuple[Text | None, Text | None]:
-    """(message, hint) of the top finding, styled: output.top_finding, in the view's language."""
+    """(message, hint) of the top finding, styled: output.top_finding, in the view's language
+    (re-rendered from its code and params: the proxy may have recorded it in another)."""
+    fs = r.get("findings")
+    if fs and isinstance(fs, list) and isinstance(fs[0], dict) and fs[0].get("code"):
+        r = dict(r, findings=[*output.localize(fs[:1], lang), *fs[1:]])
     return output.top_finding(r, more=lambda n: label(lang, "more_findings", n=n))
 
 
