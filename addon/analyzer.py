@@ -23,6 +23,7 @@ from firsttoken.addon.conversations import ConversationIndex, divergence, prompt
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
+from firsttoken.addon.hops import name_hop
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
@@ -264,6 +265,9 @@ class Analyzer:
                 visible_est = tokens.count_text("".join(tap.text), rec.model)[0] if tap.text else 0
                 reasoning_est = tokens.count_text("".join(tap.reasoning_text), rec.model)[0] if tap.reasoning_text else 0
                 rec.output_tokens_est = visible_est + reasoning_est
+        if rec.server or rec.via or rec.hop_headers:
+            hop = name_hop(rec.server, rec.via, rec.hop_headers)
+            rec.hop = hop.name if hop else None
         self._calibrate(rec)
         out_tokens = visible_output_tokens(rec.usage_completion_tokens, rec.usage_reasoning_tokens, visible_est)
         flight.clock.apply(rec, out_tokens, abnormal_end=abnormal_end)

@@ -34,6 +34,7 @@ from firsttoken.addon.diagnose.connectivity import (
 )
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
+from firsttoken.addon.hops import who_answered
 from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
 from firsttoken.addon.record import Clock, Record
 from firsttoken.addon.safe_text import clause
@@ -332,6 +333,7 @@ class Capture:
         rec.content_type = headers.get("content-type")
         rec.content_encoding = headers.get("content-encoding")
         rec.retry_after = _retry_after(headers)
+        rec.server, rec.via, rec.hop_headers = who_answered(headers)  # named on the analysis thread
         for h in REQUEST_ID_HEADERS:
             if h in headers:
                 rec.upstream_request_id = headers[h][:200]

@@ -299,3 +299,15 @@ def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
     """Lines of an event-stream body that are no SSE field: an error page or a JSON body sent as
     ``text/event-stream`` (``stream.not_sse``, variant ``body``)."""
     db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
+
+
+@migration
+def m015_who_answered(db: sqlite_utils.Database) -> None:
+    """Who answered (``addon/hops``): the response's ``Server`` and ``Via``, the allow-listed
+    gateway and provider headers (JSON), and the hop they name; ``show`` prints them and
+    ``stream.buffered`` names that hop and gives its own fix."""
+    t = db["requests"]
+    t.add_column("server", str)
+    t.add_column("via", str)
+    t.add_column("hop_headers", str)
+    t.add_column("hop", str)

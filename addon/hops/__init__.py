@@ -1,0 +1,15 @@
+"""The hops between firsttoken and the model: who answered, and what their stream's shape says.
+
+- ``who_answered(headers)``: the response's ``Server``, ``Via`` and allow-listed gateway/provider
+  headers (bounded, capped, never a credential), as the record keeps them.
+- ``name_hop(server, via, headers)``: the hop that answered (``Hop(kind, name)``), e.g. "nginx/1.22.1".
+- ``buffer_shape(offsets, ttfb_ms, ...)``: the facts of a stream a hop buffered, from its token times.
+- ``fix_code(kind)`` / ``HOP_LABELS``: each hop's own fix for buffering, in English and Chinese.
+"""
+
+from firsttoken.addon.hops.fixes import HOP_LABELS, fix_code
+from firsttoken.addon.hops.headers import who_answered
+from firsttoken.addon.hops.names import Hop, name_hop
+from firsttoken.addon.hops.shape import buffer_shape, clumps
+
+__all__ = ["HOP_LABELS", "Hop", "buffer_shape", "clumps", "fix_code", "name_hop", "who_answered"]

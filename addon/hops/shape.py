@@ -1,0 +1,115 @@
+"""Buffering, read from the stream's own shape: pure functions over a record's token-event times.
+
+A model makes tokens one after another (a few ms each at the very fastest); a hop that buffers
+(nginx's default ``proxy_buffering on``, gzip of ``text/event-stream``, CDNs, a gateway that reads
+the whole answer) holds them and lets them go together: after a silence, many token events arrive
+within a fraction of a millisecond, in one read of the socket. That shows whether or not the
+headers waited too: the whole stream may come with the headers (nginx sends them with its first
+buffer), in buffer-sized bursts, or at the very end after the headers came early.
+
+``clumps`` groups the event times; ``buffer_shape`` says whether the stream was buffered and
+gives the facts a finding states. The thresholds are chosen so that a stream a model paces itself,
+however fast (a fast small model, a stream whose events TCP coalesced in reads a few ms apart),
+never qualifies: what qualifies is a *silence* of at least ``HOLD_MIN_MS`` followed by at least
+``CLUMP_MIN_EVENTS`` events closer than ``CLUMP_GAP_MS`` to each other (faster than 2,000 tokens
+a second), and such clumps carrying most of the stream. One network stall in a paced stream
+releases one clump and does not carry most of it. The numbers live with the other diagnosis
+thresholds (``addon/diagnose/thresholds.py``, ``BUFFERED_*``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from firsttoken.addon.diagnose.thresholds import (
+    BUFFERED_CLUMP_EVENTS,
+    BUFFERED_CLUMP_GAP_MS,
+    BUFFERED_HOLD_MS,
+    BUFFERED_MIN_EVENTS,
+    BUFFERED_REF_ITL_MS,
+    BUFFERED_SHARE,
+    BUFFERED_WITH_HEADERS_MS,
+)
+
+CLUMP_GAP_MS = BUFFERED_CLUMP_GAP_MS
+CLUMP_MIN_EVENTS = BUFFERED_CLUMP_EVENTS
+HOLD_MIN_MS = BUFFERED_HOLD_MS
+HELD_SHARE = BUFFERED_SHARE
+MIN_EVENTS = BUFFERED_MIN_EVENTS
+WITH_HEADERS_MS = BUFFERED_WITH_HEADERS_MS
+REF_ITL_MIN_MS = BUFFERED_REF_ITL_MS
+
+
+def clumps(offsets: Sequence[float], gap_ms: float = CLUMP_GAP_MS) -> list[tuple[int, int]]:
+    """(first index, count) of each run of events closer than ``gap_ms`` to the one before."""
+    out: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(offsets)):
+        if offsets[i] - offsets[i - 1] > gap_ms:
+            out.append((start, i - start))
+            start = i
+    if offsets:
+        out.append((start, len(offsets) - start))
+    return out
+
+
+def buffer_shape(offsets: Sequence[float], ttfb_ms: float | None, *, events: int | None = None,
+                 ref_itl_ms: float | None = None, proxy_delay_ms: float | None = None) -> dict[str, Any] | None:
+    """The facts of a buffered stream, or None.
+
+    ``offsets``: token-event arrival times (ms from t0, ascending); ``ttfb_ms``: the headers;
+    ``events``: how many token events there were (more than ``offsets`` when the record capped
+    them: then the shape is not judged); ``ref_itl_ms``: the median ITL p50 of the same route's
+    unbuffered streams, when known; ``proxy_delay_ms``: firsttoken's own delay on this request (a
+    proxy that read late would clump a stream itself, so a hold must be well above it).
+
+    Returns ``variant`` (``with_headers``: the first release came with the headers; ``tail``:
+    the headers came early, then nothing, then nearly all at once; ``bursts``: several releases),
+    ``events``, ``bursts`` (releases), ``held_events`` (events in them), ``largest`` (events in the
+    largest), ``first_ms`` (when the first release came), ``held_ms`` (the longest silence before a
+    release: for ``with_headers`` the client's whole wait from t0), ``wait_ms`` (from the headers
+    to the first release), ``burst_ms`` (the first release's spread) and ``burst_events``.
+    """
+    n = len(offsets)
+    if n < MIN_EVENTS or ttfb_ms is None or (events is not None and events > n):
+        return None
+    if ref_itl_ms is not None and ref_itl_ms < REF_ITL_MIN_MS:
+        return None
+    floor = max(HOLD_MIN_MS, 2.0 * (proxy_delay_ms or 0.0))
+    releases = []  # (start index, count, silence before, with the headers)
+    for start, count in clumps(offsets):
+        if count < CLUMP_MIN_EVENTS:
+            continue
+        at = offsets[start]
+        with_headers = start == 0 and at - ttfb_ms <= WITH_HEADERS_MS
+        if start > 0:
+            before = offsets[start - 1]
+        else:
+            before = 0.0 if with_headers else ttfb_ms
+        silence = at - before
+        if silence >= floor:
+            releases.append((start, count, silence, with_headers))
+    held = sum(r[1] for r in releases)
+    if not releases or held < HELD_SHARE * n:
+        return None
+    first_start, first_count, _, first_with_headers = releases[0]
+    first_at = offsets[first_start]
+    if first_with_headers:
+        variant = "with_headers"
+    elif len(releases) == 1:
+        variant = "tail"
+    else:
+        variant = "bursts"
+    return {
+        "variant": variant,
+        "events": n,
+        "bursts": len(releases),
+        "held_events": held,
+        "largest": max(r[1] for r in releases),
+        "first_ms": round(first_at, 1),
+        "held_ms": round(max(r[2] for r in releases), 1),
+        "wait_ms": round(max(0.0, first_at - ttfb_ms), 1),
+        "burst_ms": round(offsets[first_start + first_count - 1] - first_at, 1),
+        "burst_events": first_count,
+    }
