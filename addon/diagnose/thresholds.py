@@ -18,7 +18,7 @@ BUFFERED_SHARE = 0.7
 #: ... of a stream of at least this many.
 BUFFERED_MIN_EVENTS = 8
 #: a first release within this many ms of the headers came with them
-BUFFERED_WITH_HEADERS_MS = 5.0
+BUFFERED_WITH_HEADERS_MS = 50.0
 #: not judged on a route whose unbuffered streams have a median ITL p50 below this (ms): they arrive clumped too
 BUFFERED_REF_ITL_MS = 1.0
 #: latency.network: TTFB above this, and at least half of TTFT
