@@ -7,20 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
-#: stream.buffered (addon/hops/shape.py): consecutive token events closer than this (ms) arrived together ...
-BUFFERED_CLUMP_GAP_MS = 0.5
-#: ... and a run of at least this many of them is a release of held events (no model makes them that fast) ...
-BUFFERED_CLUMP_EVENTS = 6
-#: ... when it comes after a silence of at least this many ms (and twice the proxy's own delay) ...
-BUFFERED_HOLD_MS = 100.0
-#: ... and such releases carry at least this share of the token events ...
-BUFFERED_SHARE = 0.7
-#: ... of a stream of at least this many.
-BUFFERED_MIN_EVENTS = 8
-#: a first release within this many ms of the headers came with them
-BUFFERED_WITH_HEADERS_MS = 50.0
-#: not judged on a route whose unbuffered streams have a median ITL p50 below this (ms): they arrive clumped too
-BUFFERED_REF_ITL_MS = 1.0
+#: stream.buffered: the stream-shape numbers, defined beside the shape rule (addon/hops/shape.py)
+from firsttoken.addon.hops.shape import CLUMP_GAP_MS as BUFFERED_CLUMP_GAP_MS
+from firsttoken.addon.hops.shape import CLUMP_MIN_EVENTS as BUFFERED_CLUMP_EVENTS
+from firsttoken.addon.hops.shape import HELD_SHARE as BUFFERED_SHARE
+from firsttoken.addon.hops.shape import HOLD_MIN_MS as BUFFERED_HOLD_MS
+from firsttoken.addon.hops.shape import MIN_EVENTS as BUFFERED_MIN_EVENTS
+from firsttoken.addon.hops.shape import REF_ITL_MIN_MS as BUFFERED_REF_ITL_MS
+from firsttoken.addon.hops.shape import WITH_HEADERS_MS as BUFFERED_WITH_HEADERS_MS
+
 #: latency.network: TTFB above this, and at least half of TTFT
 NETWORK_TTFB_MS = 1000.0
 #: latency.network (baseline): TTFB above this multiple of the model's recent median TTFB ...

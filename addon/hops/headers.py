@@ -6,7 +6,8 @@ CDN and provider headers (``cf-ray``, ``x-envoy-upstream-service-time``, ``opena
 ``server-timing``, ``x-litellm-*``, ``x-kong-*``, request-id families, ...). It never keeps a header
 whose name says it carries a credential (``addon.secrets.is_secret_header``), redacts key-like
 values, strips control characters and caps every value, the number of headers and their total
-size. It runs on the event loop once per response: a dict walk, no regex on a value unless kept.
+size. ``pick`` runs on the event loop once per response (a dict walk, no regex); ``clean`` (the
+credential check, redaction, caps) runs on the analysis thread.
 """
 
 from __future__ import annotations
@@ -49,23 +50,28 @@ def _clean(value: str) -> str:
     return v if len(v) <= VALUE_MAX else v[: VALUE_MAX - 1] + "\u2026"
 
 
-def kept(name: str) -> bool:
-    """Whether a response header called ``name`` (lower-case) is one firsttoken records."""
-    if name in EXACT or name.startswith(PREFIXES):
-        return not is_secret_header(name)
-    return False
+def pick(headers: dict[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
+    """(Server, Via, the allow-listed headers) as they came, bounded in number and length but not yet
+    cleaned: the event loop's part (a dict walk, no regex). ``clean`` finishes the job off the loop;
+    until then the values stay in memory only, like the request's credentials."""
+    out: dict[str, str] = {}
+    cap = 4 * VALUE_MAX
+    for name, value in headers.items():
+        if name in EXACT or name.startswith(PREFIXES):
+            out[name] = value if len(value) <= cap else value[:cap]
+            if len(out) >= MAX_HEADERS:
+                break
+    server, via = headers.get("server"), headers.get("via")
+    return (server[:cap] if server else None), (via[:cap] if via else None), out
 
 
-def who_answered(headers: dict[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
-    """(Server, Via, the other allow-listed headers) of one response's headers (lower-case names)."""
-    server = headers.get("server")
-    via = headers.get("via")
+def clean(server: str | None, via: str | None, picked: dict[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
+    """What the record keeps of ``pick``'s result: never a credential header, printable, key-like
+    parts masked, each value and the total capped."""
     out: dict[str, str] = {}
     total = 0
-    for name, value in headers.items():
-        if len(out) >= MAX_HEADERS:
-            break
-        if not kept(name):
+    for name, value in picked.items():
+        if is_secret_header(name):
             continue
         v = _clean(value)
         total += len(name) + len(v)
@@ -73,3 +79,9 @@ def who_answered(headers: dict[str, str]) -> tuple[str | None, str | None, dict[
             break
         out[name] = v
     return (_clean(server) if server else None), (_clean(via) if via else None), out
+
+
+def who_answered(headers: dict[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
+    """(Server, Via, the other allow-listed headers) of one response's headers (lower-case names),
+    cleaned: ``clean(*pick(headers))``."""
+    return clean(*pick(headers))

@@ -13,8 +13,9 @@ however fast (a fast small model, a stream whose events TCP coalesced in reads a
 never qualifies: what qualifies is a *silence* of at least ``HOLD_MIN_MS`` followed by at least
 ``CLUMP_MIN_EVENTS`` events closer than ``CLUMP_GAP_MS`` to each other (faster than 2,000 tokens
 a second), and such clumps carrying most of the stream. One network stall in a paced stream
-releases one clump and does not carry most of it. The numbers live with the other diagnosis
-thresholds (``addon/diagnose/thresholds.py``, ``BUFFERED_*``).
+releases one clump and does not carry most of it. The diagnosis thresholds re-export these
+numbers as ``BUFFERED_*`` (``addon/diagnose/thresholds.py``, docs/diagnoses.md); they are defined
+here so that this module needs nothing of the diagnosis package.
 """
 
 from __future__ import annotations
@@ -22,23 +23,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from firsttoken.addon.diagnose.thresholds import (
-    BUFFERED_CLUMP_EVENTS,
-    BUFFERED_CLUMP_GAP_MS,
-    BUFFERED_HOLD_MS,
-    BUFFERED_MIN_EVENTS,
-    BUFFERED_REF_ITL_MS,
-    BUFFERED_SHARE,
-    BUFFERED_WITH_HEADERS_MS,
-)
-
-CLUMP_GAP_MS = BUFFERED_CLUMP_GAP_MS
-CLUMP_MIN_EVENTS = BUFFERED_CLUMP_EVENTS
-HOLD_MIN_MS = BUFFERED_HOLD_MS
-HELD_SHARE = BUFFERED_SHARE
-MIN_EVENTS = BUFFERED_MIN_EVENTS
-WITH_HEADERS_MS = BUFFERED_WITH_HEADERS_MS
-REF_ITL_MIN_MS = BUFFERED_REF_ITL_MS
+#: consecutive token events closer than this (ms) arrived together: one read, one release ...
+CLUMP_GAP_MS = 0.5
+#: ... and a run of at least this many of them is a release of held events (no model makes them that fast) ...
+CLUMP_MIN_EVENTS = 6
+#: ... when it comes after a silence of at least this many ms (and twice the proxy's own delay) ...
+HOLD_MIN_MS = 100.0
+#: ... and such releases carry at least this share of the token events ...
+HELD_SHARE = 0.7
+#: ... of a stream of at least this many.
+MIN_EVENTS = 8
+#: a first release within this many ms of the headers came with them (mitmproxy parses the headers
+#: before the body's first read is decoded: 5-8 ms apart through nginx + gzip on a busy machine)
+WITH_HEADERS_MS = 50.0
+#: not judged on a route whose unbuffered streams have a median ITL p50 below this (ms): they arrive clumped too
+REF_ITL_MIN_MS = 1.0
 
 
 def clumps(offsets: Sequence[float], gap_ms: float = CLUMP_GAP_MS) -> list[tuple[int, int]]:
