@@ -58,6 +58,14 @@ def test_postpone_output_0_says_how_long_the_headers_waited_for_the_first_releas
     assert s["wait_ms"] == pytest.approx(372.0) and s["held_ms"] == pytest.approx(372.0)
 
 
+def test_a_release_stamped_chunk_by_chunk_is_one_release():
+    # a hop that releases a block holding one HTTP chunk per event: firsttoken stamps each chunk as it
+    # processes it, a few hundred us apart, and the first visible token (decoded live) later still
+    offs = [406.2] + [408.3 + 0.05 * i for i in range(10)] + [724.1 + 0.06 * i for i in range(13)]
+    s = buffer_shape(offs, 403.7)
+    assert s is not None and s["variant"] == "with_headers" and s["held_events"] == 24
+
+
 def test_the_old_tail_shape_still_counts():
     offs = [400.0, 900.0] + [1500.0 + 0.03 * i for i in range(18)]
     s = buffer_shape(offs, 50.0)
@@ -68,7 +76,9 @@ def test_the_old_tail_shape_still_counts():
     ([300.0 + 1.0 * i for i in range(400)], 290.0),  # a fast small model, 1,000 tokens/s, every event read alone
     ([300.0 + 5.0 * (i // 5) for i in range(400)], 290.0),  # ... its events coalesced by TCP, 5 per read
     ([2000.0 + 2.0 * i for i in range(10)], 50.0),  # a 2 s prefill, then 10 quick tokens
-    ([500.0 + 0.6 * i for i in range(30)], 20.0),  # 1,600 tokens/s, never two within 0.5 ms
+    ([500.0 + 0.6 * i for i in range(30)], 20.0),  # 1,600 tokens/s
+    ([500.0 + 0.33 * i for i in range(600)], 20.0),  # 3,000 tokens/s, the fastest served models, one event a read
+    ([500.0 + 1.3 * (i // 4) for i in range(600)], 20.0),  # ... coalesced 4 a read
     ([100.0 + 20.0 * i for i in range(100)] + _rep(2400.0, 12) + [2400.0 + 20.0 * i for i in range(1, 60)], 50.0),
     # one network stall in a paced stream releases one clump: not most of the stream
 ])
@@ -91,7 +101,8 @@ def test_a_proxy_that_read_late_is_not_blamed_on_a_hop():
 
 def test_clumps():
     assert clumps([]) == []
-    assert clumps([1.0, 1.2, 1.3, 5.0, 9.0, 9.1]) == [(0, 3), (3, 1), (4, 2)]
+    assert clumps([1.0, 1.2, 1.3, 5.0, 9.0, 9.1], 0.5) == [(0, 3), (3, 1), (4, 2)]
+    assert clumps([1.0, 1.2, 1.3, 5.0, 19.0, 19.1]) == [(0, 4), (4, 2)]
 
 
 # ---- who answered ---------------------------------------------------------------------------------------
@@ -202,3 +213,33 @@ def test_a_route_whose_unbuffered_streams_clump_takes_the_verdict_back():
         r.itl_p50_ms = 20.0
     b = next(f for f in diagnose(_rec(300.0, _rep(301.0, 20)), ctx) if f["code"] == "stream.buffered")
     assert b["params"]["ref_itl_ms"] == 20.0 and b["params"]["ref_samples"] == 6
+
+
+def test_the_simulators_buffer_4k_mode_is_reported_as_buffering(tmp_path):
+    """`x-sim-fault: buffer_4k` holds the headers and the events in 4 KB blocks, as nginx's default does:
+    the demo's way to show the finding without an nginx."""
+    import json
+    import sqlite3
+
+    import httpx
+
+    from firsttoken.cli.proxy.server import ProxyServer
+    from firsttoken.cli.simulate import SimConfig, SimServer
+
+    body = {"model": "gpt-4o-mini", "stream": True, "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "hi"}]}
+    with SimServer(SimConfig(ttfb_ms=30, prefill_base_ms=80, tpot_ms=25, output_tokens=32)) as sim, \
+            ProxyServer([sim.url], str(tmp_path / "ft.db"), port=0) as p:
+        for _ in range(2):  # the connection closes after each: the next one is not held behind it
+            with httpx.stream("POST", p.url + "/v1/chat/completions", json=body, timeout=10,
+                              headers={"x-sim-fault": "buffer_4k", "authorization": "Bearer sk-test"}) as r:
+                assert r.status_code == 200 and b"[DONE]" in b"".join(r.iter_raw())
+        p.flush()
+    conn = sqlite3.connect(str(tmp_path / "ft.db"))
+    rows = conn.execute("SELECT ttfb_ms, event_offsets, findings FROM requests").fetchall()
+    conn.close()
+    assert len(rows) == 2
+    for ttfb, offs, found in rows:
+        b = [f for f in json.loads(found) if f["code"] == "stream.buffered"]
+        assert b and b[0]["params"]["variant"] == "with_headers", (ttfb, offs, found)
+        assert json.loads(offs)[0] - ttfb < 50  # the headers came with the first block

@@ -14,6 +14,7 @@ from firsttoken.addon.hops.shape import HELD_SHARE as BUFFERED_SHARE
 from firsttoken.addon.hops.shape import HOLD_MIN_MS as BUFFERED_HOLD_MS
 from firsttoken.addon.hops.shape import MIN_EVENTS as BUFFERED_MIN_EVENTS
 from firsttoken.addon.hops.shape import REF_ITL_MIN_MS as BUFFERED_REF_ITL_MS
+from firsttoken.addon.hops.shape import RELEASE_GAP_MS as BUFFERED_RELEASE_GAP_MS
 from firsttoken.addon.hops.shape import WITH_HEADERS_MS as BUFFERED_WITH_HEADERS_MS
 
 #: latency.network: TTFB above this, and at least half of TTFT
@@ -53,8 +54,9 @@ CACHE_TTL_S = 300.0
 CACHE_MIN_TOKENS = 1024
 
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
-    ("BUFFERED_CLUMP_GAP_MS", BUFFERED_CLUMP_GAP_MS, "stream.buffered: token events closer than this (ms) arrived together", "stream.buffered：间隔小于此值（毫秒）的 token 事件视为一起到达"),
-    ("BUFFERED_CLUMP_EVENTS", BUFFERED_CLUMP_EVENTS, "stream.buffered: a release has at least this many events arriving together", "stream.buffered：一次放行至少包含这么多一起到达的事件"),
+    ("BUFFERED_CLUMP_GAP_MS", BUFFERED_CLUMP_GAP_MS, "stream.buffered: token events closer than this (ms) may belong to one release", "stream.buffered：间隔小于此值（毫秒）的 token 事件可能属于同一次放行"),
+    ("BUFFERED_CLUMP_EVENTS", BUFFERED_CLUMP_EVENTS, "stream.buffered: a release has at least this many events", "stream.buffered：一次放行至少包含这么多事件"),
+    ("BUFFERED_RELEASE_GAP_MS", BUFFERED_RELEASE_GAP_MS, "stream.buffered: ... at most this far apart on average (ms, its largest gap left out): faster than any model streams", "stream.buffered：……平均间隔不超过此值（毫秒，去掉最大的一个间隔）：快于任何模型的输出速度"),
     ("BUFFERED_HOLD_MS", BUFFERED_HOLD_MS, "stream.buffered: a release follows a silence of at least this long (ms)", "stream.buffered：放行之前至少静默了这么久（毫秒）"),
     ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of the token events that came in releases", "stream.buffered：通过放行到达的 token 事件所占比例"),
     ("BUFFERED_MIN_EVENTS", BUFFERED_MIN_EVENTS, "stream.buffered: minimum token events", "stream.buffered：最少 token 事件数"),

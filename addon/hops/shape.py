@@ -11,8 +11,8 @@ buffer), in buffer-sized bursts, or at the very end after the headers came early
 gives the facts a finding states. The thresholds are chosen so that a stream a model paces itself,
 however fast (a fast small model, a stream whose events TCP coalesced in reads a few ms apart),
 never qualifies: what qualifies is a *silence* of at least ``HOLD_MIN_MS`` followed by at least
-``CLUMP_MIN_EVENTS`` events closer than ``CLUMP_GAP_MS`` to each other (faster than 2,000 tokens
-a second), and such clumps carrying most of the stream. One network stall in a paced stream
+``CLUMP_MIN_EVENTS`` events arriving ``RELEASE_GAP_MS`` apart on average (5,000 a second: faster than
+any model streams), and such releases carrying most of the stream. One network stall in a paced stream
 releases one clump and does not carry most of it. The diagnosis thresholds re-export these
 numbers as ``BUFFERED_*`` (``addon/diagnose/thresholds.py``, docs/diagnoses.md); they are defined
 here so that this module needs nothing of the diagnosis package.
@@ -23,10 +23,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-#: consecutive token events closer than this (ms) arrived together: one read, one release ...
-CLUMP_GAP_MS = 0.5
-#: ... and a run of at least this many of them is a release of held events (no model makes them that fast) ...
+#: consecutive token events closer than this (ms) may belong to one release (firsttoken stamps each
+#: HTTP chunk of a read as it processes it: a few hundred us apart, the first visible token, decoded
+#: live, 2 ms later on a busy machine); whether they do is RELEASE_GAP_MS's call ...
+CLUMP_GAP_MS = 5.0
+#: ... and a run of at least this many of them ...
 CLUMP_MIN_EVENTS = 6
+#: ... at most this far apart on average (ms; its single largest gap left out: one hiccup) is a release
+#: of held events: 5,000 events a second, faster than any model streams (the fastest, ~3,000 tokens/s)
+RELEASE_GAP_MS = 0.2
 #: ... when it comes after a silence of at least this many ms (and twice the proxy's own delay) ...
 HOLD_MIN_MS = 100.0
 #: ... and such releases carry at least this share of the token events ...
@@ -51,6 +56,14 @@ def clumps(offsets: Sequence[float], gap_ms: float = CLUMP_GAP_MS) -> list[tuple
     if offsets:
         out.append((start, len(offsets) - start))
     return out
+
+
+def release_gap(offsets: Sequence[float], start: int, count: int) -> float:
+    """The mean gap (ms) between the ``count`` events from ``start``, its single largest gap left out."""
+    if count < 3:
+        return 0.0
+    gaps = [offsets[i] - offsets[i - 1] for i in range(start + 1, start + count)]
+    return (sum(gaps) - max(gaps)) / (len(gaps) - 1)
 
 
 def buffer_shape(offsets: Sequence[float], ttfb_ms: float | None, *, events: int | None = None,
@@ -78,7 +91,7 @@ def buffer_shape(offsets: Sequence[float], ttfb_ms: float | None, *, events: int
     floor = max(HOLD_MIN_MS, 2.0 * (proxy_delay_ms or 0.0))
     releases = []  # (start index, count, silence before, with the headers)
     for start, count in clumps(offsets):
-        if count < CLUMP_MIN_EVENTS:
+        if count < CLUMP_MIN_EVENTS or release_gap(offsets, start, count) > RELEASE_GAP_MS:
             continue
         at = offsets[start]
         with_headers = start == 0 and at - ttfb_ms <= WITH_HEADERS_MS
