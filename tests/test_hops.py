@@ -99,6 +99,13 @@ def test_a_proxy_that_read_late_is_not_blamed_on_a_hop():
     assert buffer_shape(offs, 50.0, proxy_delay_ms=200.0) is None  # its own loop stalled that long
 
 
+def test_a_busy_proxy_stamping_the_body_late_still_sees_it_came_with_the_headers():
+    offs = [473.5] + [473.7 + 0.02 * i for i in range(10)] + [723.7] + [728.0 + 0.01 * i for i in range(20)]
+    assert buffer_shape(offs, 408.4, proxy_delay_ms=59.8)["variant"] == "with_headers"  # recorded under load
+    # on an idle proxy those 65 ms after the headers were a real wait, too short to call a hold: not judged
+    assert buffer_shape(offs, 408.4, proxy_delay_ms=0.0) is None
+
+
 def test_clumps():
     assert clumps([]) == []
     assert clumps([1.0, 1.2, 1.3, 5.0, 9.0, 9.1], 0.5) == [(0, 3), (3, 1), (4, 2)]
@@ -201,6 +208,13 @@ def test_unnamed_hop_gets_the_generic_fix_and_the_same_record_unbuffered_gets_ne
     paced = _rec(1058.0, [1060.0 + 20 * i for i in range(32)])
     codes = [f["code"] for f in diagnose(paced)]
     assert "stream.buffered" not in codes and "latency.network" in codes  # the verdict it stands in for
+
+
+def test_a_cdn_that_passes_streams_through_is_not_said_to_have_held_it():
+    rec = _rec(1058.0, _rep(1060.0, 32), server="cloudflare", hop_headers={"cf-ray": "8f1a-FRA"}, hop="Cloudflare")
+    b = next(f for f in diagnose(rec) if f["code"] == "stream.buffered")
+    assert b["message"].startswith("A hop between the model and firsttoken held") and b["params"]["hop"] == "Cloudflare"
+    assert "Cloudflare" in b["hint"] and "origin" in b["hint"]  # its own advice: where to look behind it
 
 
 def test_a_route_whose_unbuffered_streams_clump_takes_the_verdict_back():

@@ -7,7 +7,7 @@ from typing import Any
 
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, BUFFERED_MIN_EVENTS
-from firsttoken.addon.hops import buffer_shape, fix_code, name_hop
+from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
 from firsttoken.addon.sse import MAX_EVENT_DATA
 
 
@@ -115,7 +115,9 @@ def rule_buffered(rec: Any, c: Ctx) -> None:
         if not facts:
             return
     hop = hop_of(rec)
-    c.add("stream.buffered", "warn", **c.common(), **facts, who=hop.name if hop else "hop.unnamed",
+    # the hop is said to have held the stream only when it is one that buffers unless told not to
+    named = hop is not None and hop.kind not in PASS_THROUGH
+    c.add("stream.buffered", "warn", **c.common(), **facts, who=hop.name if named else "hop.unnamed",
           hop=hop.name if hop else None, hop_kind=hop.kind if hop else None,
           hop_fix=fix_code(hop.kind if hop else None), ref_itl_ms=ref, ref_samples=samples)
 

@@ -12,8 +12,8 @@ from firsttoken.addon.hops.fixes import HOP_LABELS, fix_code
 from firsttoken.addon.hops.headers import clean as clean_hop_headers
 from firsttoken.addon.hops.headers import pick as pick_hop_headers
 from firsttoken.addon.hops.headers import who_answered
-from firsttoken.addon.hops.names import Hop, name_hop
+from firsttoken.addon.hops.names import PASS_THROUGH, Hop, name_hop
 from firsttoken.addon.hops.shape import buffer_shape, clumps
 
-__all__ = ["HOP_LABELS", "Hop", "buffer_shape", "clean_hop_headers", "clumps", "fix_code", "name_hop", "pick_hop_headers",
+__all__ = ["HOP_LABELS", "PASS_THROUGH", "Hop", "buffer_shape", "clean_hop_headers", "clumps", "fix_code", "name_hop", "pick_hop_headers",
            "who_answered"]

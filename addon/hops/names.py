@@ -20,6 +20,11 @@ class Hop(NamedTuple):
     name: str  # what a person reads: "nginx/1.22.1", "Cloudflare", ...
 
 
+#: kinds that pass a stream through as it comes unless configured otherwise: when a stream behind one
+#: of them arrives buffered, the buffering is more likely further in (the origin, the provider), so a
+#: finding does not say that this hop held it (its fix says where to look)
+PASS_THROUGH = frozenset({"cloudflare", "aws", "gcp", "litellm", "oneapi", "app"})
+
 #: (kind, display name or None for the Server value itself, pattern on the lower-cased Server value)
 _SERVERS: tuple[tuple[str, str | None, re.Pattern[str]], ...] = tuple(
     (k, n, re.compile(p)) for k, n, p in (

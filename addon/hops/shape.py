@@ -94,7 +94,8 @@ def buffer_shape(offsets: Sequence[float], ttfb_ms: float | None, *, events: int
         if count < CLUMP_MIN_EVENTS or release_gap(offsets, start, count) > RELEASE_GAP_MS:
             continue
         at = offsets[start]
-        with_headers = start == 0 and at - ttfb_ms <= WITH_HEADERS_MS
+        # the proxy's own delay also separates the stamps of what arrived together
+        with_headers = start == 0 and at - ttfb_ms <= WITH_HEADERS_MS + (proxy_delay_ms or 0.0)
         if start > 0:
             before = offsets[start - 1]
         else:
