@@ -100,7 +100,8 @@ def route_itl(rec: Any, c: Ctx) -> tuple[float | None, int]:
 
 def hop_of(rec: Any):
     """The hop that answered this record (``addon.hops.name_hop``), or None."""
-    return name_hop(getattr(rec, "server", None), getattr(rec, "via", None), getattr(rec, "hop_headers", None))
+    headers = getattr(rec, "hop_headers", None)
+    return name_hop(getattr(rec, "server", None), getattr(rec, "via", None), headers if isinstance(headers, dict) else None)
 
 
 def rule_buffered(rec: Any, c: Ctx) -> None:
