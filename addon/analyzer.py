@@ -23,6 +23,7 @@ from firsttoken.addon.conversations import ConversationIndex, divergence, prompt
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
+from firsttoken.addon.hops import clean_hop_headers, name_hop
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
@@ -158,6 +159,7 @@ class Analyzer:
                 log.exception("firsttoken: analysis of %s failed", flight.record.id)
                 flight.record.request_error = flight.record.request_error or f"analysis failed: {e}"
                 if kind == "finish":
+                    _who_answered(flight.record)  # never the raw headers on disk
                     self._write(flight)
             if kind == "finish":
                 self._idle_due = self.on_idle is not None
@@ -270,6 +272,7 @@ class Analyzer:
                 visible_est = tokens.count_text("".join(tap.text), rec.model)[0] if tap.text else 0
                 reasoning_est = tokens.count_text("".join(tap.reasoning_text), rec.model)[0] if tap.reasoning_text else 0
                 rec.output_tokens_est = visible_est + reasoning_est
+        _who_answered(rec)
         self._calibrate(rec)
         out_tokens = visible_output_tokens(rec.usage_completion_tokens, rec.usage_reasoning_tokens, visible_est)
         flight.clock.apply(rec, out_tokens, abnormal_end=abnormal_end)
@@ -423,6 +426,15 @@ _PARSE_FIELDS = (
 PEEK_BYTES = 16 * 1024
 _PEEK_MODEL = re.compile(rb'"model"\s*:\s*"((?:[^"\\]|\\.){1,200})"')
 _PEEK_STREAM = re.compile(rb'"stream"\s*:\s*(true|false)\b')
+
+
+def _who_answered(rec: Record) -> None:
+    """Clean the Server / Via / gateway headers capture picked on the event loop (credential headers
+    out, key-like values masked, caps) and name the hop they identify. Idempotent."""
+    if rec.server or rec.via or rec.hop_headers:
+        rec.server, rec.via, rec.hop_headers = clean_hop_headers(rec.server, rec.via, rec.hop_headers)
+        hop = name_hop(rec.server, rec.via, rec.hop_headers)
+        rec.hop = hop.name if hop else None
 
 
 def peek_request_facts(body: bytes | bytearray, content_encoding: str | None = None) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from firsttoken.addon.diagnose.connectivity import (
 )
 from firsttoken.addon.diagnose.lang import LANGS
 from firsttoken.addon.flight import BodyCopy, Flight
+from firsttoken.addon.hops import pick_hop_headers
 from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
 from firsttoken.addon.plan import RequestPlan, plan_request
 from firsttoken.addon.record import Clock, Record
@@ -280,6 +281,7 @@ class Capture:
         rec.content_type = headers.get("content-type")
         rec.content_encoding = headers.get("content-encoding")
         rec.retry_after = _retry_after(headers)
+        rec.server, rec.via, rec.hop_headers = pick_hop_headers(headers)  # cleaned and named off the loop
         for h in REQUEST_ID_HEADERS:
             if h in headers:
                 rec.upstream_request_id = headers[h][:200]

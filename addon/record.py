@@ -44,6 +44,12 @@ class Record:
     content_encoding: str | None = None
     upstream_request_id: str | None = None
     retry_after: float | None = None  # seconds, from retry-after / retry-after-ms
+    # who answered (addon/hops): the response's Server and Via, the allow-listed gateway/provider
+    # headers (capped, never a credential), and the hop they name ("nginx/1.22.1", "Cloudflare")
+    server: str | None = None
+    via: str | None = None
+    hop_headers: dict[str, str] = field(default_factory=dict)
+    hop: str | None = None
     # timings (ms from t0)
     connect_ms: float | None = None
     conn_reused: bool | None = None
@@ -124,6 +130,7 @@ class Record:
         d = {f: getattr(self, f) for f in FIELDS}
         d["event_offsets"] = list(self.event_offsets)
         d["key_facts"] = list(self.key_facts)
+        d["hop_headers"] = dict(self.hop_headers)
         d["findings"] = [dict(f) for f in self.findings]
         return d
 

@@ -1,7 +1,7 @@
 """`firsttoken export --csv|--json [filters]`: every column of the matching requests, oldest first.
 
 Rows are streamed from a cursor (``queries.iter_rows``), so an export of a large database never
-sits in memory. CSV: one header line, JSON columns (findings, event_offsets, key_facts) as JSON
+sits in memory. CSV: one header line, JSON columns (findings, event_offsets, key_facts, hop_headers) as JSON
 text. JSON: JSON Lines, one object per request (like `logs --json`). With no format flag the
 format follows the --output file's extension (.jsonl / .json: JSON Lines), else CSV, and a note
 on stderr says which was chosen. The values are exact; what a terminal would obey is escaped

@@ -47,6 +47,15 @@ def _events_strip(offsets: list[float], start: float, total: float) -> Text:
     return out
 
 
+def buffered_by(r: dict[str, Any]) -> dict[str, Any] | None:
+    """The params of the row's ``stream.buffered`` finding, or None: a hop held that stream, so its
+    gap (and, when the headers came with the tokens, its TTFB) is that hop's delay, not prefill."""
+    for f in r.get("findings") or ():
+        if isinstance(f, dict) and f.get("code") == "stream.buffered":
+            return f.get("params") or {}
+    return None
+
+
 def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     """The waterfall: one row per phase, each drawn from where it starts to where it ends; the
     "starts at" column is that start (ms after the request was sent), "took" its length.
@@ -63,6 +72,7 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     t.add_column(L("took"), justify="right", no_wrap=True)
     ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
     conn = r.get("connect_ms")
+    held = buffered_by(r)
 
     def row(name: str, start: float, end: float, char: str, style: str) -> None:
         t.add_row(name, _bar(start, end, total, char, style), output.ms(start), output.ms(end - start))
@@ -72,9 +82,12 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     elif r.get("conn_reused"):
         t.add_row(L("connect"), Text(L("reused"), style="dim"), output.ms(0), "0")
     if ttfb is not None:
-        row(L("ttfb"), conn or 0, ttfb, "█", "blue")
+        row(L("ttfb_buffered") if held and held.get("variant") == "with_headers" else L("ttfb"),
+            conn or 0, ttfb, "█", "blue")
     reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
-    if reasoning:
+    if held is not None and ttft is not None and ttfb is not None:
+        row(L("gap_buffered"), ttfb, ttft, "░", "yellow")  # the hop's delay, not the model's prefill
+    elif reasoning:
         row(L("prefill"), ttfb, ft, "░", "cyan")
         row(L("reasoning"), ft, ttft, "▓", "yellow")
     elif ttft is not None and ttfb is not None:
@@ -137,10 +150,16 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     elif "missing" in (r.get("key_facts") or []):
         key = L("no_key")
     parts += output.wrap(_kv([(L("key"), key), (L("request_id"), r.get("upstream_request_id"))]), width)
+    hop_headers = r.get("hop_headers")
+    for pairs in ([(L("answered_by"), r.get("hop")), (L("hop_server"), r.get("server")), ("via", r.get("via"))],
+                  list(hop_headers.items()) if isinstance(hop_headers, dict) else []):
+        if line := _kv(pairs):  # who answered, and the gateway/provider headers that identify or time it
+            parts += output.wrap(line, width)
     parts.append(Text(""))
     parts.append(timeline(r, lang))
     parts += output.wrap(_kv([
-        ("TTFB", output.ms(r.get("ttfb_ms"))), ("TTFT", output.ms(r.get("ttft_ms"))), ("gap", output.ms(r.get("gap_ms"))),
+        ("TTFB", output.ms(r.get("ttfb_ms"))), ("TTFT", output.ms(r.get("ttft_ms"))),
+        (L("gap_buffered") if buffered_by(r) is not None else "gap", output.ms(r.get("gap_ms"))),
         (L("first_token"), output.ms(r.get("first_token_ms"))), ("TPOT", output.ms(r.get("tpot_ms"))),
         (L("itl"), "/".join(output.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
         (L("total"), output.ms(r.get("total_ms"))),

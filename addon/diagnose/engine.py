@@ -22,12 +22,13 @@ from typing import Any
 from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx
 from firsttoken.addon.diagnose.lang import resolve
+from firsttoken.addon.hops import HOP_LABELS
 from firsttoken.addon.secrets import KEY_FACT_TEXT
 
 LANGS = ("en", "zh")
 SEVERITIES = ("error", "warn", "info")
 #: params whose values are label codes (or lists of them), shown translated
-LABELLED = ("facts", "largest")
+LABELLED = ("facts", "largest", "hop_fix", "who")
 
 #: family -> (en, zh) heading, in the order rules run and docs list them
 FAMILIES: dict[str, tuple[str, str]] = {
@@ -43,6 +44,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 #: label codes used inside params (key facts, prompt parts)
 LABELS: dict[str, dict[str, str]] = {
     **KEY_FACT_TEXT,  # key facts: the words doctor uses too
+    **HOP_LABELS,  # each hop's own fix for a stream it buffers, "hop.unnamed" (stream.buffered)
     "system": {"en": "the system prompt", "zh": "系统提示词"},
     "tools": {"en": "the tool definitions", "zh": "工具定义"},
     "history": {"en": "the earlier turns", "zh": "之前的对话轮次"},

@@ -34,6 +34,12 @@ def _timed(rec: Any) -> bool:
     return rec.status == 200 and rec.ttft_ms is not None and rec.ttfb_ms is not None
 
 
+def _held_by_hop(c: Ctx) -> bool:
+    """A hop buffered this stream (stream.buffered): its TTFB and gap are that hop's delay,
+    neither the network's nor the model's prefill."""
+    return c.has("stream.buffered")
+
+
 def _cold_ms(rec: Any) -> float:
     return (rec.connect_ms or 0.0) if rec.conn_reused is False else 0.0
 
@@ -50,13 +56,15 @@ def rule_reasoning(rec: Any, c: Ctx) -> None:
                   reasoning_tokens=rec.usage_reasoning_tokens)
         return
     gap = rec.gap_ms or 0.0
+    if _held_by_hop(c):
+        return
     if rec.usage_reasoning_tokens and gap >= REASONING_MS and gap >= REASONING_SHARE * ttft and gap > rec.ttfb_ms:
         c.add("latency.reasoning", "info", variant="hidden", **c.common(), ttft_ms=ttft,
               first_token_ms=rec.first_token_ms, reasoning_ms=round(gap, 1), reasoning_tokens=rec.usage_reasoning_tokens)
 
 
 def rule_prefill(rec: Any, c: Ctx) -> None:
-    if not _timed(rec) or c.errors() or c.has("latency.reasoning"):
+    if not _timed(rec) or c.errors() or c.has("latency.reasoning") or _held_by_hop(c):
         return
     gap, tokens = rec.gap_ms or 0.0, rec.prompt_tokens_est or 0
     if gap < PREFILL_GAP_MS or gap <= 0.5 * rec.ttft_ms or tokens < PREFILL_MIN_TOKENS:
@@ -67,7 +75,7 @@ def rule_prefill(rec: Any, c: Ctx) -> None:
 
 
 def rule_network(rec: Any, c: Ctx) -> None:
-    if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill"):
+    if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill") or _held_by_hop(c):
         return
     ttfb, ttft = rec.ttfb_ms, rec.ttft_ms
     if ttfb < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * ttfb:

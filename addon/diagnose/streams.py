@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import math
+import statistics
 from typing import Any
 
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
-from firsttoken.addon.diagnose.thresholds import (
-    BUFFERED_MAX_MEAN_GAP_MS,
-    BUFFERED_MIN_EVENTS,
-    BUFFERED_MIN_WAIT_MS,
-    BUFFERED_SHARE,
-    BUFFERED_WINDOW_MS,
-    BUFFERED_WINDOW_SHARE,
-)
+from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, BUFFERED_MIN_EVENTS
+from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
 from firsttoken.addon.sse import MAX_EVENT_DATA
 
 
@@ -78,30 +72,55 @@ def rule_event_too_large(rec: Any, c: Ctx) -> None:
               limit_mib=MAX_EVENT_DATA // 2**20)
 
 
-def buffered_burst(rec: Any) -> dict[str, Any] | None:
-    """The facts of a buffered stream, or None: most token events at once, at the end, after a long wait."""
-    offs = list(rec.event_offsets or [])
-    n = len(offs)
-    if n < BUFFERED_MIN_EVENTS or rec.events > n or rec.ttfb_ms is None or rec.total_ms is None:
-        return None
-    k = math.ceil(BUFFERED_SHARE * n)
-    start = offs[n - k]
-    burst = offs[-1] - start
-    window = max(BUFFERED_WINDOW_MS, BUFFERED_WINDOW_SHARE * rec.total_ms)
-    wait = start - rec.ttfb_ms
-    if burst > window or burst / max(1, k - 1) >= BUFFERED_MAX_MEAN_GAP_MS:
-        return None
-    if wait < max(BUFFERED_MIN_WAIT_MS, 4 * burst):
-        return None
-    return {"burst_events": k, "events": n, "burst_ms": round(burst, 1), "wait_ms": round(wait, 1)}
+def buffered_burst(rec: Any, ref_itl_ms: float | None = None) -> dict[str, Any] | None:
+    """The facts of a buffered stream (``addon.hops.buffer_shape``), or None."""
+    return buffer_shape(rec.event_offsets or [], rec.ttfb_ms, events=rec.events, ref_itl_ms=ref_itl_ms,
+                        proxy_delay_ms=getattr(rec, "proxy_delay_ms", None))
+
+
+def _buffered(rec: Any) -> bool:
+    return any(f.get("code") == "stream.buffered" for f in (getattr(rec, "findings", None) or ()))
+
+
+def route_itl(rec: Any, c: Ctx) -> tuple[float | None, int]:
+    """(median ITL p50, count) of the same route's and model's earlier unbuffered streams."""
+    vals = []
+    for r in c.recent:
+        if (getattr(r, "id", None) == rec.id or getattr(r, "route", None) != rec.route
+                or getattr(r, "model", None) != rec.model or getattr(r, "status", None) != 200
+                or (getattr(r, "events", 0) or 0) < BUFFERED_MIN_EVENTS or _buffered(r)):
+            continue
+        v = getattr(r, "itl_p50_ms", None)
+        if isinstance(v, (int, float)):
+            vals.append(v)
+    if len(vals) < BASELINE_MIN_SAMPLES:
+        return None, len(vals)
+    return float(statistics.median(vals)), len(vals)
+
+
+def hop_of(rec: Any):
+    """The hop that answered this record (``addon.hops.name_hop``), or None."""
+    headers = getattr(rec, "hop_headers", None)
+    return name_hop(getattr(rec, "server", None), getattr(rec, "via", None), headers if isinstance(headers, dict) else None)
 
 
 def rule_buffered(rec: Any, c: Ctx) -> None:
     if not (_ok(rec) and _sse(rec)) or c.errors():
         return
     facts = buffered_burst(rec)
-    if facts:
-        c.add("stream.buffered", "warn", **c.common(), **facts)
+    if not facts:  # the shape alone decides; the route's own streams can only take a verdict back
+        return
+    ref, samples = route_itl(rec, c)
+    if ref is not None:
+        facts = buffered_burst(rec, ref)
+        if not facts:
+            return
+    hop = hop_of(rec)
+    # the hop is said to have held the stream only when it is one that buffers unless told not to
+    named = hop is not None and hop.kind not in PASS_THROUGH
+    c.add("stream.buffered", "warn", **c.common(), **facts, who=hop.name if named else "hop.unnamed",
+          hop=hop.name if hop else None, hop_kind=hop.kind if hop else None,
+          hop_fix=fix_code(hop.kind if hop else None), ref_itl_ms=ref, ref_samples=samples)
 
 
 def rule_stall(rec: Any, c: Ctx) -> None:
@@ -195,13 +214,17 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("stream.buffered", "streams", _W, (), {
         "en": ("Stream buffered on the way",
-               "At least {BUFFERED_SHARE:.0%} of the token events (min. {BUFFERED_MIN_EVENTS}) arrived within {BUFFERED_WINDOW_MS:.0f} ms (or {BUFFERED_WINDOW_SHARE:.0%} of the response) at the end, faster than any model generates, after the client had waited at least {BUFFERED_MIN_WAIT_MS:.0f} ms for nothing.",
-               "{burst_events} of {events} token events arrived within {burst_ms:,.1f} ms at the very end; for {wait_ms:,.0f} ms after the headers the client received no token.",
-               "Something between the model and the client buffers the stream: for nginx set `proxy_buffering off;` (or have the upstream send `X-Accel-Buffering: no`), turn off response buffering/compression in gateways and CDNs, and check the HTTP(S)_PROXY in between."),
+               "At least {BUFFERED_SHARE:.0%} of the token events (min. {BUFFERED_MIN_EVENTS}) arrived in releases: {BUFFERED_CLUMP_EVENTS}+ events at once ({BUFFERED_RELEASE_GAP_MS} ms apart on average: faster than any model generates), each after a silence of at least {BUFFERED_HOLD_MS:.0f} ms; with the headers, in buffer-sized bursts, or all at the end. TTFT and the gap of such a stream are the buffering hop's delay: latency.network and latency.prefill are not judged on it.",
+               {"with_headers": "{who} held this stream for {first_ms:,.0f} ms: the response headers came only then, together with {burst_events} of its {events} token events at once ({held_events} events in {bursts} burst(s) of up to {largest}; the longest hold {held_ms:,.0f} ms). This TTFB and TTFT are that hop's delay, not the network and not the model's prefill.",
+                "tail": "{who} held this stream for {wait_ms:,.0f} ms: after the headers the client received no token for {wait_ms:,.0f} ms, then {burst_events} of {events} token events arrived within {burst_ms:,.1f} ms. The gap before the first token is that hop's delay, not the model's prefill.",
+                "bursts": "{who} held this stream back for up to {held_ms:,.0f} ms at a time: {held_events} of its {events} token events arrived in {bursts} bursts of up to {largest} events at once, the first at {first_ms:,.0f} ms. The TTFT is that hop's delay, not the model's prefill."},
+               "Fix it at the hop that buffers (docs/gateways.md gives each one's fix): {hop_fix}"),
         "zh": ("流在途中被缓冲",
-               "至少 {BUFFERED_SHARE:.0%} 的 token 事件（至少 {BUFFERED_MIN_EVENTS} 个）在末尾 {BUFFERED_WINDOW_MS:.0f} 毫秒（或响应时长的 {BUFFERED_WINDOW_SHARE:.0%}）内集中到达，快于任何模型的生成速度，此前客户端至少空等了 {BUFFERED_MIN_WAIT_MS:.0f} 毫秒。",
-               "{events} 个 token 事件中有 {burst_events} 个在最后 {burst_ms:,.1f} 毫秒内集中到达；响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token。",
-               "模型和客户端之间有东西在缓冲流：nginx 设置 `proxy_buffering off;`（或让上游发送 `X-Accel-Buffering: no`），关闭网关和 CDN 的响应缓冲/压缩，并检查中间的 HTTP(S)_PROXY。"),
+               "至少 {BUFFERED_SHARE:.0%} 的 token 事件（至少 {BUFFERED_MIN_EVENTS} 个）是成批放行到达的：每批 {BUFFERED_CLUMP_EVENTS} 个以上同时到达（平均间隔不超过 {BUFFERED_RELEASE_GAP_MS} 毫秒：快于任何模型的生成速度），且每批之前至少静默 {BUFFERED_HOLD_MS:.0f} 毫秒；可能与响应头一起、按缓冲区大小分批、或全部在末尾到达。这种流的 TTFT 和间隔是缓冲那一跳造成的延迟：不再对它判定 latency.network 和 latency.prefill。",
+               {"with_headers": "{who}把这个流扣住了 {first_ms:,.0f} 毫秒：响应头直到那时才到达，同时到达的还有 {events} 个 token 事件中的 {burst_events} 个（{held_events} 个事件分 {bursts} 批到达，每批最多 {largest} 个；最长一次扣留 {held_ms:,.0f} 毫秒）。这里的 TTFB 和 TTFT 是那一跳的延迟，既不是网络也不是模型的 prefill。",
+                "tail": "{who}把这个流扣住了 {wait_ms:,.0f} 毫秒：响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token，随后 {events} 个 token 事件中的 {burst_events} 个在 {burst_ms:,.1f} 毫秒内集中到达。首 token 之前的间隔是那一跳的延迟，不是模型的 prefill。",
+                "bursts": "{who}每次最多把这个流扣住 {held_ms:,.0f} 毫秒：{events} 个 token 事件中的 {held_events} 个分 {bursts} 批到达，每批最多 {largest} 个同时到达，第一批在 {first_ms:,.0f} 毫秒。TTFT 是那一跳的延迟，不是模型的 prefill。"},
+               "在做缓冲的那一跳上修复（docs/gateways.md 列出了各自的修复方法）：{hop_fix}"),
     }),
     ("stream.stall", "streams", _W, (), {
         "en": ("Stall inside the stream",

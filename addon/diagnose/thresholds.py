@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-#: stream.buffered: at least this share of the token events ...
-BUFFERED_SHARE = 0.9
-#: ... (and at least this many events) ...
-BUFFERED_MIN_EVENTS = 8
-#: ... arrived within this many ms, or this share of the response's duration, whichever is larger ...
-BUFFERED_WINDOW_MS = 50.0
-BUFFERED_WINDOW_SHARE = 0.10
-#: ... at a rate no model generates (mean gap between them below this) ...
-BUFFERED_MAX_MEAN_GAP_MS = 1.0
-#: ... after the client had waited at least this long after the headers.
-BUFFERED_MIN_WAIT_MS = 200.0
+#: stream.buffered: the stream-shape numbers, defined beside the shape rule (addon/hops/shape.py)
+from firsttoken.addon.hops.shape import CLUMP_GAP_MS as BUFFERED_CLUMP_GAP_MS
+from firsttoken.addon.hops.shape import CLUMP_MIN_EVENTS as BUFFERED_CLUMP_EVENTS
+from firsttoken.addon.hops.shape import HELD_SHARE as BUFFERED_SHARE
+from firsttoken.addon.hops.shape import HOLD_MIN_MS as BUFFERED_HOLD_MS
+from firsttoken.addon.hops.shape import MIN_EVENTS as BUFFERED_MIN_EVENTS
+from firsttoken.addon.hops.shape import REF_ITL_MIN_MS as BUFFERED_REF_ITL_MS
+from firsttoken.addon.hops.shape import RELEASE_GAP_MS as BUFFERED_RELEASE_GAP_MS
+from firsttoken.addon.hops.shape import WITH_HEADERS_MS as BUFFERED_WITH_HEADERS_MS
+
 #: latency.network: TTFB above this, and at least half of TTFT
 NETWORK_TTFB_MS = 1000.0
 #: latency.network (baseline): TTFB above this multiple of the model's recent median TTFB ...
@@ -55,12 +54,14 @@ CACHE_TTL_S = 300.0
 CACHE_MIN_TOKENS = 1024
 
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
-    ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of token events arriving together at the end", "stream.buffered：在末尾集中到达的 token 事件比例"),
+    ("BUFFERED_CLUMP_GAP_MS", BUFFERED_CLUMP_GAP_MS, "stream.buffered: token events closer than this (ms) may belong to one release", "stream.buffered：间隔小于此值（毫秒）的 token 事件可能属于同一次放行"),
+    ("BUFFERED_CLUMP_EVENTS", BUFFERED_CLUMP_EVENTS, "stream.buffered: a release has at least this many events", "stream.buffered：一次放行至少包含这么多事件"),
+    ("BUFFERED_RELEASE_GAP_MS", BUFFERED_RELEASE_GAP_MS, "stream.buffered: ... at most this far apart on average (ms, its largest gap left out): faster than any model streams", "stream.buffered：……平均间隔不超过此值（毫秒，去掉最大的一个间隔）：快于任何模型的输出速度"),
+    ("BUFFERED_HOLD_MS", BUFFERED_HOLD_MS, "stream.buffered: a release follows a silence of at least this long (ms)", "stream.buffered：放行之前至少静默了这么久（毫秒）"),
+    ("BUFFERED_SHARE", BUFFERED_SHARE, "stream.buffered: share of the token events that came in releases", "stream.buffered：通过放行到达的 token 事件所占比例"),
     ("BUFFERED_MIN_EVENTS", BUFFERED_MIN_EVENTS, "stream.buffered: minimum token events", "stream.buffered：最少 token 事件数"),
-    ("BUFFERED_WINDOW_MS", BUFFERED_WINDOW_MS, "stream.buffered: burst window (ms), or BUFFERED_WINDOW_SHARE of the response if larger", "stream.buffered：集中到达的时间窗（毫秒），或响应时长的 BUFFERED_WINDOW_SHARE（取较大者）"),
-    ("BUFFERED_WINDOW_SHARE", BUFFERED_WINDOW_SHARE, "stream.buffered: burst window as a share of the response duration", "stream.buffered：时间窗占响应时长的比例"),
-    ("BUFFERED_MAX_MEAN_GAP_MS", BUFFERED_MAX_MEAN_GAP_MS, "stream.buffered: mean gap inside the burst below this (ms): faster than any model generates", "stream.buffered：集中段内平均间隔低于此值（毫秒），快于任何模型的生成速度"),
-    ("BUFFERED_MIN_WAIT_MS", BUFFERED_MIN_WAIT_MS, "stream.buffered: the client waited at least this long after the headers (ms)", "stream.buffered：响应头之后客户端至少空等了这么久（毫秒）"),
+    ("BUFFERED_WITH_HEADERS_MS", BUFFERED_WITH_HEADERS_MS, "stream.buffered: a first release this close to the headers (ms) came with them", "stream.buffered：首次放行距响应头不超过此值（毫秒）即视为与响应头一起到达"),
+    ("BUFFERED_REF_ITL_MS", BUFFERED_REF_ITL_MS, "stream.buffered: not judged on a route whose unbuffered streams have a median ITL p50 below this (ms)", "stream.buffered：若同一路由未缓冲的流 ITL p50 中位数低于此值（毫秒），不做判定"),
     ("NETWORK_TTFB_MS", NETWORK_TTFB_MS, "latency.network: TTFB above this (ms) and at least half of TTFT", "latency.network：TTFB 超过此值（毫秒）且至少占 TTFT 的一半"),
     ("NETWORK_BASELINE_RATIO", NETWORK_BASELINE_RATIO, "latency.network: TTFB above this multiple of the model's recent median", "latency.network：TTFB 超过该模型近期中位数的倍数"),
     ("BASELINE_MIN_SAMPLES", BASELINE_MIN_SAMPLES, "latency.network: earlier warm 200 requests of the same model needed for a median", "latency.network：计算中位数所需的同模型、已热连接的 200 请求数"),

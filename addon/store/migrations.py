@@ -301,6 +301,18 @@ def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
     db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
 
 
+@migration
+def m015_who_answered(db: sqlite_utils.Database) -> None:
+    """Who answered (``addon/hops``): the response's ``Server`` and ``Via``, the allow-listed
+    gateway and provider headers (JSON), and the hop they name; ``show`` prints them and
+    ``stream.buffered`` names that hop and gives its own fix."""
+    t = db["requests"]
+    t.add_column("server", str)
+    t.add_column("via", str)
+    t.add_column("hop_headers", str)
+    t.add_column("hop", str)
+
+
 #: the columns of the readable ``findings`` table (m018), in the writer's insert order
 FINDING_COLUMNS = ("request_id", "code", "severity", "position", "message", "hint", "params")
 

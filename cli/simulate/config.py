@@ -20,6 +20,7 @@ ERROR_FAULTS: tuple[str, ...] = (
 DELIVERY_FAULTS: tuple[str, ...] = (
     "no_choices",
     "buffered",
+    "buffer_4k",
     "mid_stream_error",
     "stall",
     "drop",
@@ -47,6 +48,7 @@ FAULT_HELP: dict[str, str] = {
     "context_length": "400 context length exceeded",
     "no_choices": "200 but the body / chunks have no choices (Anthropic: no content blocks)",
     "buffered": "stream computed on schedule but every event delivered at once at the end",
+    "buffer_4k": "like nginx's default proxy buffering: the headers and the events held and sent in 4 KB blocks, the rest at the end",
     "mid_stream_error": "some tokens, then an in-stream error event",
     "stall": "a pause of stall_ms in the middle of the stream",
     "drop": "TCP connection closed mid-stream, no terminator",

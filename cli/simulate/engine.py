@@ -130,7 +130,8 @@ def _stream(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     gzip = "gzip" in faults
     headers = success_headers(gen, sched, "text/event-stream; charset=utf-8")
     headers["Cache-Control"] = "no-cache"
-    out = h.start_stream(200, headers, gzip=gzip, buffered="buffered" in faults)
+    out = h.start_stream(200, headers, gzip=gzip, buffered="buffered" in faults,
+                         block=4096 if "buffer_4k" in faults else 0)
     # Headers are out: only now do the expensive part (the prefill sleep absorbs it).
     _plan(h, gen, sched)
     stream_fn, _, error_fn = SHAPES[gen.api]

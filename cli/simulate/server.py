@@ -17,7 +17,7 @@ from firsttoken.cli.simulate.cache import PromptCache
 from firsttoken.cli.simulate.config import FAULT_HEADER, FAULTS, SimConfig, UnknownFault, parse_faults
 from firsttoken.cli.simulate.engine import answer, proto_of
 from firsttoken.cli.simulate.timing import Jitter, Schedule, sleep_until
-from firsttoken.cli.simulate.wire import BodyWriter, gzip_bytes, hexid
+from firsttoken.cli.simulate.wire import BlockWriter, BodyWriter, gzip_bytes, hexid
 
 # path after the prefix -> (method, api)
 ROUTES: dict[tuple[str, str], str] = {
@@ -132,7 +132,13 @@ class SimHandler(BaseHTTPRequestHandler):
             self.send_json(reply.status, reply.body, headers, indent=4)
         self.note += f" {reply.body.get('error', {}).get('type') or reply.body.get('error', {}).get('code')}"
 
-    def start_stream(self, status: int, headers: dict[str, str], *, gzip: bool, buffered: bool) -> BodyWriter:
+    def start_stream(self, status: int, headers: dict[str, str], *, gzip: bool, buffered: bool,
+                     block: int = 0) -> BodyWriter:
+        if block:  # a buffering proxy in front: the headers too wait for the first full block; the
+            # connection then closes (the server's finish() flushes the rest), so no later response waits
+            self.wfile = BlockWriter(self.wfile, block)
+            self.close_connection = True
+            headers = {**headers, "Connection": "close"}
         self._headers(status, headers)
         if gzip:
             self.send_header("Content-Encoding", "gzip")

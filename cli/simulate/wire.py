@@ -59,6 +59,40 @@ def signature() -> str:
     return base64.b64encode(b"\x12\x02\x18\x02" + os.urandom(140)).decode()
 
 
+class BlockWriter:
+    """A file that holds what is written to it and sends it on in blocks of ``block`` bytes, as a
+    buffering proxy does (nginx's default ``proxy_buffering``: response headers included);
+    ``release`` (or ``flush``, which the HTTP server calls when the response is done) sends the rest."""
+
+    def __init__(self, raw: BinaryIO, block: int = 4096) -> None:
+        self._raw = raw
+        self._block = block
+        self._held = bytearray()
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        self._held += data
+        if len(self._held) >= self._block:
+            n = len(self._held) - len(self._held) % self._block
+            self._raw.write(bytes(self._held[:n]))
+            del self._held[:n]
+        return len(data)
+
+    def release(self) -> None:
+        if self._held:
+            self._raw.write(bytes(self._held))
+            self._held.clear()
+
+    def flush(self) -> None:
+        self.release()
+        self._raw.flush()
+
+    def close(self) -> None:
+        self.release()
+        self._raw.close()
+        self.closed = True
+
+
 class BodyWriter:
     """Writes a chunked body: one flushed HTTP chunk per write(); gzip-compressed per write with `gzip`;
     everything held back and sent in a single chunk by finish() with `buffered`."""
@@ -99,6 +133,8 @@ class BodyWriter:
             self._z = None
         if self._chunked:
             self._wfile.write(b"0\r\n\r\n")
+        if isinstance(self._wfile, BlockWriter):
+            self._wfile.release()
 
 
 def gzip_bytes(data: bytes) -> bytes:
