@@ -299,3 +299,11 @@ def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
     """Lines of an event-stream body that are no SSE field: an error page or a JSON body sent as
     ``text/event-stream`` (``stream.not_sse``, variant ``body``)."""
     db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
+
+
+@migration
+def m020_proxy_start_wait(db: sqlite_utils.Database) -> None:
+    """How much of a request's wait before the proxy read it (``proxy_lag_ms``) fell while the
+    proxy was still starting: `firsttoken run` starts its child beside the proxy, on a port that
+    already listens, so a fast client's first request can wait for the proxy's start-up."""
+    db["requests"].add_column("proxy_start_wait_ms", float)
