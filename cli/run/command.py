@@ -100,14 +100,17 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
                        "Fix that and run again, or run the command without firsttoken.", err=True)
             sys.exit(code)
     _stop(server)
-    from firsttoken.cli.run.summary import render, summarize  # after the child: nothing waits for it
+    from firsttoken.cli.run.summary import no_request_advice, render, summarize  # after the child: nothing waits
 
     rows = _rows(db, run_id, settle=5.0 if joined else 0.0)
     own_db = os.path.realpath(db) != os.path.realpath(resolve_db(None))
     more = f"firsttoken logs --run {run_id}" + (f" --db {shlex.quote(db)}" if db_path or own_db else "")
     via = r.how + (f" — {forward_reason}" if forward_reason and forward_reason != "--forward" else "")
     via += f"; proxy {joined[0]}" if joined else ""
-    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes):
+    advice = [] if rows else no_request_advice(list(cmd), plan.client, {f: u.url for f, u in plan.upstreams.items()
+                                                                          if f in plan.families},
+                                               forward_used=bool(forward_reason), home=home_dir(env))
+    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes, advice=advice):
         click.echo(line, err=True)
     sys.stdout.flush()
     sys.exit(code)
