@@ -21,7 +21,6 @@ import threading
 import openai
 import pytest
 from conftest import FAST, rows
-from test_conversations import _cli
 
 from firsttoken.addon.conversations import ConversationIndex, prompt_parts, same_prompt, same_tools
 from firsttoken.cli.proxy.server import ProxyServer
@@ -44,6 +43,13 @@ QWEN_TOOLS = ["read_file", "grep_search", "glob", "list_directory", "run_shell_c
 MEMORY_TOOLS = ["read_file", "grep_search", "glob", "list_directory", "run_shell_command", "write_file", "edit"]
 OPENCODE_TOOLS = ["bash", "edit", "glob", "grep", "list", "read", "write", "todowrite", "todoread", "task", "webfetch"]
 USER = "Explain what src/server.ts does, in two sentences."
+
+
+def _cli(*args, width=160):
+    from click.testing import CliRunner
+
+    from firsttoken.cli.main import cli
+    return CliRunner(env={"COLUMNS": str(width)}).invoke(cli, list(args), catch_exceptions=False)
 
 
 def tools(names):
