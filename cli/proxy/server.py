@@ -411,6 +411,11 @@ class ProxyServer:
         if self._thread is not None:
             self._thread.join(timeout)
 
+    @property
+    def stopped(self) -> bool:
+        """Whether the proxy's thread has ended: every record written, the database closed."""
+        return self._thread is None or not self._thread.is_alive()
+
     def flush(self, timeout: float = 10.0, settle: float = 2.0) -> None:
         """Wait until every request so far is in the database.
 
