@@ -39,6 +39,9 @@ def test_forward_is_suggested_only_where_it_can_help(tmp_path):
 def test_claude_code_first_run_says_what_happened(tmp_path):
     adv = _text(no_request_advice(["claude"], "claude-code", {"anthropic": "https://api.anthropic.com"}, False, tmp_path))
     assert "first-run check goes straight to api.anthropic.com" in adv and "claude -p" in adv
+    one_shot = _text(no_request_advice(["claude", "-p", "hi"], "claude-code", {"anthropic": "https://api.anthropic.com"},
+                                       False, tmp_path))
+    assert "first-run" not in one_shot  # `claude -p` does no first-run setup: that is not what happened
     (tmp_path / ".claude.json").write_text(json.dumps({"hasCompletedOnboarding": True}))
     adv = _text(no_request_advice(["claude"], "claude-code", {"anthropic": "https://api.anthropic.com"}, False, tmp_path))
     assert "first-run" not in adv and "--forward" in adv

@@ -138,7 +138,8 @@ def no_request_advice(cmd: list[str], client: str, upstreams: Mapping[str, str],
     machine); for a plain-HTTP or loopback upstream, the client's own base URL setting is."""
     shown = shlex.join(cmd[:3]) + (" …" if len(cmd) > 3 else "")
     out: list[str] = []
-    if client == "claude-code" and home is not None and claude_first_run(home) and not forward_used:
+    one_shot = any(a in ("-p", "--print") for a in cmd[1:])  # `claude -p` does no first-run setup
+    if client == "claude-code" and home is not None and claude_first_run(home) and not forward_used and not one_shot:
         out.append(f"Claude Code has not been set up in this HOME ({home}: no finished first run in .claude.json). "
                    "Its first-run check goes straight to api.anthropic.com, whatever ANTHROPIC_BASE_URL says, so "
                    "nothing reached firsttoken; offline or behind a firewall the check fails and Claude Code stops. "
