@@ -221,9 +221,15 @@ class Analyzer:
         rec = flight.record
         family = "anthropic" if "/messages" in (rec.path or "") else family_of_api(rec.api)
         a = self.conversations.assign(route=rec.route, family=family, model=rec.model, path=rec.path,
-                                      parts=parts, t0=flight.clock.t0)
+                                      parts=parts, t0=flight.clock.t0, record_id=rec.id)
         if a is None:
             return
+        for rid in a.now_side:  # placed as main, shown by this request to have been a side call
+            pending = self._pending.get(rid)
+            if pending is not None:
+                pending[1].update(now_side=True, divergence=None)
+            else:
+                self.writer.put({"id": rid, "request_kind": "side"})
         rec.conversation_id, rec.turn, rec.request_kind = a.conversation_id, a.turn, a.request_kind
         change = {"id": rec.id, "previous": a.previous is not None, "since_previous_s": a.since_previous_s,
                   "divergence": divergence(a.previous, parts) if a.request_kind == "main" else None,
@@ -286,9 +292,12 @@ class Analyzer:
         if rec.usage_cached_tokens:
             self.routes_cached.add(route)
         if conv is not None:
+            if self.prompt_change.get("now_side"):
+                rec.request_kind = "side"
             rec.client_gap_ms = self.conversations.client_gap_ms(conv, flight.clock.t0)
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
-            self.conversations.ended(conv, end if end is not None else flight.clock.t0)
+            failed = abnormal_end or rec.status is None or rec.status >= 400
+            self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed)
         try:
             rec.findings = diagnose(rec, self)
         finally:

@@ -64,6 +64,8 @@ class Capture:
         self._strategy_set = False  # connection_strategy was set to lazy by this addon
         self.run_id: str | None = None  # stamped on every record (`firsttoken run` owns this proxy)
         self.loadwatch = LoadWatch()  # the proxy's own event-loop lag and CPU use
+        #: perf_counter when the proxy was ready (a request read earlier waited for its start-up)
+        self.ready_at: float | None = None
         self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
         #: the proxy is stopping (ProxyServer.drain): responses close their client connection
         self.draining = False
@@ -149,6 +151,7 @@ class Capture:
             return
         self._loop = asyncio.get_running_loop()
         self.loadwatch.start()
+        self.ready_at = time.perf_counter()
         self._proxyserver = ctx.master.addons.get("proxyserver")
         self.settings.proxy_url = self._proxy_url()
         # The worker and writer threads share the GIL with the event loop; a short switch
@@ -393,6 +396,8 @@ class Capture:
         end = c.end if c.end is not None else time.perf_counter()
         if not c.lag_measured:
             c.lag_in = self.loadwatch.wait_before(c.t0)
+        if self.ready_at is not None:  # its bytes came while the proxy was starting (`run`: a port open early)
+            c.start_wait = max(0.0, min(c.lag_in, self.ready_at - (c.t0 - c.lag_in)))
         c.lag_during = self.loadwatch.lag_max(c.hook if c.hook is not None else c.t0, end)
         c.cpu = self.loadwatch.cpu_between(min(c.t0, end - 1.0), end)
 

@@ -42,6 +42,19 @@ MAX_ENDS = 8
 #: a conversation without a session id is continued only within this many seconds
 CHAIN_TTL_S = 3600.0
 KINDS = ("main", "side", "count_tokens")
+#: a side call that does not extend the conversation (opencode's title call: its own system prompt,
+#: then the user's first message) joins it by a user message they share, within this many seconds
+ANCHOR_TTL_S = 900.0
+#: user messages per request that can tie a side call to its conversation, and their shortest text
+#: (a "hi" or "ping" is too common to tell two conversations apart)
+MAX_ANCHORS = 3
+MIN_ANCHOR_CHARS = 16
+#: a request identical to its conversation's last one, sent after that one failed, within this many
+#: seconds, is a retry of it (same conversation, same turn)
+RETRY_WINDOW_S = 300.0
+#: two system prompts (or tool lists) sharing less than this share of their text are different
+#: prompts (a side task's), not one prompt edited (a timestamp that moved)
+SAME_PROMPT_SHARE = 0.5
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _CLAUDE_USER_ID = re.compile(r"_session_(" + _UUID + r")")
@@ -63,6 +76,9 @@ class Parts:
     has_tools: bool = False
     cache_marker: bool = False  # an Anthropic ``cache_control`` anywhere
     cache_markers: int = 0  # how many ``cache_control`` markers the request carries
+    #: hashes of the first few user messages long enough to tell a conversation by (a side call that
+    #: quotes the user, like opencode's title call, shares one with the main request)
+    anchors: list[str] = field(default_factory=list)
 
 
 #: ``canonical_json``'s encoder, made once (``json.dumps`` with arguments builds one per call)
@@ -180,6 +196,11 @@ def prompt_parts(api: str, body: Any) -> Parts | None:
     p.tool_defs = [_hash(t) for t in body.get("tools")] if p.has_tools else []
     p.messages = [_hash(as_cached(_without_ids(m))) for m in msgs]
     p.user_turns = sum(1 for m in msgs if _is_user(m))
+    for m, h in zip(msgs, p.messages):
+        if len(p.anchors) >= MAX_ANCHORS:
+            break
+        if _is_user(m) and len(_text(m.get("content")).strip()) >= MIN_ANCHOR_CHARS:
+            p.anchors.append(h)
     last = next((m for m in reversed(msgs) if not (isinstance(m, dict) and m.get("role") == "assistant")), None)
     p.new_turn = _is_user(last)
     if api == "anthropic.messages":
@@ -271,6 +292,34 @@ def divergence(prev: Parts | None, cur: Parts) -> dict[str, Any] | None:
     return None
 
 
+def same_prompt(a: str, b: str) -> bool:
+    """Whether two system prompts are one prompt, possibly edited (a moved timestamp, an added
+    line), rather than two prompts (the main agent's and a side task's: a title generator, a memory
+    extractor, a sub-agent). Shared text: the longer of (common prefix + common suffix) and the
+    lines both contain; at least :data:`SAME_PROMPT_SHARE` of the longer prompt."""
+    if a == b:
+        return True
+    longest = max(len(a), len(b))
+    if not a or not b:
+        return longest < 200  # a short prompt added or dropped is an edit; a whole agent prompt is not
+    head = first_difference(a, b)
+    tail = first_difference(a[head:][::-1], b[head:][::-1])
+    if (head + tail) / longest >= SAME_PROMPT_SHARE:
+        return True
+    lines_b = set(b.splitlines())
+    shared = sum(len(line) + 1 for line in set(a.splitlines()) if line.strip() and line in lines_b)
+    return shared / longest >= SAME_PROMPT_SHARE
+
+
+def same_tools(a: list[str], b: list[str]) -> bool:
+    """Whether two tool lists are one agent's tools (equal, reordered, or a few added or removed:
+    an MCP server connected) rather than two agents' (a side task given a few tools of its own)."""
+    if a == b:
+        return True
+    sa, sb = set(a), set(b)
+    return len(sa & sb) / max(len(sa), len(sb), 1) >= SAME_PROMPT_SHARE
+
+
 # ---- the index ---------------------------------------------------------------------------------
 
 @dataclass
@@ -286,6 +335,12 @@ class Conversation:
     last: Parts | None = None  # the last main request's parts
     last_seen: float = 0.0  # perf_counter of the last request's start
     ends: list[float] = field(default_factory=list)  # perf_counter ends of recent requests
+    anchors: list[str] = field(default_factory=list)  # its first request's user-message hashes
+    last_failed: bool = False  # its latest ended request failed (a retry may follow)
+    #: record ids of main requests placed before any main request carried tools: if one with tools
+    #: and another system prompt follows (opencode's title call raced ahead of the main request),
+    #: these were side calls
+    tentative: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -296,6 +351,8 @@ class Assignment:
     previous: Parts | None  # the previous main request's parts (for cache diagnosis)
     since_previous_s: float | None  # since the previous request of the conversation started
     conversation: Conversation
+    #: record ids placed earlier as main requests that this one shows were side calls
+    now_side: list[str] = field(default_factory=list)
 
 
 def conversation_id_for(route: str, family: str, session: str) -> str:
@@ -347,6 +404,8 @@ class ConversationIndex:
         self._chains: dict[tuple[Any, ...], dict[str, Conversation]] = {}
         self._chain_of: dict[str, tuple[Any, ...]] = {}  # conversation id -> where it is filed
         self._lengths: dict[tuple[str, str], dict[int, int]] = {}  # key -> number of messages -> conversations
+        #: (key, user-message hash) -> the conversation whose first request had it (side calls join by it)
+        self._anchors: dict[tuple[Any, ...], str] = {}
 
     def __len__(self) -> int:
         return len(self._convs)
@@ -386,6 +445,46 @@ class ConversationIndex:
                     return conv
         return None
 
+    def _anchor_match(self, key: tuple[str, str], parts: Parts, now: float) -> Conversation | None:
+        """A recent conversation whose first request shares a user message with ``parts`` while
+        ``parts`` is another prompt (its own system prompt or tools): a side call that quotes the
+        user, or the main request a side call raced ahead of."""
+        for h in parts.anchors:
+            conv = self._convs.get(self._anchors.get((key, h), ""))
+            if conv is None or now - conv.last_seen > ANCHOR_TTL_S or conv.last is None:
+                continue
+            if not same_prompt(conv.last.system, parts.system) or parts.has_tools != conv.main_has_tools \
+                    or not same_tools(conv.last.tools, parts.tools):
+                return conv
+        return None
+
+    def _retry_match(self, key: tuple[str, str], parts: Parts, now: float) -> Conversation | None:
+        """The conversation whose last request ``parts`` repeats exactly (messages, system, tools)
+        after that request failed (an error status, a cut, the client giving up): a retry of one
+        call. Identical requests while it runs are not retries (a load test sends many)."""
+        if not parts.messages:
+            return None
+        found = self._chains.get((key, len(parts.messages), hash(tuple(parts.messages))))
+        for conv in reversed((found or {}).values()):
+            last = conv.last
+            if (now - conv.last_seen <= RETRY_WINDOW_S and conv.last_failed
+                    and last.messages == parts.messages and last.system == parts.system and last.tools == parts.tools):
+                return conv
+        return None
+
+    def _file_anchors(self, conv: Conversation, parts: Parts) -> None:
+        if conv.anchors or conv.session is not None:
+            return
+        conv.anchors = list(parts.anchors)
+        for h in conv.anchors:
+            self._anchors[(conv.key, h)] = conv.id
+
+    def _forget(self, conv: Conversation) -> None:
+        self._unfile(conv.id)
+        for h in conv.anchors:
+            if self._anchors.get((conv.key, h)) == conv.id:
+                del self._anchors[(conv.key, h)]
+
     def _unfile(self, conversation_id: str) -> None:
         where = self._chain_of.pop(conversation_id, None)
         if where is None:
@@ -415,8 +514,9 @@ class ConversationIndex:
         lengths[n] = lengths.get(n, 0) + 1
 
     def assign(self, *, route: str | None, family: str, model: str | None, path: str | None,
-               parts: Parts | None, t0: float) -> Assignment | None:
-        """Place one request (at its parse); None when it is not a chat request."""
+               parts: Parts | None, t0: float, record_id: str | None = None) -> Assignment | None:
+        """Place one request (at its parse); None when it is not a chat request. ``record_id``
+        lets a later request say this one was a side call (:attr:`Assignment.now_side`)."""
         key = (route or "default", family)
         count_tokens = "/count_tokens" in (path or "")
         if parts is None:
@@ -429,27 +529,26 @@ class ConversationIndex:
                 conv = Conversation(id=cid, key=key, session=parts.session)
                 self._resume(conv)
         else:
-            conv = self._chain_match(key, parts, t0)
+            conv = (self._chain_match(key, parts, t0) or self._retry_match(key, parts, t0)
+                    or self._anchor_match(key, parts, t0))
             if conv is None:
                 conv = Conversation(id=new_conversation_id(), key=key, session=None)
         self._convs[conv.id] = conv
         self._convs.move_to_end(conv.id)
         self._unfile(conv.id)  # filed again below, as the most recent, under its (new) last messages
         while len(self._convs) > self.maxsize:
-            self._unfile(self._convs.popitem(last=False)[0])
+            self._forget(self._convs.popitem(last=False)[1])
         since = t0 - conv.last_seen if conv.last_seen else None
         conv.last_seen = t0
 
-        # side calls: small-model calls (titles, summaries) without the main requests' tools
-        if count_tokens:
-            kind = "count_tokens"
-        elif conv.main_model is None or (parts.has_tools and not conv.main_has_tools):
-            kind = "main"
-        elif conv.main_has_tools:
-            kind = "main" if parts.has_tools else "side"
-        else:
-            kind = "main" if model == conv.main_model else "side"
-        previous = conv.last
+        kind, rebase = self._kind(conv, parts, model, count_tokens)
+        previous = None if rebase else conv.last
+        now_side: list[str] = []
+        if rebase:  # the main requests so far were another task's (a title call that came first)
+            now_side, conv.tentative = conv.tentative, []
+            conv.turn, conv.user_turns, conv.client_turn, conv.last = 0, -1, None, None
+            self._forget(conv)
+            conv.anchors = []
         if kind == "main":
             conv.main_model = model
             conv.main_has_tools = conv.main_has_tools or parts.has_tools
@@ -463,12 +562,41 @@ class ConversationIndex:
             conv.client_turn = parts.client_turn
             conv.user_turns = parts.user_turns
             conv.last = parts
+            if not conv.main_has_tools and record_id is not None and len(conv.tentative) < MAX_ENDS:
+                conv.tentative.append(record_id)
+            elif conv.main_has_tools:
+                conv.tentative = []
+            self._file_anchors(conv, parts)
         self._file(conv)
-        return Assignment(conv.id, max(conv.turn, 1), kind, previous, since, conv)
+        return Assignment(conv.id, max(conv.turn, 1), kind, previous, since, conv, now_side)
 
     @staticmethod
-    def ended(conv: Conversation, end: float) -> None:
-        """A request of ``conv`` ended at perf_counter ``end``."""
+    def _kind(conv: Conversation, parts: Parts, model: str | None, count_tokens: bool) -> tuple[str, bool]:
+        """(kind, whether the conversation's main requests so far were side calls after all).
+
+        A side call is the client's own machinery beside the conversation: a small model without
+        the main requests' tools (titles, summaries), or another prompt (a system prompt or tool
+        set of its own: Qwen Code's memory extractor, opencode's title generator, a sub-agent)."""
+        if count_tokens:
+            return "count_tokens", False
+        last = conv.last
+        if conv.main_model is None or last is None:
+            return "main", False
+        other_prompt = not same_prompt(last.system, parts.system)
+        if parts.has_tools and not conv.main_has_tools:
+            # tools where the main requests had none: this is the agent; what came before under
+            # another prompt was a side call that raced ahead of it
+            return "main", other_prompt and bool(conv.tentative)
+        if conv.main_has_tools:
+            if not parts.has_tools or other_prompt or not same_tools(last.tools, parts.tools):
+                return "side", False
+            return "main", False
+        return ("main" if model == conv.main_model and not other_prompt else "side"), False
+
+    @staticmethod
+    def ended(conv: Conversation, end: float, failed: bool = False) -> None:
+        """A request of ``conv`` ended at perf_counter ``end`` (``failed``: an error, a cut, a 4xx/5xx)."""
+        conv.last_failed = failed
         conv.ends.append(end)
         if len(conv.ends) > MAX_ENDS:
             del conv.ends[0]

@@ -66,6 +66,7 @@ class Record:
     tpot_ms: float | None = None
     proxy_delay_ms: float | None = None  # the proxy's own added delay (see Clock.apply)
     proxy_lag_ms: float | None = None  # its event loop's lag when the request arrived (before t0)
+    proxy_start_wait_ms: float | None = None  # of proxy_lag_ms, the part while the proxy was still starting
     proxy_cpu: float | None = None  # the proxy process's CPU use around the request (1.0 = one core)
     events: int = 0
     event_offsets: list[float] = field(default_factory=list)
@@ -175,6 +176,7 @@ class Clock:
     t0: float
     hook: float | None = None  # when the first hook ran (t0 is earlier when the proxy is busy)
     lag_in: float = 0.0  # event-loop lag when the request arrived (s): its bytes waited that long unread
+    start_wait: float = 0.0  # of lag_in, the part before the proxy had started (s)
     lag_measured: bool = False  # lag_in came from the kernel (TCP_INFO), not from the lag samples
     lag_during: float = 0.0  # the largest event-loop lag while it was in flight (s)
     cpu: float | None = None  # the proxy process's CPU use around it (1.0 = one core)
@@ -219,6 +221,7 @@ class Clock:
         # read but not yet handled (inside them), and the worst lag any of its chunks met.
         queued = max(0.0, self.hook - t0) if self.hook is not None else 0.0
         rec.proxy_lag_ms = round(self.lag_in * 1000.0, 1)
+        rec.proxy_start_wait_ms = round(self.start_wait * 1000.0, 1) if self.start_wait > 0 else None
         rec.proxy_delay_ms = round((self.lag_in + queued + self.lag_during) * 1000.0, 1)
         rec.proxy_cpu = None if self.cpu is None else round(self.cpu, 2)
         ev = self.token_events

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import errno
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.markup import escape
 
 from firsttoken.addon.safe_text import clause
-from firsttoken.addon.store.db import StoreError, default_db_path, open_reader
-from firsttoken.addon.store.queries import Filters
+
+if TYPE_CHECKING:  # imported where used: `firsttoken run` starts its child before paying for them
+    from rich.console import Console
+
+    from firsttoken.addon.store.queries import Filters
 
 
 # ---- ports ----------------------------------------------------------------------------------------
@@ -121,6 +122,8 @@ def filter_options(fn):
 
 def make_filters(kw: dict[str, Any]) -> Filters:
     """Filters from the options' values (checked: an unknown --code or --status is an error)."""
+    from firsttoken.addon.store.queries import Filters
+
     f = Filters(**{k: kw.get(k) for k in FILTER_NAMES})
     try:
         f.validate()
@@ -159,11 +162,15 @@ def resolve_lang(lang: str | None) -> str:
 
 
 def resolve_db(db_path: str | None) -> str:
+    from firsttoken.addon.store.db import default_db_path
+
     return str(db_path or default_db_path())
 
 
 def reader(db_path: str | None):
     """The database, read-only: never created or migrated; a missing or foreign file is a clear error."""
+    from firsttoken.addon.store.db import StoreError, open_reader
+
     try:
         return open_reader(resolve_db(db_path))
     except (FileNotFoundError, StoreError) as e:
@@ -171,10 +178,15 @@ def reader(db_path: str | None):
 
 
 def console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
     return Console(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def fail(message: str, code: int = 1):
     # one logical line, however long (a path is not broken mid-word); the terminal wraps it
+    from rich.console import Console
+    from rich.markup import escape
+
     Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     sys.exit(code)

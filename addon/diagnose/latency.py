@@ -159,8 +159,11 @@ def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
         return
     cpu = rec.proxy_cpu
     busy = cpu is not None and cpu >= PROXY_BUSY_CPU
-    c.add("proxy.saturated", "warn", variant="busy" if busy else "starved", **c.common(), delay_ms=delay,
-          lag_ms=rec.proxy_lag_ms or 0.0, cpu_pct=round((cpu or 0.0) * 100), ttft_ms=rec.ttft_ms or 0.0)
+    starting = rec.proxy_start_wait_ms or 0.0
+    variant = "starting" if starting * 2 >= delay else "busy" if busy else "starved"
+    extra = {"start_ms": starting} if variant == "starting" else {}
+    c.add("proxy.saturated", "warn", variant=variant, **c.common(), delay_ms=delay,
+          lag_ms=rec.proxy_lag_ms or 0.0, cpu_pct=round((cpu or 0.0) * 100), ttft_ms=rec.ttft_ms or 0.0, **extra)
 
 
 RULES = (rule_reasoning, rule_prefill, rule_network, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
@@ -245,16 +248,20 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("proxy.saturated", "latency", _W, (), {
         "en": ("The proxy itself delayed the request",
-               "The proxy's own delay on the request (its event loop's lag before and while handling it, and the wait between reading the request and its hooks) was at least {PROXY_DELAY_MS:.0f} ms; \"busy\" when the proxy process used at least {PROXY_BUSY_CPU:.0%} of a core meanwhile, else \"starved\".",
+               "The proxy's own delay on the request (its event loop's lag before and while handling it, and the wait between reading the request and its hooks) was at least {PROXY_DELAY_MS:.0f} ms; \"busy\" when the proxy process used at least {PROXY_BUSY_CPU:.0%} of a core meanwhile, else \"starved\"; \"starting\" when most of it was spent waiting for the proxy's own start-up (a `firsttoken run` command's first request).",
                {"busy": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it): the proxy is CPU-bound ({cpu_pct}% of a core), so part of the recorded time is the proxy's, not {host}'s.",
-                "starved": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it) while using only {cpu_pct}% of a core: other processes on this machine kept it from running."},
+                "starved": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it) while using only {cpu_pct}% of a core: other processes on this machine kept it from running.",
+                "starting": "This request reached firsttoken's port while its proxy was still starting (`firsttoken run` starts the command at once, beside the proxy): its bytes waited {start_ms:,.0f} ms unread, before the timings start. The client saw about {lag_ms:,.0f} ms more than the recorded TTFB and TTFT; {host} is not to blame for it."},
                {"busy": "Send fewer concurrent streams through one proxy, or run it on a machine with a free core (the client, the proxy and a local upstream compete for the same CPUs); `firsttoken bench --concurrency 1,10,50,200` shows where this machine's ceiling is. Subtract proxy_delay_ms before blaming the upstream.",
-                "starved": "Free a core for the proxy (other busy processes compete with it), or run it on a less loaded machine; subtract proxy_delay_ms before blaming the upstream."}),
+                "starved": "Free a core for the proxy (other busy processes compete with it), or run it on a less loaded machine; subtract proxy_delay_ms before blaming the upstream.",
+                "starting": "Only a request sent right after the start waits like this. To time that first request too, start `firsttoken proxy` first (it stays up) and then `firsttoken run -- CMD`: run joins the running proxy."}),
         "zh": ("代理自身拖慢了请求",
-               "代理自身对该请求造成的延迟（处理前和处理中事件循环的滞后，以及读到请求到钩子运行之间的等待）至少 {PROXY_DELAY_MS:.0f} 毫秒；期间代理进程 CPU 占用至少 {PROXY_BUSY_CPU:.0%} 个核时为 \"busy\"，否则为 \"starved\"。",
+               "代理自身对该请求造成的延迟（处理前和处理中事件循环的滞后，以及读到请求到钩子运行之间的等待）至少 {PROXY_DELAY_MS:.0f} 毫秒；期间代理进程 CPU 占用至少 {PROXY_BUSY_CPU:.0%} 个核时为 \"busy\"，否则为 \"starved\"；大部分时间在等代理自身启动时（`firsttoken run` 命令的第一个请求）为 \"starting\"。",
                {"busy": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒）：代理已经是 CPU 瓶颈（占用一个核的 {cpu_pct}%），所以记录的时间有一部分属于代理，而不是 {host}。",
-                "starved": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒），而代理只占用了一个核的 {cpu_pct}%：本机其他进程让它得不到 CPU。"},
+                "starved": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒），而代理只占用了一个核的 {cpu_pct}%：本机其他进程让它得不到 CPU。",
+                "starting": "该请求到达 firsttoken 的端口时代理还在启动（`firsttoken run` 会立即启动命令，与代理同时启动）：它的字节在计时开始之前未被读取，等了 {start_ms:,.0f} 毫秒。客户端看到的时间比记录的 TTFB 和 TTFT 多约 {lag_ms:,.0f} 毫秒；这不怪 {host}。"},
                {"busy": "减少经过同一个代理的并发流，或在有空闲 CPU 核的机器上运行它（客户端、代理和本地上游在争用同样的 CPU）；`firsttoken bench --concurrency 1,10,50,200` 可以测出本机的上限。在归咎上游之前先减去 proxy_delay_ms。",
-                "starved": "为代理留出一个 CPU 核（其他繁忙进程在与它争用），或换一台负载较低的机器运行；在归咎上游之前先减去 proxy_delay_ms。"}),
+                "starved": "为代理留出一个 CPU 核（其他繁忙进程在与它争用），或换一台负载较低的机器运行；在归咎上游之前先减去 proxy_delay_ms。",
+                "starting": "只有启动后立刻发出的请求会这样等待。若也要给第一个请求准确计时，先启动 `firsttoken proxy`（它会一直运行），再运行 `firsttoken run -- CMD`：run 会加入正在运行的代理。"}),
     }),
 ]

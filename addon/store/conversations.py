@@ -46,9 +46,15 @@ def _finish(row: dict[str, Any], db: sqlite_utils.Database) -> dict[str, Any]:
     return out
 
 
+#: a conversation of one main request that is still an agent's: it carried tools (`sessions` lists it
+#: beside those of 2+ requests; one-off scripts and benchmarks stay behind --all)
+AGENT = "total(request_kind = 'main' AND coalesce(tools_tokens, 0) > 0) > 0"
+
+
 def sessions(db: sqlite_utils.Database, limit: int | None = 20, min_requests: int = 2) -> list[dict[str, Any]]:
-    """The newest conversations (newest first) with at least ``min_requests`` requests."""
-    sql = _SUMMARY.format(where="1") + " HAVING count(*) >= ? ORDER BY started_at DESC"
+    """The newest conversations (newest first) with at least ``min_requests`` requests, or whose
+    main request carried tools (a coding agent's one-request conversation, its side calls aside)."""
+    sql = _SUMMARY.format(where="1") + f" HAVING (count(*) >= ? OR {AGENT}) ORDER BY started_at DESC"
     params: list[Any] = [min_requests]
     if limit:
         sql += " LIMIT ?"

@@ -347,3 +347,11 @@ def m018_readable_findings(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE findings_m018 RENAME TO findings")
     db.execute("CREATE INDEX idx_findings_code ON findings (code, severity)")
     db.execute("CREATE INDEX idx_findings_severity ON findings (severity)")
+
+
+@migration
+def m020_proxy_start_wait(db: sqlite_utils.Database) -> None:
+    """How much of a request's wait before the proxy read it (``proxy_lag_ms``) fell while the
+    proxy was still starting: `firsttoken run` starts its child beside the proxy, on a port that
+    already listens, so a fast client's first request can wait for the proxy's start-up."""
+    db["requests"].add_column("proxy_start_wait_ms", float)

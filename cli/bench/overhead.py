@@ -59,13 +59,20 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
     return measure(port, small, n, warmup=1, pause=0.4), measure(port, big, n, warmup=1, pause=0.4)
 
 
-@click.command()
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--requests", "n", type=int, default=None,
               help="Requests per path [default: 60]; with --concurrency, streams per path and level [default: 40].")
 @click.option("--concurrency", metavar="N,N,...", default=None,
               help="Measure under load instead: bursts of N concurrent streams per level, e.g. 1,10,50,200.")
+@click.option("--wrapper", is_flag=True,
+              help="Measure what `firsttoken run` adds to a client's wall time instead: pairs of runs with and without it.")
+@click.option("--pairs", type=click.IntRange(1, 200), default=7, show_default=True, help="With --wrapper: pairs of runs.")
+@click.option("--client-startup-ms", type=click.FloatRange(0, 60000), default=1500.0, show_default=True,
+              help="With --wrapper: the stand-in client's own start-up before its request (Claude Code, Codex: 1-2 s).")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 @json_option("summary")
-def bench(n: int, concurrency: str | None, as_json: bool = False) -> None:
+def bench(n: int, concurrency: str | None, wrapper: bool = False, pairs: int = 7, client_startup_ms: float = 1500.0,
+          cmd: tuple[str, ...] = (), as_json: bool = False) -> None:
     """Measure the proxy's own overhead on loopback (prints numbers).
 
     The simulated upstream, bare mitmproxy and firsttoken each run in their own process,
@@ -73,7 +80,23 @@ def bench(n: int, concurrency: str | None, as_json: bool = False) -> None:
     per level: client TTFT and chunk gaps for direct / bare mitmproxy / firsttoken, the
     proxies' CPU per chunk and memory, and how far firsttoken's recorded TTFT is from the
     client's.
+
+    With --wrapper: pairs of runs of a client with and without `firsttoken run` (a stand-in client
+    that starts up for --client-startup-ms then streams one request, or `-- CMD`), the medians of
+    their wall times and of what `run` added, and whether a first request waited for the proxy.
     """
+    if cmd and not wrapper:
+        raise click.UsageError("a command is measured only with --wrapper: firsttoken bench --wrapper -- CMD ARGS...")
+    if wrapper:
+        from firsttoken.cli.bench import wrapper as wrap
+
+        err = Console(highlight=False, stderr=True)
+        res = wrap.measure(pairs, client_startup_ms, list(cmd) or None, progress=lambda m: err.print(f"[dim]{m}[/]"))
+        if as_json:
+            click.echo(json.dumps(res, indent=2))
+        else:
+            wrap.report(res, Console(highlight=False))
+        return
     if concurrency is not None:
         from firsttoken.cli.bench import load
 

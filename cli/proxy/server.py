@@ -68,6 +68,36 @@ MITMPROXY_ADDONS = ("Core", "Block", "DisableH2C", "Proxyserver", "NextLayer", "
 FORWARD_MODE_ADDONS = ("Onboarding",)
 
 
+#: listening sockets handed to mitmproxy, by (host, port): see :func:`hand_over`
+_HANDED: dict[tuple[str, int], Any] = {}
+
+
+def hand_over(sock: Any) -> None:
+    """Make mitmproxy serve on ``sock``, a TCP socket already bound and listening (`run` opens
+    the port before importing mitmproxy, so its child starts at once and its first connection
+    waits in the listen queue rather than being refused). mitmproxy has no option for a socket it
+    did not open: its server instances open theirs in ``listen(host, port)``; that method is
+    wrapped, once, to take the handed socket for that address and call the original otherwise."""
+    from mitmproxy.proxy import mode_servers
+
+    cls = mode_servers.AsyncioServerInstance
+    if not getattr(cls.listen, "firsttoken_hand_over", False):
+        original = cls.listen
+
+        async def listen(self, host, port):
+            handed = _HANDED.pop((host, port), None)
+            if handed is None or self.mode.transport_protocol not in ("tcp", "both"):
+                return await original(self, host, port)
+            # TCP only: the client speaks plain HTTP to this loopback port (an https reverse mode
+            # would also open UDP for HTTP/3, which no client of `run` uses)
+            return [await asyncio.start_server(self.handle_stream, sock=handed)]
+
+        listen.firsttoken_hand_over = True
+        cls.listen = listen
+    host, port = sock.getsockname()[:2]
+    _HANDED[(host, port)] = sock
+
+
 def mitmproxy_addons(defaults: list[Any], forward_mode: bool = False) -> list[Any]:
     """The addons of mitmproxy's ``default_addons()`` that firsttoken uses (MITMPROXY_ADDONS)."""
     names = MITMPROXY_ADDONS + (FORWARD_MODE_ADDONS if forward_mode else ())
@@ -96,7 +126,10 @@ class ProxyServer:
         otlp_endpoint: str | None = None,
         drain_seconds: float = DRAIN_SECONDS,
         otlp_metrics_endpoint: str | None = None,
+        sock: Any = None,
     ) -> None:
+        """``sock``: a loopback TCP socket already listening (on ``host``:``port``) to serve on
+        instead of opening one (`run` opens it before this slow start-up: :func:`hand_over`)."""
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
         if forward_mode and self.routes:
             raise routing.RouteError("--forward records whichever LLM host the client asks for: drop --upstream "
@@ -106,6 +139,9 @@ class ProxyServer:
         self.forward_mode = forward_mode
         self.upstreams = list(upstreams)
         self.db = str(db)
+        self.sock = sock
+        if sock is not None:
+            host, port = sock.getsockname()[:2]
         self.host = host
         self.port = port
         self.options: dict[str, Any] = dict(
@@ -172,7 +208,8 @@ class ProxyServer:
         # mitmproxy installs its own handler while it runs and puts this one back after; the
         # connections it leaves are cancelled after that, when asyncio.run() ends.
         self.loop.set_exception_handler(_quiet_cancelled)
-        self._check_port()
+        if self.sock is None:
+            self._check_port()
         if isinstance(self.capture, Capture):
             self._check_db()
         for name in ("mitmproxy", "firsttoken", "opentelemetry"):
@@ -187,6 +224,8 @@ class ProxyServer:
         except Exception as e:
             raise ProxyStartError(f"firsttoken could not configure the proxy: {e}") from None
         self.master = master
+        if self.sock is not None:
+            hand_over(self.sock)
         try:
             await self._run(master, on_ready, handle_signals)
         finally:
@@ -374,6 +413,11 @@ class ProxyServer:
             self.loop.call_soon_threadsafe(self.master.shutdown)
         if self._thread is not None:
             self._thread.join(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the proxy's thread has ended: every record written, the database closed."""
+        return self._thread is None or not self._thread.is_alive()
 
     def flush(self, timeout: float = 10.0, settle: float = 2.0) -> None:
         """Wait until every request so far is in the database.

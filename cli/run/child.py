@@ -27,7 +27,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from firsttoken.cli.run.upstreams import ChildFile
 
@@ -56,8 +56,9 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def run_child(argv: list[str], env: Mapping[str, str]) -> int:
-    """Run ``argv`` on our terminal with ``env``; return its exit code (128+N for a signal)."""
+def run_child(argv: list[str], env: Mapping[str, str], on_start: Callable[[], None] | None = None) -> int:
+    """Run ``argv`` on our terminal with ``env``; return its exit code (128+N for a signal).
+    ``on_start`` runs once the child runs (`run` starts its proxy there, beside the child)."""
     proc: subprocess.Popen | None = None
     pending: list[int] = []
     terminal = _terminal_delivers()
@@ -92,6 +93,8 @@ def run_child(argv: list[str], env: Mapping[str, str]) -> int:
             raise ChildError(f"{argv[0]}: could not start: {e}") from None
         for signum in pending:
             forward(signum, None)
+        if on_start is not None:
+            on_start()
         while True:
             try:
                 return exit_code(proc.wait())

@@ -27,7 +27,7 @@ from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.options import db_option, fail, resolve_db
 from firsttoken.cli.run.child import ChildError, child_files, run_child
-from firsttoken.cli.run.summary import render, summarize
+from firsttoken.cli.run.startup import EarlyProxy
 from firsttoken.cli.run.upstreams import (
     Plan,
     PlanError,
@@ -81,29 +81,50 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
     server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None)
     if joined:
         db = joined[1]  # the joined proxy records into its own database
+    early = server if isinstance(server, EarlyProxy) else None
     try:
         with child_files(r.files) as file_env:
-            code = run_child(r.argv, {**env, **r.env, **file_env, "FIRSTTOKEN_RUN_ID": run_id})
+            code = run_child(r.argv, {**env, **r.env, **file_env, "FIRSTTOKEN_RUN_ID": run_id},
+                             on_start=early.start if early is not None else None)
     except ChildError as e:
-        _stop(server)
+        if early is not None:
+            early.close()
+        else:
+            _stop(server)
         fail(str(e), 127)
+    if early is not None:  # its proxy started beside the child (cli/run/startup.py)
+        try:
+            server = early.wait()
+        except Exception as e:  # noqa: BLE001 - said at once on stderr; the child's exit code stays ours
+            click.echo(f"firsttoken run {run_id}: nothing was recorded: the proxy could not start ({e}). "
+                       "Fix that and run again, or run the command without firsttoken.", err=True)
+            sys.exit(code)
     _stop(server)
+    from firsttoken.cli.run.summary import no_request_advice, render, summarize  # after the child: nothing waits
+
     rows = _rows(db, run_id, settle=5.0 if joined else 0.0)
     own_db = os.path.realpath(db) != os.path.realpath(resolve_db(None))
     more = f"firsttoken logs --run {run_id}" + (f" --db {shlex.quote(db)}" if db_path or own_db else "")
     via = r.how + (f" — {forward_reason}" if forward_reason and forward_reason != "--forward" else "")
     via += f"; proxy {joined[0]}" if joined else ""
-    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes):
+    advice = [] if rows else no_request_advice(list(cmd), plan.client, {f: u.url for f, u in plan.upstreams.items()
+                                                                          if f in plan.families},
+                                               forward_used=bool(forward_reason), home=home_dir(env))
+    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes, advice=advice):
         click.echo(line, err=True)
     sys.stdout.flush()
+    sys.stderr.flush()
+    if server is None or server.stopped:
+        # Everything is written and closed: skip the interpreter's teardown of mitmproxy and the
+        # tokenizer (a second and more of wall time on a busy machine, after the command is done).
+        os._exit(code)
     sys.exit(code)
 
 
 def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
            lang: str | None, any_db: bool = False):
-    """(our ProxyServer or None, the joined proxy's (URL, database) or None, how the child is redirected)."""
-    from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
-
+    """(our ProxyServer, or an EarlyProxy whose proxy starts with the child, or None; the joined
+    proxy's (URL, database) or None; how the child is redirected)."""
     if not forward_reason and join:
         found = find_running(plan, db, any_db=any_db)
         if found is not None:
@@ -111,13 +132,30 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
             r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
             return None, (url, proxy_db), r
     opts = {"firsttoken_run_id": run_id}
+    if not forward_reason:
+        # the child starts now, on a port already listening; the proxy behind it starts beside it
+        specs = plan.route_specs()
+        try:
+            routing.parse_upstreams(specs)
+            early = EarlyProxy()
+        except routing.RouteError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"firsttoken run could not listen on a free port of 127.0.0.1 ({e}): check that the loopback "
+                 "interface is up, or start `firsttoken proxy` yourself and point the client at it")
+
+        def make(sock):  # in the start thread: importing mitmproxy is the slow part
+            from firsttoken.cli.proxy.server import ProxyServer
+
+            return ProxyServer(specs, db, save_bodies=save_bodies, lang=lang or "", extra_options=opts, sock=sock)
+
+        early.make = make
+        return early, None, redirect(plan, early.url, plan.routes(), env)
+    from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+
     try:
-        if forward_reason:
-            server = ProxyServer([], db, port=0, forward_mode=True, save_bodies=save_bodies, lang=lang or "",
-                                 extra_options=opts)
-        else:
-            server = ProxyServer(plan.route_specs(), db, port=0, save_bodies=save_bodies, lang=lang or "",
-                                 extra_options=opts)
+        server = ProxyServer([], db, port=0, forward_mode=True, save_bodies=save_bodies, lang=lang or "",
+                             extra_options=opts)
         server.start()
     except (routing.RouteError, ProxyStartError) as e:
         fail(str(e))

@@ -11,8 +11,12 @@
 from __future__ import annotations
 
 import collections
+import json
 import re
+import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from firsttoken.addon.record import percentile
@@ -49,6 +53,7 @@ class Summary:
     prompt_estimated: bool = False  # some prompts had no server usage: our estimate counted
     cached_tokens: int = 0
     output_tokens: int = 0
+    output_estimated: bool = False  # some outputs had no server usage: our estimate counted
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -80,6 +85,8 @@ def summarize(run_id: str, rows: list[dict[str, Any]]) -> Summary:
             s.prompt_estimated = True
         s.cached_tokens += r.get("usage_cached_tokens") or 0
         out = r.get("usage_completion_tokens")
+        if out is None and r.get("output_tokens_est") is not None:
+            s.output_estimated = True
         s.output_tokens += out if out is not None else (r.get("output_tokens_est") or 0)
     seen: dict[str, Finding] = {}
     for r in rows:
@@ -99,17 +106,72 @@ def _pair(name: str, v: tuple[float, float] | None) -> str:
     return f"{name} P50 {output.ms(v[0])} P95 {output.ms(v[1])}" if v else f"{name} –"
 
 
+def forward_can_help(upstream_url: str) -> bool:
+    """Whether forward mode (HTTPS_PROXY and mitmproxy's CA) can record a client going to
+    ``upstream_url``: only for HTTPS to a host off this machine. A plain-HTTP or loopback upstream
+    (vLLM, Ollama, a LiteLLM proxy on localhost) is not reached through HTTPS_PROXY: clients send
+    loopback and most plain-HTTP traffic directly (NO_PROXY, or no proxy support for http://)."""
+    from urllib.parse import urlsplit
+
+    from firsttoken.addon.forward import is_loopback
+
+    u = urlsplit(upstream_url)
+    return u.scheme == "https" and bool(u.hostname) and not is_loopback(u.hostname)
+
+
+def claude_first_run(home: Path) -> bool:
+    """Whether Claude Code has never finished its first-run setup in ``home`` (no ~/.claude.json,
+    or one without ``hasCompletedOnboarding``)."""
+    try:
+        data = json.loads((home / ".claude.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return not (isinstance(data, dict) and data.get("hasCompletedOnboarding"))
+
+
+def no_request_advice(cmd: list[str], client: str, upstreams: Mapping[str, str], forward_used: bool,
+                      home: Path | None = None) -> list[str]:
+    """What happened and what to do when a command sent nothing through firsttoken: the one rule
+    behind `run`'s zero-request summary. ``upstreams``: family -> the URL the client would use.
+
+    --forward is suggested only when it was not used and can help (an HTTPS upstream off this
+    machine); for a plain-HTTP or loopback upstream, the client's own base URL setting is."""
+    shown = shlex.join(cmd[:3]) + (" …" if len(cmd) > 3 else "")
+    out: list[str] = []
+    one_shot = any(a in ("-p", "--print") for a in cmd[1:])  # `claude -p` does no first-run setup
+    if client == "claude-code" and home is not None and claude_first_run(home) and not forward_used and not one_shot:
+        out.append(f"Claude Code has not been set up in this HOME ({home}: no finished first run in .claude.json). "
+                   "Its first-run check goes straight to api.anthropic.com, whatever ANTHROPIC_BASE_URL says, so "
+                   "nothing reached firsttoken; offline or behind a firewall the check fails and Claude Code stops. "
+                   "Finish its setup once (run `claude` without firsttoken, or log in), or use `claude -p …`, which "
+                   "skips it; then run again.")
+    helpful = [u for u in upstreams.values() if forward_can_help(u)]
+    local = [u for u in upstreams.values() if not forward_can_help(u)]
+    if forward_used:
+        out.append("Even in forward mode nothing came through: the command may not honour HTTPS_PROXY, or it "
+                   "sent no LLM request. Start `firsttoken proxy --upstream URL` and set the client's own base URL "
+                   "setting to the proxy's address (`firsttoken env` prints it).")
+    elif helpful:
+        out.append("If it should have: it may read its base URL from somewhere firsttoken does not know; "
+                   f"`firsttoken run --print-env -- {shown}` shows what was set, `firsttoken run --forward -- "
+                   f"{shown}` records it through HTTPS_PROXY instead.")
+    if local and not forward_used:
+        urls = ", ".join(local)
+        out.append(f"For {urls} (plain HTTP or on this machine) forward mode cannot help: start "
+                   f"`firsttoken proxy --upstream {local[0]}` and set the client's own base URL setting to the "
+                   "proxy's address (`firsttoken env` prints the exact value), then run it as usual.")
+    return out
+
+
 def render(s: Summary, more: str, *, via: str | None = None, notes: list[str] | tuple[str, ...] = (),
-           max_findings: int = 5) -> list[str]:
+           max_findings: int = 5, advice: list[str] | tuple[str, ...] = ()) -> list[str]:
     """The summary as plain lines (stderr): ``more`` is the command that lists the requests,
-    ``via`` how the child was sent through the proxy, ``notes`` what to know about its upstreams."""
+    ``via`` how the child was sent through the proxy, ``notes`` what to know about its upstreams,
+    ``advice`` what to do when nothing came through (:func:`no_request_advice`)."""
     head = f"firsttoken run {s.run_id}: "
     tail = [f"  note: {n}" for n in notes] + ([f"  via: {via}"] if via else [])
     if not s.count:
-        return [head + "the command sent no request through firsttoken.",
-                "  If it should have: it may read its base URL from somewhere firsttoken does not know; "
-                "`firsttoken run --print-env -- CMD` shows what was set, `firsttoken run --forward -- CMD` "
-                "records it through HTTPS_PROXY instead.", *tail]
+        return [head + "the command sent no request through firsttoken.", *(f"  {a}" for a in advice), *tail]
     n = f"{s.count} request{'s' if s.count != 1 else ''}"
     extra = [f"{s.errors} error{'s' if s.errors != 1 else ''}"] if s.errors else []
     extra += [f"{s.in_flight} unfinished"] if s.in_flight else []
@@ -121,7 +183,7 @@ def render(s: Summary, more: str, *, via: str | None = None, notes: list[str] | 
     tok = f"  tokens: {'~' if s.prompt_estimated else ''}{s.prompt_tokens:,} in"
     if s.cached_share is not None:
         tok += f" ({s.cached_share:.0%} cached)"
-    lines.append(tok + f" · {s.output_tokens:,} out")
+    lines.append(tok + f" · {'~' if s.output_estimated else ''}{s.output_tokens:,} out")
     for f in s.findings[:max_findings]:
         lines.append(f"  {f.severity} {f.code} ×{f.count}: {printable(f.message)}")
         if f.hint:
