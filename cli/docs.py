@@ -23,6 +23,8 @@ TOPICS: dict[str, tuple[str, str]] = {
     "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),
     "cli": ("cli.md", "every command, the shared filters and options, script mode, compare, OpenTelemetry"),
     "conversations": ("conversations.md", "an agent's requests by conversation and turn: model time or tools?"),
+    "gateways": ("gateways.md", "nginx, LiteLLM, Cloudflare and other hops: what they do to TTFB and the gap, and where firsttoken sits"),
+    "run": ("run.md", "firsttoken run -- CMD: how each client is redirected, the start-up, the summary"),
     "performance": ("performance.md", "what the proxy costs, with the command that measures each figure"),
 }
 
