@@ -76,6 +76,8 @@ class Capture:
         self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
         #: the proxy is stopping (ProxyServer.drain): responses close their client connection
         self.draining = False
+        #: the egress addon (addon/egress/addon.py): which way each upstream connection goes
+        self.egress: Any = None
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -278,6 +280,8 @@ class Capture:
             rec.upstream = f"{req.scheme}://{req.host}:{req.port}"
         rec.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
         rec.api = detect_api(req.method, req.path)
+        if flow.response is None and self.egress is not None:
+            rec.egress_proxy = self.egress.apply(flow)  # the target is final now: the way out
         bad = _bad_header(headers) if flow.response is None else None
         if bad is not None:  # never forward a bare CR or a folded header (request smuggling)
             rec.error = BAD_HEADER_ERROR.format(name=repr(bad[0])[:80], what=bad[1])
@@ -369,6 +373,8 @@ class Capture:
             return
         flight.clock.end = time.perf_counter()
         msg = flow.error.msg if flow.error else "unknown error"
+        if self.egress is not None and flow.request is not None:
+            msg = self.egress.annotate_error(msg, flow.request.host, flow.request.port)
         if is_clients_doing(msg, flow.request.method if flow.request else None, flight.body_done, flow.response is not None):
             # the client hung up or framed its request badly, or mitmproxy refused the request
             # itself: not the upstream's doing (the upstream's own errors can read alike)
@@ -604,5 +610,5 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 
 _START_FIELDS = (
     "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
-    "api", "experiment", "run_id", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
+    "api", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )

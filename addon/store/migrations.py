@@ -299,3 +299,9 @@ def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
     """Lines of an event-stream body that are no SSE field: an error page or a JSON body sent as
     ``text/event-stream`` (``stream.not_sse``, variant ``body``)."""
     db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
+
+
+@migration
+def m017_egress_proxy(db: sqlite_utils.Database) -> None:
+    """The egress proxy a request's upstream connection went through (issue 22): NULL when direct."""
+    db["requests"].add_column("egress_proxy", str)
