@@ -511,7 +511,8 @@ def test_unreachable_tls_verification_failed(self_signed_tls, make_proxy, db_pat
     p = make_proxy([f"https://localhost:{self_signed_tls}"])
     chat(oai(p.url + "/v1"))
     f = has(one(p, db_path), "upstream.unreachable", "error", variant="tls")
-    assert "certificate" in f["message"].lower() and "ssl_verify_upstream_trusted_ca" in f["hint"]
+    assert "certificate" in f["message"].lower() and "--upstream-ca" in f["hint"]
+    assert "issued by CN=localhost" in f["message"]  # the issuer of the rejected certificate, named
 
 
 def test_unreachable_https_to_plain_http(sim, make_proxy, db_path):
