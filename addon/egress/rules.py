@@ -201,8 +201,8 @@ def _split_entry(entry: str) -> tuple[str, int | None]:
     return e, None
 
 
-def no_proxy_match(host: str, port: int, no_proxy: str) -> str | None:
-    """The NO_PROXY entry that exempts ``host:port``, or None."""
+def no_proxy_match(host: str, port: int | None, no_proxy: str) -> str | None:
+    """The NO_PROXY entry that exempts ``host:port``, or None (``port`` None: any port)."""
     h = _norm_host(host)
     try:
         ip = ipaddress.ip_address(h)
@@ -214,7 +214,7 @@ def no_proxy_match(host: str, port: int, no_proxy: str) -> str | None:
         if raw.strip() == "*":
             return "*"
         name, eport = _split_entry(raw)
-        if eport is not None and eport != port:
+        if eport is not None and port is not None and eport != port:
             continue
         if "/" in name:  # CIDR: only IP literals are compared, nothing is resolved
             try:
@@ -230,11 +230,13 @@ def no_proxy_match(host: str, port: int, no_proxy: str) -> str | None:
         if not name:
             continue
         try:
-            if ip is not None and ipaddress.ip_address(name) == ip:
-                return raw
-            continue  # an IP entry matches only that IP
+            entry_ip = ipaddress.ip_address(name)
         except ValueError:
-            pass
+            entry_ip = None
+        if entry_ip is not None:  # an IP entry matches only that IP
+            if ip is not None and entry_ip == ip:
+                return raw
+            continue
         if h == name or h.endswith("." + name):
             return raw
     return None

@@ -51,8 +51,12 @@ DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
               help="Use a `firsttoken proxy` already running for the same upstreams when there is one (with --db: only one writing that database).")
 @click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
+@click.option("--upstream-proxy", default=None, metavar="URL",
+              help="firsttoken's own upstream leg goes through this HTTP proxy (default: HTTPS_PROXY / HTTP_PROXY / "
+                   "ALL_PROXY and NO_PROXY, as the client would).")
+@click.option("--no-upstream-proxy", is_flag=True, help="firsttoken's own upstream leg connects directly.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- CMD [ARGS]...")
-def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
+def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstream_proxy, no_upstream_proxy):
     """Run CMD with every LLM request it makes going through firsttoken; summarise when it exits.
 
     \b
@@ -78,7 +82,11 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
             click.echo(line)
         return
     run_id = secrets.token_hex(4)
-    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None)
+    egress = {"upstream_proxy": upstream_proxy, "no_upstream_proxy": no_upstream_proxy}
+    # a joined proxy goes its own way out: with an explicit egress choice, start our own
+    join = join and not (upstream_proxy or no_upstream_proxy)
+    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None,
+                               egress=egress)
     if joined:
         db = joined[1]  # the joined proxy records into its own database
     try:
@@ -100,7 +108,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
 
 
 def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
-           lang: str | None, any_db: bool = False):
+           lang: str | None, any_db: bool = False, egress: dict | None = None):
     """(our ProxyServer or None, the joined proxy's (URL, database) or None, how the child is redirected)."""
     from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
 
@@ -114,10 +122,10 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
     try:
         if forward_reason:
             server = ProxyServer([], db, port=0, forward_mode=True, save_bodies=save_bodies, lang=lang or "",
-                                 extra_options=opts)
+                                 extra_options=opts, **(egress or {}))
         else:
             server = ProxyServer(plan.route_specs(), db, port=0, save_bodies=save_bodies, lang=lang or "",
-                                 extra_options=opts)
+                                 extra_options=opts, **(egress or {}))
         server.start()
     except (routing.RouteError, ProxyStartError) as e:
         fail(str(e))
@@ -130,9 +138,18 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
         except OSError as e:
             server.stop()
             fail(f"could not write the CA bundle {bundle} for forward mode: {e}")
-        how = f"forward mode: HTTPS_PROXY={server.url} and mitmproxy's CA ({ca})"
+        how = f"forward mode: HTTPS_PROXY and HTTP_PROXY={server.url} and mitmproxy's CA ({ca})"
+        how += _egress_note(server)
         return server, None, Redirect(list(plan.argv), forward_env(server.url, ca, bundle, env), how)
-    return server, None, redirect(plan, server.url, plan.routes(), env)
+    r = redirect(plan, server.url, plan.routes(), env)
+    r.how += _egress_note(server)
+    return server, None, r
+
+
+def _egress_note(server) -> str:
+    """How firsttoken's own upstream leg leaves: through the user's proxy, when one applies."""
+    ways = {d.proxy.url: d.reason for _, d in server.egress() if d.proxy is not None}
+    return "".join(f"; upstream leg via {url} ({why})" for url, why in ways.items())
 
 
 def _stop(server) -> None:
