@@ -78,7 +78,7 @@ class Proxy:
         """For people: the URL and a fingerprint of the credentials (never the password)."""
         if not self.has_credentials:
             return self.url
-        return f"{self.url} (Basic credentials: user {mask(self.username or '')}, password {mask(self.password or '')})"
+        return f"{self.url} (with Basic credentials for user {mask(self.username or '')}; the password is never shown)"
 
     def authorization(self) -> str | None:
         """The ``Proxy-Authorization`` header value, or None without credentials."""
