@@ -122,7 +122,7 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
     try:
         if forward_reason:
             server = ProxyServer([], db, port=0, forward_mode=True, save_bodies=save_bodies, lang=lang or "",
-                                 extra_options=opts, **(egress or {}))
+                                 extra_options=opts, host_match=_plan_hosts(plan), **(egress or {}))
         else:
             server = ProxyServer(plan.route_specs(), db, port=0, save_bodies=save_bodies, lang=lang or "",
                                  extra_options=opts, **(egress or {}))
@@ -144,6 +144,15 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
     r = redirect(plan, server.url, plan.routes(), env)
     r.how += _egress_note(server)
     return server, None, r
+
+
+def _plan_hosts(plan: Plan) -> list[str]:
+    """The hosts the child's base URLs name (host:port): forward mode records them too, not only the
+    well-known LLM API hosts (a gateway or company endpoint the child was configured with)."""
+    try:
+        return sorted({f"{r.host}:{r.port}" for r in plan.routes().values() if ":" not in r.host})
+    except PlanError:
+        return []
 
 
 def _egress_note(server) -> str:
