@@ -85,8 +85,9 @@ def test_tls_through_connect_with_credentials_and_a_private_ca(tls_up, db_path, 
             p.flush()
         (bad,) = rows(db_path)
         assert "issued by CN=Corp Inspect CA" in bad["error"] and codes(bad) == ["upstream.unreachable"]
-        from firsttoken.addon.diagnose import render_finding
         import json
+
+        from firsttoken.addon.diagnose import render_finding
 
         f = render_finding(json.loads(bad["findings"])[0], "en")
         assert "Corp Inspect CA" in f["message"] and "--upstream-ca" in f["hint"]
