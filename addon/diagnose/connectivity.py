@@ -189,7 +189,7 @@ def rule_egress(rec: Any, c: Ctx) -> None:
         return  # an answer from the upstream (an API error body or a stream), passed on by the proxy
     if status == 407:
         c.add("egress.proxy_auth", "error", **base, answer=quote(f"{status} {reason}".strip()))
-    elif status in (502, 503, 504):
+    elif status in (502, 503, 504) or (m is not None and status >= 500):  # (tinyproxy: "500 Unable to connect")
         c.add("egress.proxy_upstream", "error", **base, answer=quote(f"{status} {reason}".strip()),
               body=quote(clause(rec.upstream_error or rec.malformed_sample or rec.no_choices or "-"), 200))
     elif m is not None:
@@ -306,11 +306,11 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("egress.proxy_upstream", "connectivity", _E, (), {
         "en": ("Egress proxy could not reach the upstream",
-               "The HTTP proxy firsttoken's upstream leg goes through answered 502/503/504 itself: it could not resolve or connect to the upstream.",
+               "The HTTP proxy firsttoken's upstream leg goes through answered 5xx itself (to its CONNECT, or 502/503/504 to a plain-HTTP request): it could not resolve or connect to the upstream.",
                "The proxy {proxy} could not reach {host}:{port}: it answered {answer} ({body}).",
                "The proxy's own way out failed: check the host in the base URL for typos, and the proxy's rules or its upstream (Clash: the selected node; a company proxy: its administrator). Your clients going through the same proxy would fail the same way."),
         "zh": ("出口代理无法连接上游",
-               "firsttoken 的上游连接所经过的 HTTP 代理自己返回了 502/503/504：它无法解析或连接上游。",
+               "firsttoken 的上游连接所经过的 HTTP 代理自己返回了 5xx（对 CONNECT 的应答，或对明文 HTTP 请求的 502/503/504）：它无法解析或连接上游。",
                "代理 {proxy} 无法连接 {host}:{port}：它返回了 {answer}（{body}）。",
                "是代理自身的出口失败了：检查 base URL 中的主机名是否拼错，以及代理的规则或其上游（Clash：所选节点；公司代理：联系管理员）。经过同一代理的客户端也会同样失败。"),
     }),
