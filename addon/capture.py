@@ -221,6 +221,8 @@ class Capture:
     # -- request -------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(forward.SKIP):
+            if self.egress is not None:
+                self.egress.apply(flow)  # not recorded, but out the same way as everything else
             return  # forward mode, not an LLM host: proxied untouched, not recorded
         hook = time.perf_counter()
         req = flow.request

@@ -226,3 +226,18 @@ def test_run_and_run_forward_through_the_users_proxy(sim, tmp_path, clean_env):
             _no_password_anywhere(db.parent, r.stdout, r.stderr)
             outs.append(r.stdout)
     assert len(ep.log) == 3 and all(m == "POST" and a for m, _, a in ep.log)
+
+
+def test_forward_mode_tunnels_other_hosts_through_the_users_proxy(tls_up, sim, db_path, clean_env):
+    """Hosts forward mode does not record are tunnelled untouched, and through the egress proxy too."""
+    with EgressProxy(HOSTS) as ep:
+        clean_env.setenv("HTTPS_PROXY", ep.url)
+        clean_env.setenv("HTTP_PROXY", ep.url)
+        with ProxyServer([], str(db_path), port=0, forward_mode=True) as p:
+            with httpx.Client(proxy=p.url, verify=str(tls_up.ca), trust_env=False, timeout=20) as c:
+                assert c.get(f"https://upstream.test:{tls_up.port}/models").json() == {"ok": True}
+                assert c.get(f"http://upstream.test:{sim_port(sim)}/v1/models").status_code == 200
+            p.flush()
+    assert [(m, t) for m, t, _ in ep.log] == [("CONNECT", f"upstream.test:{tls_up.port}"),
+                                              ("GET", f"http://upstream.test:{sim_port(sim)}/v1/models")]
+    assert rows(db_path) == []  # not LLM hosts: not recorded

@@ -150,6 +150,33 @@ class Egress:
         if server is not None and not _is_open(server) and server.via != want:
             server.via = want
 
+    def next_layer(self, nextlayer: Any) -> None:
+        """Forward mode: a CONNECT that is tunnelled untouched (not an LLM host) goes out through
+        the egress proxy too, as mitmproxy's upstream mode tunnels it: HttpUpstreamProxy (a CONNECT
+        to the proxy) under the TCP layer mitmproxy chose."""
+        from mitmproxy.proxy import mode_specs
+        from mitmproxy.proxy.layers import tcp
+
+        layer, ctx = nextlayer.layer, nextlayer.context
+        if not isinstance(layer, tcp.TCPLayer) or not isinstance(ctx.client.proxy_mode, mode_specs.RegularMode):
+            return
+        server = ctx.server
+        if not server.address or server.via is not None or _is_open(server):
+            return
+        d = self.decide("https", server.address[0], server.address[1])  # a CONNECT tunnel: the https way
+        if d.proxy is None:
+            return
+        from mitmproxy.proxy.layers.http._upstream_proxy import HttpUpstreamProxy
+
+        p = d.proxy
+        auth = p.authorization()
+        if auth:
+            self._auth[(p.host, p.port)] = auth
+        server.via = (p.scheme, (p.host, p.port))
+        stack = HttpUpstreamProxy.make(ctx, True)
+        stack /= layer
+        nextlayer.layer = stack[0]
+
     def http_connect_upstream(self, flow: Any) -> None:
         """mitmproxy is about to send CONNECT to an upstream proxy: add its credentials."""
         try:
