@@ -43,6 +43,7 @@ class Egress:
         self.explicit: str | None = None
         self.disabled = False
         self._auth: dict[tuple[str, int], str] = {}  # proxy address -> Proxy-Authorization (memory only)
+        self._decided: dict[tuple[str, str, int], rules.Decision] = {}
         self._issuers: dict[tuple[str, int], str] = {}  # upstream address -> issuer of the cert it showed
         self.ca_bundle: str | None = None  # the bundle this addon set as ssl_verify_upstream_trusted_ca
         self.ca_missing: list[tuple[str, str]] = []  # CA variables naming files that do not exist
@@ -75,6 +76,7 @@ class Egress:
             raise exceptions.OptionsError(str(e)) from None
         self.explicit, self.disabled = explicit, bool(o.firsttoken_no_upstream_proxy)
         self._auth.clear()
+        self._decided.clear()
         mine = o.ssl_verify_upstream_trusted_ca in (None, "") or o.ssl_verify_upstream_trusted_ca == self.ca_bundle
         if mine and not o.ssl_insecure:
             try:
@@ -111,10 +113,18 @@ class Egress:
 
     # -- the rule for one request ----------------------------------------------------
     def decide(self, scheme: str, host: str, port: int) -> rules.Decision:
-        try:
-            return rules.decide(scheme, host, port, self.env, explicit=self.explicit, disabled=self.disabled)
-        except rules.EgressError as e:  # checked at configure; a late change of the environment lands here
-            return rules.Decision(None, f"unusable proxy setting ({e})")
+        """The rule for one upstream, cached per (scheme, host, port): it runs on the event loop."""
+        key = (scheme, host, port)
+        d = self._decided.get(key)
+        if d is None:
+            try:
+                d = rules.decide(scheme, host, port, self.env, explicit=self.explicit, disabled=self.disabled)
+            except rules.EgressError as e:  # checked at configure; a late change of the environment lands here
+                d = rules.Decision(None, f"unusable proxy setting ({e})")
+            if len(self._decided) > 1024:
+                self._decided.clear()
+            self._decided[key] = d
+        return d
 
     def apply(self, flow: Any) -> str | None:
         """Send this request's upstream connection the way the rule says; the proxy's URL (no
