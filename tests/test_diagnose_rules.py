@@ -871,3 +871,16 @@ def test_an_upstream_message_joins_the_sentence_with_one_period(error):
         found = _run(dict(status=None, ttfb_ms=None, ttft_ms=None, events=0, error=error), lang_=lang_)
         texts = [f["message"] for f in found]
         assert texts and not any(".." in t or ".。" in t for t in texts), texts
+
+
+@pytest.mark.parametrize("error", ["[Errno -2] Name or service not known", "[Errno 111] Connect call failed ('1.2.3.4', 443)",
+                                   "server closed connection", "Certificate verify failed: self-signed certificate"])
+def test_no_fix_names_upstream_when_run_chose_it(error):
+    """`firsttoken run` chose the upstream from the client's settings: a fix must not say --upstream."""
+    for lang_ in ("en", "zh"):
+        ran = [render_finding(f, lang_) for f in _run(with_(NOCONN, error=error, run_id="abcd1234"), lang_=lang_)]
+        assert ran and not any("--upstream " in f["hint"] or "--upstream（" in f["hint"] for f in ran), ran
+        given = [render_finding(f, lang_) for f in _run(with_(NOCONN, error=error), lang_=lang_)]
+        if "verify" not in error:
+            assert any("--upstream" in f["hint"] for f in given), given
+    assert "firsttoken run" in ran[0]["hint"] or "verify" in error
