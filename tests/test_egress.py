@@ -241,3 +241,28 @@ def test_forward_mode_tunnels_other_hosts_through_the_users_proxy(tls_up, sim, d
     assert [(m, t) for m, t, _ in ep.log] == [("CONNECT", f"upstream.test:{tls_up.port}"),
                                               ("GET", f"http://upstream.test:{sim_port(sim)}/v1/models")]
     assert rows(db_path) == []  # not LLM hosts: not recorded
+
+
+def test_doctor_probes_through_the_proxy_and_fails_when_that_way_is_broken(tls_up, tmp_path, clean_env):
+    import json
+
+    url = f"https://upstream.test:{tls_up.port}/v1"
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def doctor(proxy_url: str) -> tuple[int, dict]:
+        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+        env.update(HOME=str(home), HTTPS_PROXY=proxy_url, NO_PROXY="127.0.0.1,localhost", SSL_CERT_FILE=str(tls_up.ca))
+        r = subprocess.run([FT, "doctor", "--json", "--upstream", url, "--db", str(tmp_path / "d.db")], env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert PASSWORD not in r.stdout + r.stderr
+        checks = {c["id"]: c for c in json.loads(r.stdout)["checks"]}
+        return r.returncode, checks[f"upstream.upstream.test:{tls_up.port}"]
+
+    with EgressProxy(HOSTS, auth=("alice", PASSWORD)) as ep:
+        code, ok = doctor(f"http://alice:{PASSWORD}@127.0.0.1:{ep.port}")
+        assert code == 0 and ok["status"] == "pass" and f"via http://127.0.0.1:{ep.port}" in ok["title"] and "TLS" in ok["detail"], ok
+        code, auth = doctor(f"http://127.0.0.1:{ep.port}")
+        assert code == 1 and auth["status"] == "fail" and "credentials" in auth["title"] and "USER:PASSWORD" in auth["fix"]
+    code, down = doctor(f"http://127.0.0.1:{free_port()}")
+    assert code == 1 and down["status"] == "fail" and "cannot be reached" in down["title"] and "NO_PROXY" in down["fix"]
