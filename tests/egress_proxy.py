@@ -16,8 +16,9 @@ import threading
 
 
 class EgressProxy:
-    def __init__(self, hosts: dict[str, str], auth: tuple[str, str] | None = None) -> None:
+    def __init__(self, hosts: dict[str, str], auth: tuple[str, str] | None = None, deny: tuple[str, ...] = ()) -> None:
         self.hosts = {k.lower(): v for k, v in hosts.items()}
+        self.deny = {h.lower() for h in deny}  # its policy: 403 Forbidden for these hosts
         self.auth = "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode() if auth else None
         self.log: list[tuple[str, str, str | None]] = []  # (method, target, Proxy-Authorization as received)
         outer = self
@@ -66,6 +67,9 @@ class EgressProxy:
                 return
             if method == "CONNECT":
                 host, _, port = target.rpartition(":")
+                if host.lower() in self.deny:
+                    c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    return
                 up = self._connect(c, host, int(port))
                 if up is None:
                     return

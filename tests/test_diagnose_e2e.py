@@ -18,6 +18,7 @@ import httpx
 import openai
 import pytest
 from conftest import FAST, rows
+from egress_proxy import EgressProxy
 from rawserver import RawUpstream
 
 from firsttoken.addon.diagnose import CATALOG, latency
@@ -456,6 +457,25 @@ def test_unreachable_dns(make_proxy, db_path):
     f = has(row, "upstream.unreachable", "error", variant="dns")
     assert "no-such-host.invalid" in f["message"]
     assert [x["code"] for x in findings(row)] == ["upstream.unreachable"]
+
+
+def test_egress_proxy_places(tmp_path):
+    """The egress proxy's places (issue 22): down, asking for credentials, refusing, failing to reach the
+    upstream itself; none is blamed on the upstream (tests/test_egress.py has the full scenarios)."""
+    with EgressProxy({}, auth=("u", "pw")) as auth, EgressProxy({}, deny=("upstream.test",)) as deny:
+        got = []
+        for i, (proxy_url, upstream) in enumerate([(f"http://127.0.0.1:{free_port()}", "https://upstream.test/v1"),
+                                                   (auth.url, "https://upstream.test/v1"),
+                                                   (deny.url, "https://upstream.test/v1"),
+                                                   (deny.url, "https://nowhere.test/v1")]):
+            db = tmp_path / f"e{i}.db"
+            with ProxyServer([upstream], str(db), port=0, upstream_proxy=proxy_url) as p:
+                chat(oai(p.url))
+                got.append(one(p, db))
+    assert "127.0.0.1" in has(got[0], "egress.proxy_down", "error", variant="refused")["message"]
+    assert "407" in has(got[1], "egress.proxy_auth", "error")["message"]
+    assert "403" in has(got[2], "egress.proxy_refused", "error")["message"]
+    assert "502" in has(got[3], "egress.proxy_upstream", "error")["message"]
 
 
 @pytest.fixture(scope="module")
