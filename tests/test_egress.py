@@ -266,3 +266,19 @@ def test_doctor_probes_through_the_proxy_and_fails_when_that_way_is_broken(tls_u
         assert code == 1 and auth["status"] == "fail" and "credentials" in auth["title"] and "USER:PASSWORD" in auth["fix"]
     code, down = doctor(f"http://127.0.0.1:{free_port()}")
     assert code == 1 and down["status"] == "fail" and "cannot be reached" in down["title"] and "NO_PROXY" in down["fix"]
+
+
+def test_env_says_the_way_and_never_the_password(tmp_path):
+    env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+    env.update(HOME=str(tmp_path), HTTPS_PROXY=f"http://alice:{PASSWORD}@127.0.0.1:7890", NO_PROXY="127.0.0.1,localhost",
+               OPENAI_API_KEY=KEY)
+    r = subprocess.run([FT, "env", "openai", "--upstream", "https://api.openai.com/v1"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "firsttoken reaches https://api.openai.com/v1 via http://127.0.0.1:7890" in text and "(HTTPS_PROXY)" in text
+    assert PASSWORD not in r.stdout + r.stderr
+    env["ALL_PROXY"], env["HTTPS_PROXY"] = "socks5://127.0.0.1:7890", ""
+    r = subprocess.run([FT, "env", "openai", "--upstream", "https://api.openai.com/v1"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert "SOCKS" in r.stdout and "http://127.0.0.1:7890" in r.stdout
