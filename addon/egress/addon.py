@@ -205,9 +205,7 @@ class Egress:
         except Exception:  # noqa: BLE001 - pyOpenSSL states vary; the finding then names no issuer
             return
         if chain and addr:
-            issuer = chain[0].get_issuer()
-            parts = [f"{k.decode(errors='replace')}={v.decode(errors='replace')}" for k, v in issuer.get_components()
-                     if k in (b"CN", b"O")]
+            parts = _issuer(chain[0])
             if parts:
                 self._issuers[(addr[0], addr[1])] = ", ".join(parts)[:200]
                 if len(self._issuers) > 256:
@@ -225,6 +223,18 @@ class Egress:
 VIA = "firsttoken.egress"
 
 ISSUER = re.compile(r"\(certificate issued by (.+?)\)\s*$")
+
+
+def _issuer(cert: Any) -> list[str]:
+    """CN= and O= of a pyOpenSSL (or cryptography) certificate's issuer."""
+    from cryptography.x509.oid import NameOID
+
+    try:
+        c = cert.to_cryptography() if hasattr(cert, "to_cryptography") else cert
+        return [f"{label}={a.value}" for label, oid in (("CN", NameOID.COMMON_NAME), ("O", NameOID.ORGANIZATION_NAME))
+                for a in c.issuer.get_attributes_for_oid(oid)]
+    except Exception:  # noqa: BLE001 - an odd certificate: the finding then names no issuer
+        return []
 
 
 def _is_open(server: Any) -> bool:
