@@ -129,6 +129,7 @@ def test_no_proxy_and_no_upstream_proxy_go_direct(sim, db_path, clean_env):
     assert codes(c) == ["upstream.unreachable"]
 
 
+@pytest.mark.slow  # (several proxies or processes: seconds)
 def test_proxy_down_refusing_or_asking_for_credentials_is_named(sim, tls_up, db_path, clean_env):
     dead = free_port()
     clean_env.setenv("HTTPS_PROXY", f"http://127.0.0.1:{dead}")
@@ -178,6 +179,7 @@ def _no_password_anywhere(db_dir: Path, *texts: str) -> None:
             assert PASSWORD.encode() not in f.read_bytes(), f
 
 
+@pytest.mark.slow  # (several proxies or processes: seconds)
 def test_cli_proxy_with_credentials_leaves_no_password(sim, tls_up, tmp_path, clean_env):
     with EgressProxy(HOSTS, auth=("alice", PASSWORD)) as ep:
         env = dict(os.environ, HTTPS_PROXY=f"http://alice:{PASSWORD}@127.0.0.1:{ep.port}")
@@ -197,6 +199,7 @@ def test_cli_proxy_with_credentials_leaves_no_password(sim, tls_up, tmp_path, cl
     assert [x["status"] for x in rows(db)] == [200, 200]
 
 
+@pytest.mark.slow  # (several proxies or processes: seconds)
 def test_run_and_run_forward_through_the_users_proxy(sim, tmp_path, clean_env):
     script = tmp_path / "child.py"
     script.write_text("import openai, sys\n"
@@ -246,6 +249,7 @@ def test_forward_mode_tunnels_other_hosts_through_the_users_proxy(tls_up, sim, d
     assert rows(db_path) == []  # not LLM hosts: not recorded
 
 
+@pytest.mark.slow  # (several proxies or processes: seconds)
 def test_doctor_probes_through_the_proxy_and_fails_when_that_way_is_broken(tls_up, tmp_path, clean_env):
     import json
 
