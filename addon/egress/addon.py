@@ -130,6 +130,10 @@ class Egress:
         """Send this request's upstream connection the way the rule says; the proxy's URL (no
         credentials) or None when it goes direct. Call once the request's target is final."""
         req = flow.request
+        mode = getattr(flow.client_conn, "proxy_mode", None)
+        if type(mode).__name__ == "UpstreamMode":  # mitmdump --mode upstream:URL: mitmproxy's mode decides
+            scheme, (host, port) = mode.scheme, mode.address
+            return f"{scheme}://{host}:{port}"
         d = self.decide(req.scheme, req.host, req.port)
         p = d.proxy
         via = None
