@@ -289,3 +289,29 @@ def test_env_says_the_way_and_never_the_password(tmp_path):
     r = subprocess.run([FT, "env", "openai", "--upstream", "https://api.openai.com/v1"], env=env, capture_output=True,
                        text=True, timeout=60)
     assert "SOCKS" in r.stdout and "http://127.0.0.1:7890" in r.stdout
+
+
+@pytest.mark.slow  # (mitmdump in its own process)
+def test_mitmdump_upstream_mode_keeps_its_own_proxy(sim, tmp_path):
+    """mitmdump --mode upstream:URL with firsttoken's script: mitmproxy's mode decides, the record names it."""
+    from firsttoken.cli.loopback import wait_port
+
+    script = subprocess.check_output([FT, "script-path"], text=True).strip()
+    db = tmp_path / "up.db"
+    with EgressProxy(HOSTS) as ep:
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
+        p = subprocess.Popen([str(Path(sys.executable).parent / "mitmdump"), "-q", "-s", script, "--mode",
+                              f"upstream:{ep.url}", "--listen-port", str(port), "--set", f"firsttoken_db={db}"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_port(port, p, timeout=30)
+            r = httpx.post(f"http://upstream.test:{sim_port(sim)}/v1/chat/completions", proxy=f"http://127.0.0.1:{port}",
+                           json={"model": "m", "messages": [{"role": "user", "content": "hi"}]}, timeout=20,
+                           trust_env=False)
+            assert r.status_code == 200
+        finally:
+            p.terminate()
+            p.communicate(timeout=30)
+    assert [m for m, _, _ in ep.log] == ["POST"]
+    assert [(x["status"], x["egress_proxy"]) for x in rows(db)] == [(200, ep.url)]
