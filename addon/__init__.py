@@ -14,13 +14,16 @@ __all__ = ["addons"]
 
 
 def addons() -> list[Any]:
-    """Forward (marks flows forward mode passes on), Capture (records), then the exporters
+    """Forward (marks flows forward mode passes on), Egress (the way out: upstream proxy, CAs),
+    Capture (records), then the exporters
     (after Capture: its ``done`` drains the last records into them)."""
     from firsttoken.addon.capture import Capture
+    from firsttoken.addon.egress.addon import Egress
     from firsttoken.addon.forward import Forward
     from firsttoken.addon.metrics import MetricsAddon
     from firsttoken.addon.otel import OtelAddon
 
     capture = Capture()
+    capture.egress = Egress()  # asked by Capture once a request is routed
     metrics = MetricsAddon(capture)
-    return [Forward(), capture, metrics, OtelAddon(capture, metrics.metrics)]
+    return [Forward(), capture.egress, capture, metrics, OtelAddon(capture, metrics.metrics)]

@@ -69,6 +69,8 @@ class Capture:
         self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
         #: the proxy is stopping (ProxyServer.drain): responses close their client connection
         self.draining = False
+        #: the egress addon (addon/egress/addon.py): which way each upstream connection goes
+        self.egress: Any = None
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -213,6 +215,8 @@ class Capture:
     # -- request -------------------------------------------------------------------
     def requestheaders(self, flow: http.HTTPFlow) -> None:
         if flow.metadata.get(forward.SKIP):
+            if self.egress is not None:
+                self.egress.apply(flow)  # not recorded, but out the same way as everything else
             return  # forward mode, not an LLM host: proxied untouched, not recorded
         hook = time.perf_counter()
         req = flow.request
@@ -225,6 +229,8 @@ class Capture:
         self._lag_in(flight, hook, t0)
         _apply(flow, p)
         flight.record.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
+        if p.refusal is None and self.egress is not None:
+            flight.record.egress_proxy = self.egress.apply(flow)  # the target is final now: the way out
         if p.stream_body:  # forwarded as it arrives; a capped copy is kept for analysis
             flight.body_copy = req.stream = BodyCopy()
         self.flights[flow.id] = flight
@@ -322,6 +328,8 @@ class Capture:
             return
         flight.clock.end = time.perf_counter()
         msg = flow.error.msg if flow.error else "unknown error"
+        if self.egress is not None and flow.request is not None:
+            msg = self.egress.annotate_error(msg, flow.request.host, flow.request.port)
         if is_clients_doing(msg, flow.request.method if flow.request else None, flight.body_done, flow.response is not None):
             # the client hung up or framed its request badly, or mitmproxy refused the request
             # itself: not the upstream's doing (the upstream's own errors can read alike)
@@ -542,5 +550,5 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 
 _START_FIELDS = (
     "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
-    "api", "experiment", "run_id", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
+    "api", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )

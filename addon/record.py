@@ -33,6 +33,7 @@ class Record:
     max_tokens: int | None = None
     experiment: str | None = None
     run_id: str | None = None  # the `firsttoken run` this request belonged to
+    egress_proxy: str | None = None  # the proxy the upstream leg went through (scheme://host:port), None: direct
     # conversation (see addon/conversations.py)
     conversation_id: str | None = None  # the client's session, else the chain of growing message lists
     turn: int | None = None  # the conversation's turn: a new user message starts one, tool results continue it

@@ -18,6 +18,7 @@ import httpx
 import openai
 import pytest
 from conftest import FAST, rows
+from egress_proxy import EgressProxy
 from rawserver import RawUpstream
 
 from firsttoken.addon.diagnose import CATALOG, latency
@@ -458,6 +459,25 @@ def test_unreachable_dns(make_proxy, db_path):
     assert [x["code"] for x in findings(row)] == ["upstream.unreachable"]
 
 
+def test_egress_proxy_places(tmp_path):
+    """The egress proxy's places (issue 22): down, asking for credentials, refusing, failing to reach the
+    upstream itself; none is blamed on the upstream (tests/test_egress.py has the full scenarios)."""
+    with EgressProxy({}, auth=("u", "pw")) as auth, EgressProxy({}, deny=("upstream.test",)) as deny:
+        got = []
+        for i, (proxy_url, upstream) in enumerate([(f"http://127.0.0.1:{free_port()}", "https://upstream.test/v1"),
+                                                   (auth.url, "https://upstream.test/v1"),
+                                                   (deny.url, "https://upstream.test/v1"),
+                                                   (deny.url, "https://nowhere.test/v1")]):
+            db = tmp_path / f"e{i}.db"
+            with ProxyServer([upstream], str(db), port=0, upstream_proxy=proxy_url) as p:
+                chat(oai(p.url))
+                got.append(one(p, db))
+    assert "127.0.0.1" in has(got[0], "egress.proxy_down", "error", variant="refused")["message"]
+    assert "407" in has(got[1], "egress.proxy_auth", "error")["message"]
+    assert "403" in has(got[2], "egress.proxy_refused", "error")["message"]
+    assert "502" in has(got[3], "egress.proxy_upstream", "error")["message"]
+
+
 @pytest.fixture(scope="module")
 def self_signed_tls(tmp_path_factory):
     """A TLS server on loopback with a self-signed certificate (answers 200 if ever trusted)."""
@@ -511,7 +531,8 @@ def test_unreachable_tls_verification_failed(self_signed_tls, make_proxy, db_pat
     p = make_proxy([f"https://localhost:{self_signed_tls}"])
     chat(oai(p.url + "/v1"))
     f = has(one(p, db_path), "upstream.unreachable", "error", variant="tls")
-    assert "certificate" in f["message"].lower() and "ssl_verify_upstream_trusted_ca" in f["hint"]
+    assert "certificate" in f["message"].lower() and "--upstream-ca" in f["hint"]
+    assert "issued by CN=localhost" in f["message"]  # the issuer of the rejected certificate, named
 
 
 def test_unreachable_https_to_plain_http(sim, make_proxy, db_path):

@@ -310,7 +310,7 @@ def test_upstream_probes(home, cwd, tmp_path, sim):
         checks = {x.id: x for x in dc.check_upstreams(c, [])}
         # the system trust store does not know our test CA: a clear warning, with the fix
         untrusted = checks[f"upstream.localhost:{up.port}"]
-        assert untrusted.status == dc.WARN and "not trusted" in untrusted.title and "ssl_verify_upstream_trusted_ca" in untrusted.fix
+        assert untrusted.status == dc.WARN and "not trusted" in untrusted.title and "--upstream-ca" in untrusted.fix
         plain = checks[f"upstream.127.0.0.1:{sim.port}"]
         assert plain.status == dc.PASS and "DNS" in plain.detail and "TCP" in plain.detail
         c.net = TrustingNet(ca)

@@ -12,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 
-def make_ca_and_cert(dirpath: Path) -> tuple[Path, Path, Path]:
-    """Write ca.pem, server.pem and server.key (server cert: DNS localhost, IP 127.0.0.1)."""
+def make_ca_and_cert(dirpath: Path, names: tuple[str, ...] = ("localhost",),
+                     ca_cn: str = "firsttoken test CA") -> tuple[Path, Path, Path]:
+    """Write ca.pem, server.pem and server.key (server cert: DNS ``names``, IP 127.0.0.1)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -21,7 +22,7 @@ def make_ca_and_cert(dirpath: Path) -> tuple[Path, Path, Path]:
 
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "firsttoken test CA")])
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ca_cn)])
     ca = (
         x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number()).not_valid_before(now - dt.timedelta(days=1))
@@ -39,7 +40,7 @@ def make_ca_and_cert(dirpath: Path) -> tuple[Path, Path, Path]:
         .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
         .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+        .add_extension(x509.SubjectAlternativeName([*(x509.DNSName(n) for n in names),
                                                     x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)

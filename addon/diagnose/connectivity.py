@@ -156,12 +156,53 @@ def rule_client_request(rec: Any, c: Ctx) -> None:
               **c.common(), name=quote(name, 80))
 
 
+#: mitmproxy's words when the upstream proxy answered its CONNECT with something else than 2xx
+_CONNECT_REFUSED = re.compile(r"refused HTTP CONNECT request: (\d{3})\s*(.*)$", re.IGNORECASE)
+EGRESS_CODES = ("egress.proxy_down", "egress.proxy_auth", "egress.proxy_refused", "egress.proxy_upstream")
+
+
+def setting(rec: Any) -> str:
+    """Where the upstream came from, for hints: ``--upstream``, or (``run`` chose it) the
+    client's own base URL (a label code, see engine.LABELS)."""
+    return "setting.run" if rec.run_id else "setting.upstream"
+
+
+def rule_egress(rec: Any, c: Ctx) -> None:
+    """The egress proxy (HTTPS_PROXY, --upstream-proxy) is down, refuses, wants credentials, or
+    could not reach the upstream itself: its place, not the upstream's."""
+    proxy = getattr(rec, "egress_proxy", None)
+    err = rec.error or ""
+    if not proxy or rec.client_aborted or _own(err):
+        return
+    host, port, _, _ = c.target()
+    base = dict(c.common(), proxy=proxy, port=port)
+    m = _CONNECT_REFUSED.search(err)
+    status = int(m.group(1)) if m else (rec.status if rec.status in (403, 407, 502, 503, 504) else None)
+    reason = (m.group(2).strip() if m else "") or ""
+    if m is None and rec.status is None and err:
+        cause = _cause(err)
+        if cause in ("refused", "dns", "timeout", "network") or any(w in err.lower() for w in CLOSED[:2]):
+            c.add("egress.proxy_down", "error", variant=cause if cause in ("refused", "dns", "timeout") else "other",
+                  **base, error=clause(quote(err)))
+        return
+    if status is None or (m is None and rec.status in (502, 503, 504) and (rec.upstream_error or rec.events)):
+        return  # an answer from the upstream (an API error body or a stream), passed on by the proxy
+    if status == 407:
+        c.add("egress.proxy_auth", "error", **base, answer=quote(f"{status} {reason}".strip()))
+    elif status in (502, 503, 504) or (m is not None and status >= 500):  # (tinyproxy: "500 Unable to connect")
+        c.add("egress.proxy_upstream", "error", **base, answer=quote(f"{status} {reason}".strip()),
+              body=quote(clause(rec.upstream_error or rec.malformed_sample or rec.no_choices or "-"), 200))
+    elif m is not None:
+        c.add("egress.proxy_refused", "error", **base, answer=quote(f"{status} {reason}".strip()))
+
+
 def rule_unreachable(rec: Any, c: Ctx) -> None:
     err = rec.error
-    if not err or rec.client_aborted or _own(err):
+    if not err or rec.client_aborted or _own(err) or c.has(*EGRESS_CODES):
         return
     host, port, scheme, prefix = c.target()
-    base = dict(c.common(), port=port, scheme=scheme, prefix=prefix, error=clause(quote(err)))  # (the templates end the sentence)
+    base = dict(c.common(), port=port, scheme=scheme, prefix=prefix, error=clause(quote(err)),  # (the templates end the sentence)
+                setting=setting(rec))
     low = err.lower()
     closed = any(w in low for w in CLOSED)
     if rec.status is None:
@@ -176,7 +217,7 @@ def rule_unreachable(rec: Any, c: Ctx) -> None:
         c.add("upstream.closed", "error", variant="mid_response", **base, events=rec.events, total_ms=rec.total_ms)
 
 
-RULES = (rule_proxy_stopped, rule_client_aborted, rule_client_request, rule_unreachable)
+RULES = (rule_proxy_stopped, rule_client_aborted, rule_client_request, rule_egress, rule_unreachable)
 
 
 # ---- The ``connectivity`` family of the finding catalog, in English and Chinese.
@@ -197,15 +238,15 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "network": "There is no network route to {host}:{port}: {error}.",
                 "not_http": "{host}:{port} answered something that is not HTTP: {error}.",
                 "other": "The proxy could not reach {host}:{port}: {error}."},
-               {"dns": "Check the host name in --upstream ({upstream}) for typos, and your DNS or VPN (getent hosts {host}).",
+               {"dns": "Check the host name in {setting} ({upstream}) for typos, and your DNS or VPN (getent hosts {host}); if this machine reaches it only through a proxy, set HTTPS_PROXY (or --upstream-proxy URL): firsttoken follows it like your clients.",
                 "dns_forward": "Check the host in the client's own base URL or endpoint setting ({host}) for typos, and this machine's DNS or VPN (getent hosts {host}).",
-                "refused": "Start the upstream server, or fix the port in --upstream ({upstream}); check that it listens on that address (0.0.0.0 vs 127.0.0.1).",
-                "tls": "If a private CA or a corporate proxy signs it, trust that CA: --set ssl_verify_upstream_trusted_ca=/path/ca.pem; check that the host name matches the certificate; only for a local test server, --insecure-upstream.",
-                "not_tls": "Use http:// in --upstream: http://{host}:{port}{prefix}.",
-                "timeout": "A firewall drops the packets or the host is down: check the address and port, the VPN, and whether an HTTP proxy is required (HTTPS_PROXY).",
-                "network": "Check the network (VPN, Wi-Fi, routes) and the address in --upstream ({upstream}).",
-                "not_http": "Check the port in --upstream ({upstream}); if the server speaks TLS, use https://.",
-                "other": "Check --upstream ({upstream}) and that the server is up."}),
+                "refused": "Start the upstream server, or fix the port in {setting} ({upstream}); check that it listens on that address (0.0.0.0 vs 127.0.0.1).",
+                "tls": "If a private CA or a company's TLS-inspecting proxy signs it, trust that CA: firsttoken proxy --upstream-ca /path/ca.pem (or put it in SSL_CERT_FILE / REQUESTS_CA_BUNDLE, which firsttoken trusts like your clients); check that the host name matches the certificate; only for a local test server, --insecure-upstream.",
+                "not_tls": "Use http:// in {setting}: http://{host}:{port}{prefix}.",
+                "timeout": "A firewall drops the packets or the host is down: check the address and port and the VPN; if this machine reaches it only through a proxy, export HTTPS_PROXY (or pass --upstream-proxy URL): firsttoken's upstream leg follows it, and `firsttoken doctor` shows which way it goes.",
+                "network": "Check the network (VPN, Wi-Fi, routes) and the address in {setting} ({upstream}).",
+                "not_http": "Check the port in {setting} ({upstream}); if the server speaks TLS, use https://.",
+                "other": "Check {setting} ({upstream}) and that the server is up."}),
         "zh": ("无法连接上游",
                "没有响应：代理无法建立连接（DNS 失败、连接被拒绝、TLS 校验失败、超时等）。",
                {"dns": "上游主机名 {host} 无法解析：{error}。",
@@ -217,28 +258,74 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "network": "没有到 {host}:{port} 的网络路由：{error}。",
                 "not_http": "{host}:{port} 返回的不是 HTTP：{error}。",
                 "other": "代理无法连接 {host}:{port}：{error}。"},
-               {"dns": "检查 --upstream（{upstream}）中的主机名是否拼错，并检查 DNS 或 VPN（getent hosts {host}）。",
+               {"dns": "检查 {setting}（{upstream}）中的主机名是否拼错，并检查 DNS 或 VPN（getent hosts {host}）；如果本机只能通过代理访问它，请设置 HTTPS_PROXY（或 --upstream-proxy URL）：firsttoken 会像客户端一样使用它。",
                 "dns_forward": "检查客户端自己的 base URL 或接口地址设置中的主机（{host}）是否拼错，并检查本机的 DNS 或 VPN（getent hosts {host}）。",
-                "refused": "启动上游服务，或修正 --upstream（{upstream}）中的端口；确认服务监听在该地址上（0.0.0.0 还是 127.0.0.1）。",
-                "tls": "如果证书由私有 CA 或公司代理签发，信任该 CA：--set ssl_verify_upstream_trusted_ca=/path/ca.pem；确认主机名与证书一致；仅对本地测试服务器使用 --insecure-upstream。",
-                "not_tls": "在 --upstream 中使用 http://：http://{host}:{port}{prefix}。",
-                "timeout": "防火墙丢弃了数据包或主机已宕机：检查地址和端口、VPN，以及是否需要 HTTP 代理（HTTPS_PROXY）。",
-                "network": "检查网络（VPN、Wi-Fi、路由）以及 --upstream（{upstream}）中的地址。",
-                "not_http": "检查 --upstream（{upstream}）中的端口；如果服务器使用 TLS，请用 https://。",
-                "other": "检查 --upstream（{upstream}）以及服务器是否在运行。"}),
+                "refused": "启动上游服务，或修正 {setting}（{upstream}）中的端口；确认服务监听在该地址上（0.0.0.0 还是 127.0.0.1）。",
+                "tls": "如果证书由私有 CA 或公司的 TLS 检查代理签发，信任该 CA：firsttoken proxy --upstream-ca /path/ca.pem（或放进 SSL_CERT_FILE / REQUESTS_CA_BUNDLE，firsttoken 像客户端一样信任它们）；确认主机名与证书一致；仅对本地测试服务器使用 --insecure-upstream。",
+                "not_tls": "在 {setting} 中使用 http://：http://{host}:{port}{prefix}。",
+                "timeout": "防火墙丢弃了数据包或主机已宕机：检查地址和端口以及 VPN；如果本机只能通过代理访问它，请导出 HTTPS_PROXY（或传入 --upstream-proxy URL）：firsttoken 的上游连接会使用它，`firsttoken doctor` 会显示实际走的路径。",
+                "network": "检查网络（VPN、Wi-Fi、路由）以及 {setting}（{upstream}）中的地址。",
+                "not_http": "检查 {setting}（{upstream}）中的端口；如果服务器使用 TLS，请用 https://。",
+                "other": "检查 {setting}（{upstream}）以及服务器是否在运行。"}),
+    }),
+    ("egress.proxy_down", "connectivity", _E, (), {
+        "en": ("Egress proxy unreachable",
+               "firsttoken's upstream leg goes through an HTTP proxy (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY or --upstream-proxy), and that proxy could not be reached: the upstream was never asked.",
+               {"refused": "Nothing accepted a connection at the proxy {proxy} (connection refused), so {host} was never reached: {error}.",
+                "dns": "The proxy's host name in {proxy} does not resolve, so {host} was never reached: {error}.",
+                "timeout": "Connecting to the proxy {proxy} timed out, so {host} was never reached: {error}.",
+                "other": "The proxy {proxy} could not be reached, so {host} was never reached: {error}."},
+               "Start the proxy (Clash, V2Ray, the company proxy) or fix its address in HTTPS_PROXY / HTTP_PROXY / ALL_PROXY (or --upstream-proxy); if {host} is reachable directly, add it to NO_PROXY or run firsttoken with --no-upstream-proxy."),
+        "zh": ("出口代理无法连接",
+               "firsttoken 的上游连接经过一个 HTTP 代理（HTTPS_PROXY、HTTP_PROXY、ALL_PROXY 或 --upstream-proxy），而该代理无法连接：请求从未到达上游。",
+               {"refused": "代理 {proxy} 拒绝连接（connection refused），因此没有到达 {host}：{error}。",
+                "dns": "{proxy} 中代理的主机名无法解析，因此没有到达 {host}：{error}。",
+                "timeout": "连接代理 {proxy} 超时，因此没有到达 {host}：{error}。",
+                "other": "无法连接代理 {proxy}，因此没有到达 {host}：{error}。"},
+               "启动代理（Clash、V2Ray、公司代理），或修正 HTTPS_PROXY / HTTP_PROXY / ALL_PROXY（或 --upstream-proxy）中的地址；如果 {host} 可以直连，把它加入 NO_PROXY，或用 --no-upstream-proxy 运行 firsttoken。"),
+    }),
+    ("egress.proxy_auth", "connectivity", _E, (), {
+        "en": ("Egress proxy wants credentials",
+               "The HTTP proxy firsttoken's upstream leg goes through answered 407 Proxy Authentication Required.",
+               "The proxy {proxy} asked for credentials ({answer}) before it would reach {host}.",
+               "Put them in the proxy URL: HTTPS_PROXY=http://USER:PASSWORD@host:port (or --upstream-proxy with the same URL; percent-encode @, : and / in the password). If the URL has them already, the proxy rejected them: check them. firsttoken sends them as Basic Proxy-Authorization and never stores them."),
+        "zh": ("出口代理需要认证",
+               "firsttoken 的上游连接所经过的 HTTP 代理返回了 407 Proxy Authentication Required。",
+               "代理 {proxy} 要求提供凭据（{answer}），之后才会连接 {host}。",
+               "把凭据写进代理 URL：HTTPS_PROXY=http://用户名:密码@host:port（或用同样的 URL 传给 --upstream-proxy；密码中的 @、:、/ 需要百分号编码）。如果 URL 中已有凭据，说明代理拒绝了它们：请检查。firsttoken 以 Basic Proxy-Authorization 发送它们，且从不保存。"),
+    }),
+    ("egress.proxy_refused", "connectivity", _E, (), {
+        "en": ("Egress proxy refused the connection",
+               "The HTTP proxy firsttoken's upstream leg goes through refused to open a tunnel to the upstream (its CONNECT answer was not 2xx): a policy of the proxy, not the upstream's doing.",
+               "The proxy {proxy} refused to connect to {host}:{port}: {answer}.",
+               "The proxy does not allow this host or port: ask its administrator, or (if {host} is reachable directly) add it to NO_PROXY or run firsttoken with --no-upstream-proxy."),
+        "zh": ("出口代理拒绝了连接",
+               "firsttoken 的上游连接所经过的 HTTP 代理拒绝建立到上游的隧道（CONNECT 的应答不是 2xx）：这是代理的策略，不是上游的问题。",
+               "代理 {proxy} 拒绝连接 {host}:{port}：{answer}。",
+               "代理不允许访问该主机或端口：请联系代理管理员；或者（如果 {host} 可以直连）把它加入 NO_PROXY，或用 --no-upstream-proxy 运行 firsttoken。"),
+    }),
+    ("egress.proxy_upstream", "connectivity", _E, (), {
+        "en": ("Egress proxy could not reach the upstream",
+               "The HTTP proxy firsttoken's upstream leg goes through answered 5xx itself (to its CONNECT, or 502/503/504 to a plain-HTTP request): it could not resolve or connect to the upstream.",
+               "The proxy {proxy} could not reach {host}:{port}: it answered {answer} ({body}).",
+               "The proxy's own way out failed: check the host in the base URL for typos, and the proxy's rules or its upstream (Clash: the selected node; a company proxy: its administrator). Your clients going through the same proxy would fail the same way."),
+        "zh": ("出口代理无法连接上游",
+               "firsttoken 的上游连接所经过的 HTTP 代理自己返回了 5xx（对 CONNECT 的应答，或对明文 HTTP 请求的 502/503/504）：它无法解析或连接上游。",
+               "代理 {proxy} 无法连接 {host}:{port}：它返回了 {answer}（{body}）。",
+               "是代理自身的出口失败了：检查 base URL 中的主机名是否拼错，以及代理的规则或其上游（Clash：所选节点；公司代理：联系管理员）。经过同一代理的客户端也会同样失败。"),
     }),
     ("upstream.closed", "connectivity", _E, (), {
         "en": ("Upstream closed the connection",
                "The server closed the connection before or while sending its response.",
                {"before_response": "{host}:{port} closed the connection before sending a response: {error}.",
                 "mid_response": "{host} closed the connection while sending the response (status {status}, after {events} token events and {total_ms:,.0f} ms): {error}."},
-               {"before_response": "The server crashed, refused the request, or expects TLS (if it is HTTPS, use https:// in --upstream); check the server's logs.",
+               {"before_response": "The server crashed, refused the request, or expects TLS (if it is HTTPS, use https:// in {setting}); check the server's logs.",
                 "mid_response": "The answer is incomplete: retry; if long answers are always cut, a gateway in between (idle/read timeout, maximum response size) is closing them."}),
         "zh": ("上游关闭了连接",
                "服务器在发送响应之前或发送过程中关闭了连接。",
                {"before_response": "{host}:{port} 在发送响应前关闭了连接：{error}。",
                 "mid_response": "{host} 在发送响应的过程中关闭了连接（状态 {status}，已收到 {events} 个 token 事件，{total_ms:,.0f} 毫秒）：{error}。"},
-               {"before_response": "服务器崩溃、拒绝了请求，或者它要求 TLS（若是 HTTPS，请在 --upstream 中使用 https://）；查看服务器日志。",
+               {"before_response": "服务器崩溃、拒绝了请求，或者它要求 TLS（若是 HTTPS，请在 {setting} 中使用 https://）；查看服务器日志。",
                 "mid_response": "回答不完整：请重试；如果较长的回答总被截断，说明中间某个网关（空闲/读取超时、响应大小上限）在关闭连接。"}),
     }),
     ("client.aborted", "connectivity", _W, (_I,), {

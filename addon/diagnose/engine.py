@@ -28,7 +28,7 @@ from firsttoken.addon.secrets import KEY_FACT_TEXT
 LANGS = ("en", "zh")
 SEVERITIES = ("error", "warn", "info")
 #: params whose values are label codes (or lists of them), shown translated
-LABELLED = ("facts", "largest", "hop_fix", "who")
+LABELLED = ("facts", "largest", "hop_fix", "who", "setting")
 
 #: family -> (en, zh) heading, in the order rules run and docs list them
 FAMILIES: dict[str, tuple[str, str]] = {
@@ -49,6 +49,10 @@ LABELS: dict[str, dict[str, str]] = {
     "tools": {"en": "the tool definitions", "zh": "工具定义"},
     "history": {"en": "the earlier turns", "zh": "之前的对话轮次"},
     "last_user": {"en": "the last user message", "zh": "最后一条用户消息"},
+    # where an upstream came from (connectivity.setting): the option the user gave, or what `run` read
+    "setting.upstream": {"en": "--upstream", "zh": "--upstream"},
+    "setting.run": {"en": "the client's base URL (which `firsttoken run` read from its settings)",
+                    "zh": "客户端的 base URL（`firsttoken run` 从其设置中读取）"},
 }
 
 # (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)}),

@@ -355,3 +355,9 @@ def m020_proxy_start_wait(db: sqlite_utils.Database) -> None:
     proxy was still starting: `firsttoken run` starts its child beside the proxy, on a port that
     already listens, so a fast client's first request can wait for the proxy's start-up."""
     db["requests"].add_column("proxy_start_wait_ms", float)
+
+
+@migration
+def m017_egress_proxy(db: sqlite_utils.Database) -> None:
+    """The egress proxy a request's upstream connection went through (issue 22): NULL when direct."""
+    db["requests"].add_column("egress_proxy", str)

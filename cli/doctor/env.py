@@ -6,7 +6,6 @@ check_key and check_base_url also serve the settings files (doctor_files.py).
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from typing import Any
 from urllib.parse import urlsplit
@@ -37,35 +36,10 @@ HTTP_PROXY_VARS = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 # -- 1. proxy variables ------------------------------------------------------------------------
 
 def no_proxy_covers(no_proxy: str, host: str, port: int | None = None) -> bool:
-    """Whether a NO_PROXY value exempts host (names, .suffix, *.suffix, IPs, CIDR, host:port, *)."""
-    h = host.strip("[]").lower()
-    for raw in re.split(r"[,\s]+", no_proxy or ""):
-        e = raw.strip().lower()
-        if not e:
-            continue
-        if e == "*":
-            return True
-        eport = None
-        m = re.fullmatch(r"(.+):(\d+)", e)
-        if m and not e.count(":") > 1:
-            e, eport = m.group(1), int(m.group(2))
-        if eport is not None and port is not None and eport != port:
-            continue
-        e = e.strip("[]")
-        try:
-            net = ipaddress.ip_network(e, strict=False)
-            try:
-                if ipaddress.ip_address(h) in net:
-                    return True
-            except ValueError:
-                pass
-            continue
-        except ValueError:
-            pass
-        e = e.lstrip("*").lstrip(".")
-        if h == e or h.endswith("." + e):
-            return True
-    return False
+    """Whether a NO_PROXY value exempts host (the one rule: addon/egress/rules.py)."""
+    from firsttoken.addon.egress import no_proxy_match
+
+    return no_proxy_match(host, port, no_proxy) is not None
 
 
 def check_proxy_vars(ctx: Context) -> list[Check]:

@@ -18,6 +18,9 @@ class Net:
 
     def __init__(self, timeout: float = 2.0) -> None:
         self.timeout = timeout
+        #: CA files the upstream's certificate is verified against besides the system's (firsttoken's
+        #: own trust: addon/egress/trust.py); set by check_upstreams
+        self.cafiles: list[str] = []
 
     def _bounded(self, fn: Callable[[], Any]) -> Any:
         """Run fn in a daemon thread; TimeoutError if it takes too long (getaddrinfo has no timeout)."""
@@ -55,8 +58,28 @@ class Net:
 
     def tls(self, sock: socket.socket, host: str) -> str:
         ctx = ssl.create_default_context()
+        for f in self.cafiles:
+            try:
+                ctx.load_verify_locations(cafile=f)
+            except (OSError, ssl.SSLError):
+                pass  # not a CA bundle: firsttoken's proxy skips it too
         with ctx.wrap_socket(sock, server_hostname=host) as s:
             return s.version() or "TLS"
+
+    def proxy_request(self, sock: socket.socket, head: bytes) -> tuple[int, str]:
+        """Send a request head to a proxy and read its status line: (status, reason)."""
+        sock.sendall(head)
+        buf = b""
+        while b"\r\n\r\n" not in buf and len(buf) < 65536:
+            data = sock.recv(4096)
+            if not data:
+                break
+            buf += data
+        line = buf.split(b"\r\n", 1)[0].decode("latin-1", "replace")
+        parts = line.split(" ", 2)
+        if len(parts) < 2 or not parts[1].isdigit():
+            raise OSError(f"the proxy answered something that is not HTTP: {line[:80]!r}")
+        return int(parts[1]), (parts[2] if len(parts) > 2 else "").strip()
 
 
 def describe_oserror(e: BaseException) -> str:

@@ -9,11 +9,12 @@ import ssl
 import threading
 import time
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
+from firsttoken.addon.egress import PROXY_VARS
 from firsttoken.addon.routing import Route
 from firsttoken.cli.doctor.core import BASE_URL_VARS, FAIL, PASS, WARN, Check, Context, same_endpoint
 from firsttoken.cli.doctor.files import codex_config_path
@@ -95,14 +96,25 @@ def upstream_targets(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> 
     return list(dict.fromkeys(found))
 
 
-def probe_upstream(net: Net, scheme: str, host: str, port: int) -> Check:
+def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str, str] | None = None) -> Check:
+    """The way firsttoken's proxy will go (addon/egress: through HTTPS_PROXY & co. where they apply)."""
+    from firsttoken.addon.egress import EgressError, decide
+
     cid, title = f"upstream.{host}:{port}", f"{scheme}://{host}:{port}"
+    try:
+        way = decide(scheme, host, port, env or {})
+    except EgressError as e:
+        return Check(cid, "upstreams", FAIL, f"{title}: firsttoken cannot use the proxy setting", str(e), None)
+    if way.proxy is not None:
+        return probe_via_proxy(net, scheme, host, port, way)
+    title += " (direct)" if env and any((env.get(v) or "").strip() for v in PROXY_VARS) else ""
     t0 = time.perf_counter()
     try:
         addrs = net.resolve(host, port)
     except Exception as e:  # noqa: BLE001
         return Check(cid, "upstreams", WARN, f"{title}: DNS lookup failed", f"{describe_oserror(e)} (offline? a DNS or VPN problem?)",
-                     "check the network: firsttoken connects to the upstream directly and would fail the same way")
+                     "check the network: firsttoken connects to the upstream directly (no proxy variable applies to it) and "
+                     "would fail the same way; if this machine needs a proxy, export HTTPS_PROXY (firsttoken follows it)")
     t1 = time.perf_counter()
     try:
         sock = net.connect(addrs[0], port)
@@ -119,8 +131,8 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int) -> Check:
     except ssl.SSLCertVerificationError as e:
         return Check(cid, "upstreams", WARN, f"{title}: TLS certificate not trusted",
                      f"{e.verify_message or e} ({timing}): a corporate TLS inspection proxy?",
-                     "trust its CA for firsttoken: --set ssl_verify_upstream_trusted_ca=CA.pem, "
-                     "or --insecure-upstream to test")
+                     "trust its CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
+                     "REQUESTS_CA_BUNDLE), or --insecure-upstream to test")
     except Exception as e:  # noqa: BLE001
         return Check(cid, "upstreams", WARN, f"{title}: TLS handshake failed", f"{describe_oserror(e)} ({timing})", None)
     finally:
@@ -130,12 +142,75 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int) -> Check:
                  f"{timing}, TLS {1000 * (t3 - t2):.0f} ms ({version}, {addrs[0]})")
 
 
+def probe_via_proxy(net: Net, scheme: str, host: str, port: int, way: Any) -> Check:
+    """Through the egress proxy as firsttoken's proxy goes: CONNECT (+ TLS) for https, absolute-form for http."""
+    p = way.proxy
+    cid, title = f"upstream.{host}:{port}", f"{scheme}://{host}:{port} via {p.url} ({way.reason})"
+    fix_down = (f"start the proxy or fix {way.reason}; if {host} is reachable directly, add it to NO_PROXY "
+                "(or run firsttoken with --no-upstream-proxy)")
+    t0 = time.perf_counter()
+    try:
+        addrs = net.resolve(p.host, p.port)
+        sock = net.connect(addrs[0], p.port)
+    except Exception as e:  # noqa: BLE001
+        return Check(cid, "upstreams", FAIL, f"{title}: the proxy cannot be reached",
+                     f"{describe_oserror(e)}: firsttoken's requests to {host} would fail the same way", fix_down)
+    t1 = time.perf_counter()
+    auth = p.authorization()
+    extra = f"Proxy-Authorization: {auth}\r\n" if auth else ""
+    target = f"[{host}]" if ":" in host else host
+    try:
+        if p.scheme == "https":
+            sock = ssl.create_default_context().wrap_socket(sock, server_hostname=p.host)
+        if scheme == "https" or p.scheme == "https":
+            head = f"CONNECT {target}:{port} HTTP/1.1\r\nHost: {target}:{port}\r\n{extra}\r\n"
+        else:
+            head = (f"HEAD http://{target}:{port}/ HTTP/1.1\r\nHost: {target}:{port}\r\n{extra}"
+                    "Connection: close\r\n\r\n")
+        status, reason = net.proxy_request(sock, head.encode("latin-1"))
+    except Exception as e:  # noqa: BLE001
+        sock.close()
+        return Check(cid, "upstreams", FAIL, f"{title}: the proxy did not answer", describe_oserror(e), fix_down)
+    t2 = time.perf_counter()
+    timing = f"proxy connect {1000 * (t1 - t0):.0f} ms, its answer {1000 * (t2 - t1):.0f} ms"
+    answer = f"{status} {reason}".strip()
+    if status == 407:
+        sock.close()
+        return Check(cid, "upstreams", FAIL, f"{title}: the proxy wants credentials ({answer})",
+                     "with credentials" if auth else "the proxy URL has none",
+                     "put them in the URL: HTTPS_PROXY=http://USER:PASSWORD@host:port (or --upstream-proxy)"
+                     if not auth else "the proxy rejected the user and password in the URL: check them")
+    if status in (502, 503, 504) or (status >= 300 and (scheme == "https" or p.scheme == "https")):
+        sock.close()
+        return Check(cid, "upstreams", FAIL, f"{title}: the proxy could not reach {host}:{port} ({answer})", timing,
+                     f"check the host name, and the proxy's rules or its own way out; clients using {p.url} fail too")
+    if scheme != "https":
+        sock.close()
+        return Check(cid, "upstreams", PASS, f"{title} is reachable", f"{timing}; the upstream answered {answer}")
+    try:
+        version = net.tls(sock, host)
+    except ssl.SSLCertVerificationError as e:
+        return Check(cid, "upstreams", FAIL, f"{title}: TLS certificate not trusted",
+                     f"{e.verify_message or e}: a TLS-inspecting proxy signs it with its own CA?",
+                     "trust that CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
+                     "REQUESTS_CA_BUNDLE)")
+    except Exception as e:  # noqa: BLE001
+        return Check(cid, "upstreams", FAIL, f"{title}: TLS handshake failed", f"{describe_oserror(e)} ({timing})", None)
+    finally:
+        sock.close()
+    return Check(cid, "upstreams", PASS, f"{title} is reachable",
+                 f"{timing}, TLS {1000 * (time.perf_counter() - t2):.0f} ms ({version})")
+
+
 def check_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[Check]:
+    from firsttoken.addon.egress import trust
+
     targets = upstream_targets(ctx, blocks)
     results: list[Check | None] = [None] * len(targets)
+    ctx.net.cafiles = [str(f) for what, f in trust.sources(ctx.env).files if what != "the system store"]
 
     def run(i: int, t: tuple[str, str, int]) -> None:
-        results[i] = probe_upstream(ctx.net, *t)
+        results[i] = probe_upstream(ctx.net, *t, env=ctx.env)
 
     threads = [threading.Thread(target=run, args=(i, t), daemon=True) for i, t in enumerate(targets)]
     for t in threads:

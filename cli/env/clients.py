@@ -258,6 +258,12 @@ def _forward_plan(client: str, target: Target, env: Mapping[str, str]) -> Plan:
     bundle = ca.parent / "firsttoken-ca-bundle.pem"
     plan = Plan(client, f"{client}: forward proxy {target.url} (HTTPS_PROXY; only LLM hosts are intercepted)")
     plan.exports.append(("HTTPS_PROXY", target.url))
+    other = [v for v in ("HTTP_PROXY", "http_proxy") if (env.get(v) or "").strip() not in ("", target.url)]
+    if other:  # an http:// base URL would go around firsttoken through that proxy: firsttoken chains to it instead
+        plan.exports += [(v, target.url) for v in other]
+        plan.notes.append(f"{' and '.join(other)} pointed at another proxy: set to firsttoken too (firsttoken's own "
+                          "upstream leg still goes out through the proxy your environment names; see "
+                          "`firsttoken docs clients`, Behind a proxy).")
     if not ca.exists():
         plan.warnings.append(f"{ca} does not exist yet: start `firsttoken proxy --forward` once, then run this again.")
     elif client in ("openai", "anthropic", "codex", "curl"):

@@ -18,6 +18,7 @@ cli/env/clients.py. This module renders a plan and holds the click command.
 
 from __future__ import annotations
 
+import os
 import shlex
 
 import click
@@ -82,6 +83,26 @@ def render(plan: Plan, fmt: str = "human") -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def egress_notes(target, environ) -> list[str]:
+    """Which way firsttoken's own upstream leg goes (the egress rule), when a proxy setting is in play."""
+    from firsttoken.addon.egress import PROXY_VARS, EgressError, decide
+
+    if not any((environ.get(v) or "").strip() for v in PROXY_VARS):
+        return []
+    ways = ([(r.url, r.scheme, r.host, r.port) for r in target.routes] if target.routes
+            else [("https:// LLM hosts", "https", "api.openai.com", 443)])
+    out = []
+    for what, scheme, host, port in ways:
+        try:
+            d = decide(scheme, host, port, environ)
+        except EgressError as e:
+            out.append(f"firsttoken cannot use this machine's proxy setting: {e}")
+            continue
+        out.append(f"firsttoken reaches {what} {d.describe()}, as your clients would "
+                   "(a proxy started with --upstream-proxy or --no-upstream-proxy goes that way instead)")
+    return out
+
+
 # -- the command -------------------------------------------------------------------------------
 
 @click.command("env")
@@ -104,6 +125,7 @@ def env(client, port, host, route_name, upstreams, model, forward_mode, fmt, db_
     """
     target = resolve_target(upstreams=upstreams, port=port, host=host, db_path=db_path, forward=forward_mode)
     plan = plan_for(client, target, route_name=route_name, model=model)
+    plan.notes += egress_notes(target, os.environ)
     click.echo(render(plan, fmt or "human"), nl=False)
     for n in plan.notes if fmt else []:
         if n.startswith("no running proxy found"):

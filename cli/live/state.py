@@ -35,8 +35,13 @@ from firsttoken.cli.live.db import STALE_IN_FLIGHT_S, DbSource, connect_ro, iso,
 
 
 # -- the header ---------------------------------------------------------------------------
-def route_lines(listen_url: str, routes: Iterable[Any]) -> list[tuple[str, str]]:
-    return [(listen_url + (r.mount or ""), r.url) for r in routes]
+def route_lines(listen_url: str, routes: Iterable[Any], egress: Any = None) -> list[tuple[str, str]]:
+    """(where clients point, where it goes), the upstream followed by its egress proxy when one applies."""
+    out = []
+    for r in routes:
+        d = egress.decide(r.scheme, r.host, r.port) if egress is not None else None
+        out.append((listen_url + (r.mount or ""), r.url + (f" via {d.proxy.url}" if d is not None and d.proxy else "")))
+    return out
 
 
 def base_url_hint(listen_url: str, routes: list[Any]) -> str | None:
@@ -97,7 +102,7 @@ def from_capture(
             cache.update(key=key, recent=recent, models=models)
     routes = list(snap.get("routes") or [])
     return LiveSnapshot(
-        routes=route_lines(listen_url, routes),
+        routes=route_lines(listen_url, routes, None if isinstance(capture, Mapping) else getattr(capture, "egress", None)),
         base_url=base_url_hint(listen_url, routes),
         db_path=snap.get("db_path"),
         uptime_s=max(0.0, (wall_now or time.time()) - (snap.get("started") or time.time())),

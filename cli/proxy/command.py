@@ -30,6 +30,9 @@ def banner(server: ProxyServer, out: Console) -> None:
     for what, url in (("metrics", server.otlp_endpoint), ("spans", server.otlp_traces_endpoint)):
         if url:
             out.print(f"  OpenTelemetry {what} (OTLP/HTTP) -> {url}", markup=False)
+    for what, d in server.egress():
+        if server.egress_shown(d):
+            out.print(f"  upstream leg to {what}: {d.describe()}", markup=False)
     if server.forward_mode:
         for line in fwd.client_hints(server.url, server.options.get("confdir")):
             out.print(line, markup=False)
@@ -46,7 +49,8 @@ def banner(server: ProxyServer, out: Console) -> None:
 
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
         forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None,
-        drain_seconds=DRAIN_SECONDS, otlp_metrics_endpoint=None) -> None:
+        drain_seconds=DRAIN_SECONDS, otlp_metrics_endpoint=None, upstream_proxy=None, no_upstream_proxy=False,
+        upstream_ca=None) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     lang = resolve_lang(lang)  # one decision for the findings and the live view's labels
@@ -57,6 +61,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
             stall_ms=stall_ms, lang=lang,
             forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
             otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds, otlp_metrics_endpoint=otlp_metrics_endpoint,
+            upstream_proxy=upstream_proxy, no_upstream_proxy=no_upstream_proxy, upstream_ca=upstream_ca,
         )
     except RouteError as e:
         fail(str(e), 2)
@@ -164,11 +169,19 @@ def _serve(server, out, lang, no_live) -> None:
 @click.option("--otlp-metrics-endpoint", default=None, metavar="URL",
               help="Push the OpenTelemetry metrics here instead (e.g. a collector beside a traces-only backend "
                    "such as Phoenix or Langfuse, which answer 405 to metrics); a base URL gets /v1/metrics.")
+@click.option("--upstream-proxy", default=None, metavar="URL",
+              help="Reach the upstream through this HTTP proxy, http://[user:pass@]host:port (default: HTTPS_PROXY / "
+                   "HTTP_PROXY / ALL_PROXY and NO_PROXY, as your clients do). SOCKS is not supported.")
+@click.option("--no-upstream-proxy", is_flag=True, help="Connect to the upstream directly, whatever the proxy variables say.")
+@click.option("--upstream-ca", default=None, metavar="FILE",
+              help="Also trust this CA (PEM) for the upstream's TLS, e.g. your company proxy's; the system store, "
+                   "SSL_CERT_FILE and REQUESTS_CA_BUNDLE are trusted already.")
 @click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
               help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
                    "finish before cutting them (a second Ctrl-C cuts at once).")
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
-          forward_mode, host_match, metrics_port, otlp_endpoint, otlp_metrics_endpoint, drain_seconds):
+          forward_mode, host_match, metrics_port, otlp_endpoint, otlp_metrics_endpoint, upstream_proxy, no_upstream_proxy,
+          upstream_ca, drain_seconds):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
     if not upstreams and not forward_mode:
         raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
@@ -176,4 +189,5 @@ def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_p
         db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
         warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
         forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
-        otlp_endpoint=otlp_endpoint, otlp_metrics_endpoint=otlp_metrics_endpoint, drain_seconds=drain_seconds)
+        otlp_endpoint=otlp_endpoint, otlp_metrics_endpoint=otlp_metrics_endpoint, drain_seconds=drain_seconds,
+        upstream_proxy=upstream_proxy, no_upstream_proxy=no_upstream_proxy, upstream_ca=upstream_ca)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -127,6 +128,9 @@ class ProxyServer:
         drain_seconds: float = DRAIN_SECONDS,
         otlp_metrics_endpoint: str | None = None,
         sock: Any = None,
+        upstream_proxy: str | None = None,
+        no_upstream_proxy: bool = False,
+        upstream_ca: str | None = None,
     ) -> None:
         """``sock``: a loopback TCP socket already listening (on ``host``:``port``) to serve on
         instead of opening one (`run` opens it before this slow start-up: :func:`hand_over`)."""
@@ -166,6 +170,13 @@ class ProxyServer:
             self.options.update(firsttoken_otlp_endpoint=otlp_endpoint)
         if otlp_metrics_endpoint:
             self.options.update(firsttoken_otlp_metrics_endpoint=otlp_metrics_endpoint)
+        # the way out (addon/egress): set only when given, so that mitmproxy's defaults stay
+        if upstream_proxy:
+            self.options.update(firsttoken_upstream_proxy=upstream_proxy)
+        if no_upstream_proxy:
+            self.options.update(firsttoken_no_upstream_proxy=True)
+        if upstream_ca:
+            self.options.update(firsttoken_upstream_ca=upstream_ca)
         if addon is not None:  # another addon instead of firsttoken's (benchmarks: bare mitmproxy)
             self.addons: list[Any] = [addon]
             self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
@@ -191,6 +202,26 @@ class ProxyServer:
         self.on_drain: list[Callable[[int, float], None]] = []
         self.draining = False
         self._drain_task: asyncio.Task | None = None
+
+    def egress(self) -> list[tuple[str, Any]]:
+        """(what, egress Decision) for each upstream (forward mode: for https and http hosts): which
+        way firsttoken's own connections leave, for the banner."""
+        from firsttoken.addon.egress.addon import Egress
+
+        eg = getattr(self.capture, "egress", None)
+        if not isinstance(eg, Egress):
+            return []
+        if self.routes:
+            return [(r.url, eg.decide(r.scheme, r.host, r.port)) for r in self.routes]
+        return [(f"{s}:// hosts", eg.decide(s, "api.openai.com", 443 if s == "https" else 80)) for s in ("https", "http")]
+
+    def egress_shown(self, d: Any) -> bool:
+        """Whether the banner names this way out: a proxy, or direct while proxy settings exist."""
+        from firsttoken.addon.egress import PROXY_VARS
+
+        eg = getattr(self.capture, "egress", None)
+        return (not d.direct or bool(eg and (eg.explicit or eg.disabled))
+                or any((os.environ.get(v) or "").strip() for v in PROXY_VARS))
 
     @property
     def url(self) -> str:

@@ -51,8 +51,12 @@ DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
               help="Use a `firsttoken proxy` already running for the same upstreams when there is one (with --db: only one writing that database).")
 @click.option("--save-bodies", is_flag=True, help="Store request/response bodies (redacted, capped at 256 KB).")
 @click.option("--lang", type=click.Choice(["en", "zh"]), default=None, help="Language of findings (default: locale).")
+@click.option("--upstream-proxy", default=None, metavar="URL",
+              help="firsttoken's own upstream leg goes through this HTTP proxy (default: HTTPS_PROXY / HTTP_PROXY / "
+                   "ALL_PROXY and NO_PROXY, as the client would).")
+@click.option("--no-upstream-proxy", is_flag=True, help="firsttoken's own upstream leg connects directly.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- CMD [ARGS]...")
-def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
+def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstream_proxy, no_upstream_proxy):
     """Run CMD with every LLM request it makes going through firsttoken; summarise when it exits.
 
     \b
@@ -78,7 +82,11 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
             click.echo(line)
         return
     run_id = secrets.token_hex(4)
-    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None)
+    egress = {"upstream_proxy": upstream_proxy, "no_upstream_proxy": no_upstream_proxy}
+    # a joined proxy goes its own way out: with an explicit egress choice, start our own
+    join = join and not (upstream_proxy or no_upstream_proxy)
+    server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None,
+                               egress=egress)
     if joined:
         db = joined[1]  # the joined proxy records into its own database
     early = server if isinstance(server, EarlyProxy) else None
@@ -122,7 +130,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
 
 
 def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
-           lang: str | None, any_db: bool = False):
+           lang: str | None, any_db: bool = False, egress: dict | None = None):
     """(our ProxyServer, or an EarlyProxy whose proxy starts with the child, or None; the joined
     proxy's (URL, database) or None; how the child is redirected)."""
     if not forward_reason and join:
@@ -132,6 +140,7 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
             r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
             return None, (url, proxy_db), r
     opts = {"firsttoken_run_id": run_id}
+    egress = egress or {}
     if not forward_reason:
         # the child starts now, on a port already listening; the proxy behind it starts beside it
         specs = plan.route_specs()
@@ -147,30 +156,58 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
         def make(sock):  # in the start thread: importing mitmproxy is the slow part
             from firsttoken.cli.proxy.server import ProxyServer
 
-            return ProxyServer(specs, db, save_bodies=save_bodies, lang=lang or "", extra_options=opts, sock=sock)
+            return ProxyServer(specs, db, save_bodies=save_bodies, lang=lang or "", extra_options=opts, sock=sock,
+                               **egress)
 
         early.make = make
-        return early, None, redirect(plan, early.url, plan.routes(), env)
+        r = redirect(plan, early.url, plan.routes(), env)
+        r.how += _egress_note([(u.scheme, u.host, u.port) for u in routing.parse_upstreams(specs)], egress)
+        return early, None, r
     from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
 
     try:
         server = ProxyServer([], db, port=0, forward_mode=True, save_bodies=save_bodies, lang=lang or "",
-                             extra_options=opts)
+                             extra_options=opts, host_match=_plan_hosts(plan), **egress)
         server.start()
     except (routing.RouteError, ProxyStartError) as e:
         fail(str(e))
-    if forward_reason:
-        confdir = server.options.get("confdir")
-        ca = fwd.ca_cert_path(confdir)
-        bundle = ca.parent / "firsttoken-ca-bundle.pem"
+    confdir = server.options.get("confdir")
+    ca = fwd.ca_cert_path(confdir)
+    bundle = ca.parent / "firsttoken-ca-bundle.pem"
+    try:
+        fwd.combined_ca_bundle(bundle, confdir)
+    except OSError as e:
+        server.stop()
+        fail(f"could not write the CA bundle {bundle} for forward mode: {e}")
+    how = f"forward mode: HTTPS_PROXY and HTTP_PROXY={server.url} and mitmproxy's CA ({ca})"
+    how += _egress_note([("https", "api.openai.com", 443), ("http", "api.openai.com", 80)], egress)
+    return server, None, Redirect(list(plan.argv), forward_env(server.url, ca, bundle, env), how)
+
+
+def _plan_hosts(plan: Plan) -> list[str]:
+    """The hosts the child's base URLs name (host:port): forward mode records them too, not only the
+    well-known LLM API hosts (a gateway or company endpoint the child was configured with)."""
+    try:
+        return sorted({f"{r.host}:{r.port}" for r in plan.routes().values() if ":" not in r.host})
+    except PlanError:
+        return []
+
+
+def _egress_note(targets: list[tuple[str, str, int]], egress: dict) -> str:
+    """How firsttoken's own upstream leg leaves for these (scheme, host, port): through the user's
+    proxy, when one applies (the rule the proxy itself follows, addon/egress/rules.py)."""
+    from firsttoken.addon.egress import rules
+
+    ways = {}
+    for scheme, host, port in targets:
         try:
-            fwd.combined_ca_bundle(bundle, confdir)
-        except OSError as e:
-            server.stop()
-            fail(f"could not write the CA bundle {bundle} for forward mode: {e}")
-        how = f"forward mode: HTTPS_PROXY={server.url} and mitmproxy's CA ({ca})"
-        return server, None, Redirect(list(plan.argv), forward_env(server.url, ca, bundle, env), how)
-    return server, None, redirect(plan, server.url, plan.routes(), env)
+            d = rules.decide(scheme, host, port, os.environ, explicit=egress.get("upstream_proxy"),
+                             disabled=bool(egress.get("no_upstream_proxy")))
+        except rules.EgressError as e:
+            fail(str(e))
+        if d.proxy is not None:
+            ways[d.proxy.url] = d.reason
+    return "".join(f"; upstream leg via {url} ({why})" for url, why in ways.items())
 
 
 def _stop(server) -> None:

@@ -318,8 +318,12 @@ def redirect(plan: Plan, proxy_url: str, routes: dict[str, Route], env: Mapping[
 
 
 def forward_env(proxy_url: str, ca: Path, bundle: Path, env: Mapping[str, str]) -> dict[str, str]:
-    """Forward mode for one child: HTTPS_PROXY and mitmproxy's CA for Node, Python, curl and OpenSSL."""
-    out = {"HTTPS_PROXY": proxy_url, "https_proxy": proxy_url, "NODE_EXTRA_CA_CERTS": str(ca),
+    """Forward mode for one child: HTTPS_PROXY and HTTP_PROXY (both cases: a plain-http:// base URL must not
+    go around firsttoken through a company proxy left in HTTP_PROXY) and mitmproxy's CA for Node, Python,
+    curl and OpenSSL. The user's own proxy is not lost: firsttoken's upstream leg goes on through it
+    (addon/egress), read from the environment `run` itself was started with."""
+    out = {"HTTPS_PROXY": proxy_url, "https_proxy": proxy_url, "HTTP_PROXY": proxy_url, "http_proxy": proxy_url,
+           "NODE_EXTRA_CA_CERTS": str(ca),
            "SSL_CERT_FILE": str(bundle), "REQUESTS_CA_BUNDLE": str(bundle), "CURL_CA_BUNDLE": str(bundle)}
     out.update(_no_proxy({**env, "HTTPS_PROXY": proxy_url}))
     return out

@@ -1,0 +1,103 @@
+"""The CAs an upstream's TLS certificate is verified against: what the user's clients trust.
+
+mitmproxy verifies upstreams against certifi's bundle alone. A client on this machine trusts
+the system store too, and whatever ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE`` name (a company's
+TLS-inspecting proxy signs with a private CA installed there), so firsttoken verifies against
+all of them, plus ``--upstream-ca FILE``: one PEM bundle, written once per proxy start to a
+private folder and handed to mitmproxy's ``ssl_verify_upstream_trusted_ca``.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: the variables a client on this machine reads extra (or replacement) CAs from
+CA_VARS = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS")
+#: the ones firsttoken adds to its bundle (NODE_EXTRA_CA_CERTS and CURL_CA_BUNDLE too: a user
+#: who set them for their client's proxy CA wants the same CA trusted here)
+PEM_BEGIN = "-----BEGIN CERTIFICATE-----"
+
+
+@dataclass
+class Sources:
+    files: list[tuple[str, Path]] = field(default_factory=list)  # (where it came from, file)
+    missing: list[tuple[str, str]] = field(default_factory=list)  # (variable, path) that do not exist
+
+
+def system_store() -> Path | None:
+    """This machine's CA bundle file (OpenSSL's default), if there is one."""
+    paths = ssl.get_default_verify_paths()
+    for p in (paths.cafile, paths.openssl_cafile, "/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"):
+        if p and Path(p).is_file():
+            return Path(p)
+    return None
+
+
+def sources(env: Mapping[str, str], extra: str | None = None) -> Sources:
+    """The CA files to trust: certifi (mitmproxy's default), the system store, the variables, ``extra``."""
+    out = Sources()
+    try:
+        import certifi
+
+        out.files.append(("certifi", Path(certifi.where())))
+    except Exception:  # noqa: BLE001 - mitmproxy depends on certifi; without it the rest still counts
+        pass
+    store = system_store()
+    if store is not None:
+        out.files.append(("the system store", store))
+    for var in CA_VARS:
+        value = (env.get(var) or "").strip()
+        if not value:
+            continue
+        p = Path(value).expanduser()
+        if p.is_file():
+            out.files.append((var, p))
+        else:
+            out.missing.append((var, value))
+    if extra:
+        out.files.append(("--upstream-ca", Path(extra).expanduser()))
+    return out
+
+
+class TrustError(ValueError):
+    pass
+
+
+def read_pem(path: Path, what: str) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as e:
+        raise TrustError(f"{what} {path} cannot be read: {e.strerror or e}. Give a PEM file of CA certificates.") from None
+    if PEM_BEGIN not in text:
+        raise TrustError(f"{what} {path} holds no PEM certificate ('{PEM_BEGIN}'): give the CA as a PEM file "
+                         "(convert a DER .cer/.crt with: openssl x509 -inform der -in CA.cer -out CA.pem).")
+    return text
+
+
+def write_bundle(src: Sources, folder: str | None = None) -> Path:
+    """One PEM file with every source's certificates (0600 in a fresh 0700 folder)."""
+    parts = []
+    seen: set[Path] = set()
+    for what, path in src.files:
+        real = path.resolve()
+        if real in seen:
+            continue
+        seen.add(real)
+        try:
+            parts.append(read_pem(path, what))
+        except TrustError:
+            if what == "--upstream-ca":
+                raise
+            continue  # a variable's file that is no CA bundle: the client would fail on it, not us
+    d = Path(folder) if folder else Path(tempfile.mkdtemp(prefix="firsttoken-ca-"))
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    out = d / "upstream-ca-bundle.pem"
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(p.rstrip("\n") for p in parts) + "\n")
+    return out
