@@ -26,17 +26,20 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.options import db_option, fail, resolve_db
-from firsttoken.cli.run.child import ChildError, child_files, run_child
+from firsttoken.cli.run.child import ChildError, child_dir, run_child
+from firsttoken.cli.run.clients import registry
 from firsttoken.cli.run.summary import render, summarize
 from firsttoken.cli.run.upstreams import (
     Plan,
     PlanError,
     Redirect,
+    cannot_record,
     export_lines,
     forward_env,
     home_dir,
     make_plan,
     redirect,
+    serves,
 )
 
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
@@ -73,6 +76,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
         fail(str(e), 2)
     db = resolve_db(db_path)
     forward_reason = "--forward" if force_forward else plan.forward_reason
+    if plan.cannot and not force_forward:  # said before anything starts: nothing would be recorded
+        for line in cannot_record(plan):
+            click.echo(("# " + line) if print_env else line, err=not print_env)
+        if print_env:
+            return
+        sys.exit(2)
     if print_env:
         for line in _print_env(plan, db, forward_reason, env, join, any_db=db_path is None):
             click.echo(line)
@@ -82,8 +91,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
     if joined:
         db = joined[1]  # the joined proxy records into its own database
     try:
-        with child_files(r.files) as file_env:
-            code = run_child(r.argv, {**env, **r.env, **file_env, "FIRSTTOKEN_RUN_ID": run_id})
+        with child_dir(r.files) as (file_env, d):
+            def place(v: str) -> str:
+                return v.replace(r.dir_placeholder, d) if d else v
+
+            child_env = {**env, **{k: place(v) for k, v in r.env.items()}, **file_env, "FIRSTTOKEN_RUN_ID": run_id}
+            code = run_child([place(a) for a in r.argv], child_env)
     except ChildError as e:
         _stop(server)
         fail(str(e), 127)
@@ -93,10 +106,22 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang):
     more = f"firsttoken logs --run {run_id}" + (f" --db {shlex.quote(db)}" if db_path or own_db else "")
     via = r.how + (f" — {forward_reason}" if forward_reason and forward_reason != "--forward" else "")
     via += f"; proxy {joined[0]}" if joined else ""
-    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes):
+    summary = summarize(run_id, rows)
+    _name_key_source(summary, plan)
+    for line in render(summary, more, via=via, notes=plan.notes):
         click.echo(line, err=True)
     sys.stdout.flush()
     sys.exit(code)
+
+
+def _name_key_source(summary, plan: Plan) -> None:
+    """An ``auth.rejected`` fix says where this client keeps its key (its adapter knows)."""
+    if not plan.key_source:
+        return
+    title = registry.by_name(plan.client).title
+    for f in summary.findings:
+        if f.code == "auth.rejected":
+            f.hint = (f"{f.hint} " if f.hint else "") + f"{title} takes its key from {plan.key_source}: fix it there."
 
 
 def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
@@ -110,6 +135,8 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
             url, routes, proxy_db = found
             r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
             return None, (url, proxy_db), r
+    if not forward_reason and not plan.upstreams:  # nothing to redirect (e.g. `cline auth`): no proxy
+        return None, None, Redirect(list(plan.argv), {}, "nothing redirected")
     opts = {"firsttoken_run_id": run_id}
     try:
         if forward_reason:
@@ -147,14 +174,14 @@ def find_running(plan: Plan, db: str, any_db: bool = False) -> tuple[str, dict[s
     one writing ``db`` first."""
     from firsttoken.cli.proxy.state import read_states, state_routes
 
-    want = {fam: r for fam, r in plan.routes().items() if fam in plan.families}
+    want = plan.upstreams
     for st in reversed(read_states(db)):  # those writing ``db`` come last: tried first
         proxy_db = str(st.get("db") or "")
         if st.get("forward") or not proxy_db or (not any_db and os.path.realpath(proxy_db) != os.path.realpath(db)):
             continue
         routes = state_routes(st) or []
-        got = {fam: next((x for x in routes if x.url == r.url), None) for fam, r in want.items()}
-        if routes and all(got.values()) and _listening(str(st.get("url") or "")):
+        got = {name: next((x for x in routes if serves(x, up)), None) for name, up in want.items()}
+        if routes and want and all(got.values()) and _listening(str(st.get("url") or "")):
             return str(st["url"]).rstrip("/"), got, proxy_db
     return None
 
