@@ -78,9 +78,9 @@ class Llm(Client):
             if name != EXTRA:
                 files.append(ChildFile(name, link=str(d / name)))
         out["LLM_USER_PATH"] = Redirect([], {}, "").dir_placeholder
-        return Redirect(list(plan.argv), out, f"LLM_USER_PATH = a private directory with a copy of {EXTRA} "
-                        "(api_base → the proxy) and links to the rest of llm's directory; OPENAI_BASE_URL for "
-                        "its built-in models", files)
+        how = (f"LLM_USER_PATH = a private directory with a copy of {EXTRA} (api_base → the proxy) and links to "
+               "the rest of llm's directory" + ("; OPENAI_BASE_URL for its built-in models" if builtin in bases else ""))
+        return Redirect(list(plan.argv), out, how, files)
 
     def by_hand(self, plan):
         return [f"api_base: <the proxy's URL>/v1 in {EXTRA} (`llm --help` shows its directory)"]
