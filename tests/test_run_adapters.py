@@ -177,3 +177,17 @@ def test_print_env_describes_a_private_copy_without_printing_it(tmp_path):
     assert "sk-secret" not in r.stdout
     assert "#   cn --config '<a private directory firsttoken run creates>/cn-config.yaml' -p hi" in r.stdout
     assert "firsttoken proxy --upstream openai=http://127.0.0.1:9100/v1/" in r.stdout
+
+
+def test_print_env_masks_a_key_in_inline_config(tmp_path):
+    """opencode's redirect carries the user's own OPENCODE_CONFIG_CONTENT: `--print-env` masks its keys."""
+    inline = {"provider": {"gw": {"npm": "@ai-sdk/openai-compatible",
+                                  "options": {"baseURL": "http://127.0.0.1:9100/v1",
+                                              "apiKey": "sk-inline-secret-1234567890abcdef"}}}}
+    env = base_env(tmp_path, OPENCODE_CONFIG_CONTENT=json.dumps(inline))
+    r = subprocess.run([str(Path(sys.executable).parent / "firsttoken"), "run", "--print-env", "--db",
+                        str(tmp_path / "x.db"), "--", "opencode", "run", "hi"], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "sk-inline-secret" not in r.stdout and "[REDACTED]" in r.stdout
+    assert "export OPENCODE_CONFIG_CONTENT=" in r.stdout and '"baseURL": "http://127.0.0.1:8787/openai"' in r.stdout

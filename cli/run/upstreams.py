@@ -17,6 +17,7 @@ before starting and prints the way to do it by hand (:func:`cannot_record`).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Mapping
@@ -131,7 +132,7 @@ def export_lines(plan: Plan, r: Redirect, proxy_note: list[str]) -> list[str]:
     if plan.forward_reason:
         lines.append(f"# {plan.forward_reason}")
     private = "<a private directory firsttoken run creates>"
-    lines += [f"export {k}={shlex.quote(v.replace(r.dir_placeholder, private))}" for k, v in r.env.items()]
+    lines += [f"export {k}={shlex.quote(_printable(v.replace(r.dir_placeholder, private)))}" for k, v in r.env.items()]
     if r.argv != plan.argv:
         lines.append(f"# {plan.client}: its own configuration wins over the environment; run it as:")
         lines.append("#   " + shlex.join(a.replace(r.dir_placeholder, private) for a in r.argv))
@@ -141,6 +142,19 @@ def export_lines(plan: Plan, r: Redirect, proxy_note: list[str]) -> list[str]:
                      f"for the run (removed after it): {r.how}.")
         lines.append(f"# To set it once yourself: {'; '.join(registry.by_name(plan.client).by_hand(plan))}")
     return lines
+
+
+def _printable(value: str) -> str:
+    """A value as `--print-env` shows it: inline JSON (OPENCODE_CONFIG_CONTENT) with its keys masked."""
+    if not value.lstrip().startswith("{"):
+        return value
+    from firsttoken.addon.secrets import body_secrets, redact_text
+
+    try:
+        found = body_secrets(json.loads(value))
+    except ValueError:
+        return value
+    return redact_text(value, found) if found else value
 
 
 def home_dir(env: Mapping[str, str]) -> Path:
