@@ -191,3 +191,16 @@ def test_print_env_masks_a_key_in_inline_config(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "sk-inline-secret" not in r.stdout and "[REDACTED]" in r.stdout
     assert "export OPENCODE_CONFIG_CONTENT=" in r.stdout and '"baseURL": "http://127.0.0.1:8787/openai"' in r.stdout
+
+
+def test_codex_on_a_local_builtin_provider_is_refused_before_starting(tmp_path):
+    """Codex's ollama provider talks plain HTTP to this machine: neither way records it, so `run` says so."""
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('model_provider = "ollama"\n')
+    plan = make_plan(["codex", "exec", "hi"], {}, tmp_path, tmp_path)
+    assert plan.cannot and "plain HTTP" in plan.cannot and plan.upstreams == {}
+    env = base_env(tmp_path, HOME=str(tmp_path))
+    r = subprocess.run([str(Path(sys.executable).parent / "firsttoken"), "run", "--db", str(tmp_path / "x.db"), "--",
+                        "codex", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "cannot record Codex here" in r.stderr and "[model_providers.ID]" in r.stderr
+    assert not (tmp_path / "x.db").exists()

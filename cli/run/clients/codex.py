@@ -14,6 +14,8 @@ from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Re
 
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")  # a provider id Codex's dotted -c path can name
 DEFAULT = "https://api.openai.com/v1"
+#: Codex's built-in providers that reach a model server on this machine (Ollama, LM Studio)
+LOCAL_BUILTINS = ("ollama", "lmstudio", "oss")
 
 
 class Codex(Client):
@@ -53,6 +55,10 @@ class Codex(Client):
             if isinstance(v, str) and v.strip():
                 plan.upstreams["openai"] = Upstream("openai", v.strip(), f"{ctx.label(path)} openai_base_url")
             plan.state["provider"] = "openai"
+        elif chosen in LOCAL_BUILTINS:  # a local server over plain HTTP: forward mode would not see it either
+            plan.upstreams.clear()
+            plan.cannot = (f"Codex's built-in provider {chosen!r} talks plain HTTP to a local model server, which "
+                           "no Codex setting firsttoken knows relocates and HTTPS_PROXY does not carry")
         elif chosen in CODEX_BUILTIN_PROVIDERS:
             plan.forward_reason = (f"Codex's built-in provider {chosen!r} has no base URL firsttoken can override: "
                                    "Codex runs through HTTPS_PROXY instead (only known LLM API hosts are recorded)")
@@ -68,4 +74,5 @@ class Codex(Client):
         return Redirect(argv, {}, f"codex -c {key}=… (beats config.toml)")
 
     def by_hand(self, plan):
-        return ["codex -c 'model_providers.ID.base_url=\"<the proxy's URL>\"' …   (`firsttoken env codex`)"]
+        return ["in ~/.codex/config.toml, a [model_providers.ID] with base_url = \"<the proxy's URL>/v1\" and "
+                "model_provider = \"ID\" (`firsttoken env codex` prints one)"]
