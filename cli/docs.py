@@ -14,6 +14,7 @@ import click
 #: topic -> (file, one line saying what it holds)
 TOPICS: dict[str, tuple[str, str]] = {
     "clients": ("clients.md", "pointing Claude Code, Codex, Cline, the SDKs and curl at the proxy"),
+    "run": ("run.md", "`firsttoken run`: the clients it knows, how each is redirected, the destination guarantee"),
     "record": ("record.md", "every column of the record, and what it means"),
     "stats": ("stats.md", "stats, sweep, compare, baseline, export, report: what they compute"),
     "faults": ("faults.md", "what firsttoken promises under faults: full disk, kill -9, hostile input, with figures"),

@@ -29,7 +29,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from firsttoken.cli.run.upstreams import ChildFile
+from firsttoken.cli.run.clients.base import ChildFile
 
 FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)
 ALWAYS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -112,8 +112,17 @@ def run_child(argv: list[str], env: Mapping[str, str], on_start: Callable[[], No
 def child_files(files: Sequence[ChildFile]) -> Iterator[dict[str, str]]:
     """Write ``files`` to a private directory for the child; yield the variables that name them;
     remove the directory afterwards (whatever happened)."""
+    with child_dir(files) as (env, _):
+        yield env
+
+
+@contextlib.contextmanager
+def child_dir(files: Sequence[ChildFile]) -> Iterator[tuple[dict[str, str], str | None]]:
+    """:func:`child_files`, also yielding the directory (None without files). A :class:`ChildFile`
+    with ``link`` is a symbolic link to the user's own file (removed with the directory, never its
+    target)."""
     if not files:
-        yield {}
+        yield {}, None
         return
     runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
     parent = runtime if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK) else None
@@ -127,6 +136,9 @@ def child_files(files: Sequence[ChildFile]) -> Iterator[dict[str, str]]:
         try:
             for f in files:
                 path = os.path.join(d, f.name)
+                if f.link is not None:
+                    os.symlink(f.link, path)
+                    continue
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as out:
                     out.write(f.text)
@@ -135,6 +147,6 @@ def child_files(files: Sequence[ChildFile]) -> Iterator[dict[str, str]]:
         except OSError as e:
             raise ChildError(f"could not write the child's {f.name} in {d} ({e}): check the free space there, "
                              "or use `firsttoken run --forward`") from None
-        yield env
+        yield env, d
     finally:
         shutil.rmtree(d, ignore_errors=True)

@@ -1,11 +1,12 @@
 """`firsttoken run -- CMD`: run a client through firsttoken with zero configuration, then summarise.
 
-1. Work out where CMD would have sent its requests (cli/run/upstreams.py).
+1. Work out where CMD would have sent its requests: its adapter (cli/run/clients/), glued by
+   cli/run/upstreams.py; a client that cannot be recorded is refused here, before anything starts.
 2. Join a `firsttoken proxy` already running for those upstreams (its requests are marked
    ``/_run/<id>`` in the path), or start one in this process on a free loopback port that
    stamps the run id on every record. Nothing is printed while the child runs.
 3. Run CMD on our terminal with its base URLs pointed at the proxy (cli/run/child.py), with the
-   private files its redirect needs (Cline's settings copy), removed when it exits.
+   private files its redirect needs (a copy of its config), removed when it exits.
 4. When it exits: the summary of its records on stderr, and its exit code as ours.
 """
 
@@ -26,17 +27,20 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.options import db_option, fail, resolve_db
-from firsttoken.cli.run.child import ChildError, child_files, run_child
+from firsttoken.cli.run.child import ChildError, child_dir, run_child
+from firsttoken.cli.run.clients import registry
 from firsttoken.cli.run.startup import EarlyProxy
 from firsttoken.cli.run.upstreams import (
     Plan,
     PlanError,
     Redirect,
+    cannot_record,
     export_lines,
     forward_env,
     home_dir,
     make_plan,
     redirect,
+    serves,
 )
 
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
@@ -64,11 +68,15 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
       firsttoken run -- claude -p "fix the tests"  one-shot
       firsttoken run -- codex exec "…"
       firsttoken run -- cline --json "…"           the Cline CLI
+      firsttoken run -- aider --openai-api-base …  opencode, qwen, llm, cn: as you run them
       firsttoken run -- python my_app.py           anything using the openai / anthropic SDKs
 
-    The upstreams are the ones CMD would have used (ANTHROPIC_BASE_URL, OPENAI_BASE_URL,
-    Claude Code's settings.json, Codex's config.toml, Cline's providers.json; the public APIs
-    when unset). firsttoken prints nothing while CMD runs and exits with CMD's exit code.
+    The upstreams are the ones CMD would have used, read by its adapter in the client's own
+    precedence (Claude Code, Codex, Cline, opencode, Qwen Code, aider, llm, Continue's cn; see
+    docs/run.md). Any other command gets only the base-URL variables it already has
+    (ANTHROPIC_BASE_URL, OPENAI_BASE_URL): with none, it runs in forward mode. A request never
+    goes to a host CMD would not have used. firsttoken prints nothing while CMD runs and exits
+    with CMD's exit code.
     """
     env = dict(os.environ)
     try:
@@ -77,6 +85,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
         fail(str(e), 2)
     db = resolve_db(db_path)
     forward_reason = "--forward" if force_forward else plan.forward_reason
+    if plan.cannot and not force_forward:  # said before anything starts: nothing would be recorded
+        for line in cannot_record(plan):
+            click.echo(("# " + line) if print_env else line, err=not print_env)
+        if print_env:
+            return
+        sys.exit(2)
     if print_env:
         for line in _print_env(plan, db, forward_reason, env, join, any_db=db_path is None):
             click.echo(line)
@@ -91,9 +105,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
         db = joined[1]  # the joined proxy records into its own database
     early = server if isinstance(server, EarlyProxy) else None
     try:
-        with child_files(r.files) as file_env:
-            code = run_child(r.argv, {**env, **r.env, **file_env, "FIRSTTOKEN_RUN_ID": run_id},
-                             on_start=early.start if early is not None else None)
+        with child_dir(r.files) as (file_env, d):
+            def place(v: str) -> str:
+                return v.replace(r.dir_placeholder, d) if d else v
+
+            child_env = {**env, **{k: place(v) for k, v in r.env.items()}, **file_env, "FIRSTTOKEN_RUN_ID": run_id}
+            code = run_child([place(a) for a in r.argv], child_env, on_start=early.start if early is not None else None)
     except ChildError as e:
         if early is not None:
             early.close()
@@ -118,7 +135,9 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
     advice = [] if rows else no_request_advice(list(cmd), plan.client, {f: u.url for f, u in plan.upstreams.items()
                                                                           if f in plan.families},
                                                forward_used=bool(forward_reason), home=home_dir(env))
-    for line in render(summarize(run_id, rows), more, via=via, notes=plan.notes, advice=advice):
+    summary = summarize(run_id, rows)
+    _name_key_source(summary, plan)
+    for line in render(summary, more, via=via, notes=plan.notes, advice=advice):
         click.echo(line, err=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -127,6 +146,16 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
         # tokenizer (a second and more of wall time on a busy machine, after the command is done).
         os._exit(code)
     sys.exit(code)
+
+
+def _name_key_source(summary, plan: Plan) -> None:
+    """An ``auth.rejected`` fix says where this client keeps its key (its adapter knows)."""
+    if not plan.key_source:
+        return
+    title = registry.by_name(plan.client).title
+    for f in summary.findings:
+        if f.code == "auth.rejected":
+            f.hint = (f"{f.hint} " if f.hint else "") + f"{title} takes its key from {plan.key_source}: fix it there."
 
 
 def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, join: bool, save_bodies: bool,
@@ -139,6 +168,8 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
             url, routes, proxy_db = found
             r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
             return None, (url, proxy_db), r
+    if not forward_reason and not plan.upstreams:  # nothing to redirect (e.g. `cline auth`): no proxy
+        return None, None, Redirect(list(plan.argv), {}, "nothing redirected")
     opts = {"firsttoken_run_id": run_id}
     egress = egress or {}
     if not forward_reason:
@@ -222,14 +253,14 @@ def find_running(plan: Plan, db: str, any_db: bool = False) -> tuple[str, dict[s
     one writing ``db`` first."""
     from firsttoken.cli.proxy.state import read_states, state_routes
 
-    want = {fam: r for fam, r in plan.routes().items() if fam in plan.families}
+    want = plan.upstreams
     for st in reversed(read_states(db)):  # those writing ``db`` come last: tried first
         proxy_db = str(st.get("db") or "")
         if st.get("forward") or not proxy_db or (not any_db and os.path.realpath(proxy_db) != os.path.realpath(db)):
             continue
         routes = state_routes(st) or []
-        got = {fam: next((x for x in routes if x.url == r.url), None) for fam, r in want.items()}
-        if routes and all(got.values()) and _listening(str(st.get("url") or "")):
+        got = {name: next((x for x in routes if serves(x, up)), None) for name, up in want.items()}
+        if routes and want and all(got.values()) and _listening(str(st.get("url") or "")):
             return str(st["url"]).rstrip("/"), got, proxy_db
     return None
 

@@ -8,6 +8,7 @@ import socket
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -78,7 +79,11 @@ class SimHandler(BaseHTTPRequestHandler):
     def parse_request(self) -> bool:
         self.arrival = time.monotonic()  # the request line just arrived: every deadline counts from here
         self.note = ""
-        return super().parse_request()
+        ok = super().parse_request()
+        if ok:  # where it arrived (this server's host:port, as the client addressed it) and what it asked
+            self.sim.arrivals.append(Arrival(self.headers.get("Host") or "", self.server.server_address[1],
+                                             self.command, self.path))
+        return ok
 
     def version_string(self) -> str:
         return self.server_version
@@ -274,6 +279,16 @@ def _models_body(proto: str) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
+@dataclass(frozen=True)
+class Arrival:
+    """A request as it reached the simulator: where (its Host header and our port) and what."""
+
+    host: str
+    port: int
+    method: str
+    path: str
+
+
 class SimServer:
     """The simulated upstream. `with SimServer(SimConfig(ttfb_ms=20)) as sim: ... sim.url ...`"""
 
@@ -288,6 +303,7 @@ class SimServer:
         self._thread: threading.Thread | None = None
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.arrivals: list[Arrival] = []  # every request that reached this server, in order
 
     def _track(self, conn: socket.socket, add: bool) -> None:
         with self._lock:

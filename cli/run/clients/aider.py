@@ -1,0 +1,85 @@
+"""aider (aider-chat): it calls the OpenAI API through litellm, which reads ``OPENAI_BASE_URL`` first,
+then ``OPENAI_API_BASE``, then uses https://api.openai.com/v1. What aider does to them, in its order
+(aider/main.py, aider/args.py):
+
+1. the process environment;
+2. .env files, each overriding the last: ``~/.env``, ``GIT_ROOT/.env``, ``./.env``, ``--env-file``;
+3. ``--set-env NAME=VALUE`` (the last one wins);
+4. ``--openai-api-base URL`` sets ``OPENAI_API_BASE``: the flag, else ``AIDER_OPENAI_API_BASE``, else
+   ``openai-api-base`` in a .aider.conf.yml (``-c FILE``, ``./``, ``GIT_ROOT/``, ``~/``: first found wins).
+
+So ``OPENAI_BASE_URL`` from any of 1–3 beats ``--openai-api-base``. Redirected by one more
+``--set-env OPENAI_BASE_URL=<proxy>`` at the end of its options (the last one wins, and litellm reads it
+first); the user's files are not touched. Models of other providers (``--model anthropic/…``) do not use
+this base URL: they are not recorded, and go where they went."""
+
+from __future__ import annotations
+
+from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Redirect, Upstream, option_value
+from firsttoken.cli.run.clients.files import ConfigError, git_root, read_dotenv, read_yaml
+
+DEFAULT = "https://api.openai.com/v1"
+
+
+class Aider(Client):
+    name = "aider"
+    title = "aider"
+    programs = ("aider",)
+    packages = ("aider-chat", "aider-install")
+
+    def find(self, plan: Plan, ctx: Context) -> None:
+        args = plan.argv[plan.args_at:]
+        root = git_root(ctx.cwd)
+        env: dict[str, tuple[str, str]] = {k: (v, f"${k}") for k, v in ctx.env.items()
+                                           if k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "AIDER_OPENAI_API_BASE")}
+        env_file = option_value(args, ("--env-file",))
+        dotenvs = [ctx.home / ".env"] + ([root / ".env"] if root else []) + [ctx.cwd / ".env"]
+        dotenvs += [ctx.cwd / env_file[1]] if env_file else []
+        for path in dict.fromkeys(p.resolve() for p in dotenvs):
+            for k, v in read_dotenv(path).items():
+                env[k] = (v, f"{ctx.label(path)} {k}")
+        for i, a in enumerate(args):
+            if a == "--":
+                break
+            value = args[i + 1] if a == "--set-env" and i + 1 < len(args) else a[10:] if a.startswith("--set-env=") else None
+            if value and "=" in value:
+                k, v = value.split("=", 1)
+                env[k.strip()] = (v.strip(), f"aider --set-env {k.strip()}")
+        api_base = option_value(args, ("--openai-api-base",))
+        if api_base:
+            env["OPENAI_API_BASE"] = (api_base[1], "aider --openai-api-base")
+        elif env.get("AIDER_OPENAI_API_BASE", ("", ""))[0].strip():
+            env["OPENAI_API_BASE"] = env["AIDER_OPENAI_API_BASE"]
+        else:
+            conf = option_value(args, ("-c", "--config"))
+            files = [ctx.cwd / conf[1]] if conf else []
+            files += [ctx.cwd / ".aider.conf.yml"] + ([root / ".aider.conf.yml"] if root else [])
+            files += [ctx.home / ".aider.conf.yml"]
+            for path in files:
+                try:
+                    doc = read_yaml(path, ctx.label(path))
+                except ConfigError as e:
+                    raise PlanError(f"{e}: aider would not start either; fix it first") from None
+                v = doc.get("openai-api-base") if isinstance(doc, dict) else None
+                if isinstance(v, str) and v.strip():
+                    env["OPENAI_API_BASE"] = (v.strip(), f"{ctx.label(path)} openai-api-base")
+                    break
+        for var in ("OPENAI_BASE_URL", "OPENAI_API_BASE"):  # litellm's order
+            v, source = env.get(var, ("", ""))
+            if v.strip():
+                plan.upstreams["openai"] = Upstream("openai", v.strip(), source)
+                break
+        else:
+            plan.upstreams["openai"] = Upstream("openai", DEFAULT, "litellm's default")
+        plan.key_source = ("OPENAI_API_KEY (environment or a .env file), or aider's --openai-api-key / "
+                           "openai-api-key in .aider.conf.yml")
+
+    def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
+        argv = list(plan.argv)
+        at = argv.index("--", plan.args_at) if "--" in argv[plan.args_at:] else len(argv)
+        argv[at:at] = ["--set-env", f"OPENAI_BASE_URL={bases['openai']}"]
+        return Redirect(argv, {}, "aider --set-env OPENAI_BASE_URL=… (the last --set-env wins; litellm reads "
+                                  "OPENAI_BASE_URL before --openai-api-base)")
+
+    def by_hand(self, plan):
+        return ["aider --openai-api-base <the proxy's URL>/v1 …"]

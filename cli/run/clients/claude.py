@@ -1,0 +1,59 @@
+"""Claude Code: ``ANTHROPIC_BASE_URL`` from the environment, then its settings.json ``env`` blocks
+(user, project, local: the last wins), then a managed policy (wins over everything, even
+``--settings``). Redirected by ``--settings '{"env": {"ANTHROPIC_BASE_URL": …}}'``, which beats
+settings.json and the environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from firsttoken.cli.doctor.core import Context as DoctorContext
+from firsttoken.cli.doctor.files import read_claude_settings
+from firsttoken.cli.run.clients.base import Client, Context, Plan, Redirect, Upstream
+
+#: Claude Code's managed (policy) settings: they beat even --settings
+MANAGED_SETTINGS = (Path("/etc/claude-code/managed-settings.json"),
+                    Path("/Library/Application Support/ClaudeCode/managed-settings.json"))
+DEFAULT = "https://api.anthropic.com"
+
+
+class ClaudeCode(Client):
+    name = "claude-code"
+    title = "Claude Code"
+    programs = ("claude",)
+    packages = ("@anthropic-ai/claude-code",)
+
+    def __init__(self, managed: tuple[Path, ...] = MANAGED_SETTINGS) -> None:
+        self.managed = managed
+
+    def find(self, plan: Plan, ctx: Context) -> None:
+        v = ctx.var("ANTHROPIC_BASE_URL")
+        plan.upstreams["anthropic"] = Upstream("anthropic", v or DEFAULT, "$ANTHROPIC_BASE_URL" if v else "default")
+        plan.key_source = ("ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN (environment or the \"env\" block of "
+                           "~/.claude/settings.json), apiKeyHelper, or the login of `claude /login`")
+        _, blocks = read_claude_settings(DoctorContext(env=ctx.env, home=ctx.home, cwd=ctx.cwd))
+        for label, block in blocks:  # user, then project, then local: the last one wins
+            v = block.get("ANTHROPIC_BASE_URL")
+            if isinstance(v, str) and v.strip():
+                plan.upstreams["anthropic"] = Upstream("anthropic", v.strip(), f"{label} env.ANTHROPIC_BASE_URL")
+        for path in self.managed:
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            v = (doc.get("env") or {}).get("ANTHROPIC_BASE_URL") if isinstance(doc, dict) else None
+            if isinstance(v, str) and v.strip():
+                plan.upstreams["anthropic"] = Upstream("anthropic", v.strip(), f"{path} env.ANTHROPIC_BASE_URL")
+                plan.forward_reason = (f"{path} (a managed policy) sets ANTHROPIC_BASE_URL, which nothing "
+                                       "overrides: Claude Code runs through HTTPS_PROXY instead")
+
+    def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
+        argv = list(plan.argv)
+        argv[plan.args_at:plan.args_at] = ["--settings", json.dumps({"env": {"ANTHROPIC_BASE_URL": bases["anthropic"]}})]
+        return Redirect(argv, {},
+                        "claude --settings '{\"env\": {\"ANTHROPIC_BASE_URL\": …}}' (beats settings.json and the "
+                        "environment)")
+
+    def by_hand(self, plan):
+        return ["export ANTHROPIC_BASE_URL=<the proxy's URL>   (or \"env\" in ~/.claude/settings.json)"]

@@ -1,0 +1,93 @@
+"""Continue's CLI ``cn`` (npm ``@continuedev/cli``). Its configuration (src/configLoader.ts): ``--config
+PATH`` (a file; anything else is a Continue Hub assistant), else ``$CONTINUE_GLOBAL_DIR/config.yaml``
+(~/.continue/config.yaml), else Continue's remote default. A model's requests go to its ``apiBase``
+(which holds the API version: cn appends chat/completions or messages), else its provider's default.
+
+Redirected by ``--config`` = a private copy of that config.yaml whose ``apiBase`` values are the proxy
+(the user's ``--config`` value is replaced, never its file). Models without an ``apiBase`` are left alone:
+not recorded, and they go where they went; when no model names one, or the config is a Hub assistant,
+cn runs in forward mode. A config that refers to files beside it by relative path (``uses: ./…``) is
+read from the copy's directory: give those as absolute paths, or use ``firsttoken run --forward``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from firsttoken.cli.run.clients.base import (
+    ChildFile,
+    Client,
+    Context,
+    Plan,
+    PlanError,
+    Redirect,
+    add_upstream,
+    option_value,
+    strip_v1,
+    versioned_base,
+)
+from firsttoken.cli.run.clients.files import ConfigError, read_yaml
+
+COPY = "cn-config.yaml"
+
+
+class ContinueCli(Client):
+    name = "cn"
+    title = "Continue's cn"
+    programs = ("cn",)
+    packages = ("@continuedev/cli",)
+
+    def find(self, plan: Plan, ctx: Context) -> None:
+        flag = option_value(plan.argv[plan.args_at:], ("--config",))
+        home = ctx.cwd / ctx.var("CONTINUE_GLOBAL_DIR") if ctx.var("CONTINUE_GLOBAL_DIR") else ctx.home / ".continue"
+        plan.key_source = "the model's apiKey in its config.yaml (often ${{ secrets.NAME }}), or `cn login`"
+        if flag and not _is_file_path(flag[1]):
+            plan.forward_reason = (f"cn --config {flag[1]} is a Continue Hub assistant, whose models firsttoken "
+                                   "cannot read: cn runs through HTTPS_PROXY instead (only known LLM API hosts are "
+                                   "recorded)")
+            return
+        path = (ctx.cwd / Path(flag[1]).expanduser()) if flag else home / "config.yaml"
+        if not path.is_file():
+            plan.forward_reason = ("cn has no config.yaml (it would use Continue's remote default): it runs through "
+                                   "HTTPS_PROXY instead (only known LLM API hosts are recorded)")
+            return
+        try:
+            doc = read_yaml(path, ctx.label(path))
+        except ConfigError as e:
+            raise PlanError(f"{e}: cn would not start either; fix it first") from None
+        routes = {}
+        for i, m in enumerate(doc.get("models") or [] if isinstance(doc, dict) else []):
+            base = m.get("apiBase") if isinstance(m, dict) else None
+            if isinstance(base, str) and base.strip():
+                fam = "anthropic" if m.get("provider") == "anthropic" else "openai"
+                routes[i] = add_upstream(plan, fam, strip_v1(base) if fam == "anthropic" else base,
+                                         f"{ctx.label(path)} apiBase of {m.get('name') or m.get('model')!r}")
+        plan.state.update(doc=doc, routes=routes, flag=flag)
+        if not routes:
+            plan.forward_reason = (f"no model of {ctx.label(path)} names an apiBase (cn uses its providers' "
+                                   "defaults): cn runs through HTTPS_PROXY instead (only known LLM API hosts are "
+                                   "recorded)")
+
+    def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
+        doc = json.loads(json.dumps(plan.state["doc"], default=str))
+        for i, name in plan.state["routes"].items():
+            if name in routes:
+                doc["models"][i]["apiBase"] = versioned_base(proxy_url, routes[name]) + "/"
+        argv = list(plan.argv)
+        placeholder = Redirect([], {}, "").dir_placeholder + "/" + COPY
+        flag = plan.state.get("flag")
+        if flag:
+            i = plan.args_at + flag[0]
+            argv[i:i + (1 if argv[i].startswith("--config=") else 2)] = ["--config", placeholder]
+        else:
+            argv[plan.args_at:plan.args_at] = ["--config", placeholder]
+        return Redirect(argv, {}, "cn --config = a private copy of its config.yaml, apiBase → the proxy",
+                        [ChildFile(COPY, json.dumps(doc, indent=2) + "\n")])
+
+    def by_hand(self, plan):
+        return ["apiBase: <the proxy's URL>/v1/ for the model in ~/.continue/config.yaml"]
+
+
+def _is_file_path(value: str) -> bool:
+    """cn's isFilePath: a path, not a Hub slug (``owner/assistant``)."""
+    return value.startswith((".", "/", "~", "file:")) or value.endswith((".yaml", ".yml")) or "\\" in value

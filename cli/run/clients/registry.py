@@ -1,0 +1,110 @@
+"""Which adapter a command line runs: by its program's name, also through a launcher."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from firsttoken.cli.run.clients.aider import Aider
+from firsttoken.cli.run.clients.base import Client
+from firsttoken.cli.run.clients.claude import ClaudeCode
+from firsttoken.cli.run.clients.cline import Cline
+from firsttoken.cli.run.clients.cn import ContinueCli
+from firsttoken.cli.run.clients.codex import Codex
+from firsttoken.cli.run.clients.llm import Llm
+from firsttoken.cli.run.clients.opencode import Opencode
+from firsttoken.cli.run.clients.qwen import QwenCode
+from firsttoken.cli.run.clients.sdk import Sdk
+
+#: every known client, then the SDK environment fallback for any other command
+ADAPTERS: tuple[Client, ...] = (ClaudeCode(), Codex(), Cline(), Opencode(), QwenCode(), Aider(), Llm(), ContinueCli())
+FALLBACK: Client = Sdk()
+
+#: package runners: the program that runs a package's bin, with the words before the package
+PACKAGE_RUNNERS = {("npx",), ("bunx",), ("pnpx",), ("pnpm", "dlx"), ("yarn", "dlx"), ("bun", "x"), ("uvx",),
+                   ("uv", "tool", "run"), ("pipx", "run")}
+PACKAGE_RUNNER_VALUE_OPTIONS = ("-p", "--package", "--registry", "--cache", "--prefix", "--userconfig",
+                                "--from", "--spec", "--python", "--with", "--index-url", "--pip-args")
+#: the options of a runner that name the package whose bin runs next (npx -p PKG BIN, uvx --from PKG BIN)
+PACKAGE_OPTIONS = ("-p", "--package", "--from", "--spec")
+#: script runners: the program that runs a script file (node …/cli.js), and their options that take a value
+SCRIPT_RUNNERS = ("node", "nodejs", "bun")
+SCRIPT_RUNNER_VALUE_OPTIONS = ("-r", "--require", "--import", "--loader", "--experimental-loader", "-C",
+                               "--conditions", "--env-file", "--title", "--stack-size", "--max-old-space-size")
+
+
+def by_name(name: str) -> Client:
+    return next((a for a in ADAPTERS if a.name == name), FALLBACK)
+
+
+def _program(word: str) -> str:
+    return re.sub(r"\.(exe|cmd|js|mjs|cjs)$", "", Path(word).name.lower())
+
+
+def _package(word: str) -> str:  # @scope/name@1.2 -> @scope/name, name@latest -> name, name==1.2 -> name
+    at = word.find("@", 1)
+    word = word[:at] if at > 0 else word
+    return re.split(r"[=<>!~\[]", word, maxsplit=1)[0].lower()
+
+
+def _by_program(word: str) -> Client | None:
+    return next((a for a in ADAPTERS if _program(word) in a.programs), None)
+
+
+def _by_package(word: str) -> Client | None:
+    return next((a for a in ADAPTERS if _package(word) in a.packages), None) or _by_program(_package(word))
+
+
+def client_of(argv: list[str]) -> tuple[Client, int]:
+    """Which client a command runs (its adapter; :data:`FALLBACK` for any other), and where the
+    client's own arguments start in ``argv`` (the place to add a command-line setting).
+
+    By the program's name (``claude``, ``…/codex``, ``cline.exe``), also through a launcher: a package
+    runner (``npx claude``, ``npx -y @anthropic-ai/claude-code@2 …``, ``bunx``, ``pnpm dlx``, ``yarn dlx``,
+    ``npx -p @openai/codex codex``, ``uvx --from aider-chat aider``, ``pipx run llm``) or a script runner
+    with the client's script (``node …/@anthropic-ai/claude-code/cli.js``, ``bun …/cline``). A command the
+    launcher runs from a string (``npx -c '…'``, ``node -e``) is other.
+    """
+    if not argv:
+        return FALLBACK, 1
+    found = _by_program(argv[0])
+    if found:
+        return found, 1
+    name = _program(argv[0])
+    runner = next((r for r in PACKAGE_RUNNERS if [name, *argv[1:len(r)]] == list(r)), None)
+    if runner is not None:
+        i, pkgs = len(runner), []
+        while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+            if argv[i] in ("-c", "--call"):
+                return FALLBACK, 1
+            if argv[i] in PACKAGE_RUNNER_VALUE_OPTIONS:
+                pkgs += [argv[i + 1]] if argv[i] in PACKAGE_OPTIONS and i + 1 < len(argv) else []
+                i += 1
+            elif argv[i].split("=", 1)[0] in PACKAGE_OPTIONS and "=" in argv[i]:
+                pkgs.append(argv[i].split("=", 1)[1])
+            i += 1
+        i += 1 if i < len(argv) and argv[i] == "--" else 0
+        if i >= len(argv):
+            return FALLBACK, 1
+        for word in [argv[i], *pkgs]:
+            client = _by_package(word)
+            if client:
+                return client, i + 1
+        return FALLBACK, 1
+    if name in SCRIPT_RUNNERS:
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            if argv[i] in ("-e", "--eval", "-p", "--print", "-"):
+                return FALLBACK, 1
+            i += 2 if argv[i] in SCRIPT_RUNNER_VALUE_OPTIONS else 1
+        if i < len(argv) and name == "bun" and argv[i] == "run":
+            i += 1
+        if i >= len(argv):
+            return FALLBACK, 1
+        script = argv[i].replace("\\", "/").lower()
+        for a in ADAPTERS:
+            if any(f"node_modules/{pkg}/" in script for pkg in a.packages):
+                return a, i + 1
+        found = _by_program(script)
+        return (found, i + 1) if found else (FALLBACK, 1)
+    return FALLBACK, 1

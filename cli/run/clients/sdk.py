@@ -1,0 +1,54 @@
+"""Any other command (``python my_app.py``, ``node app.js``, a client firsttoken does not know): the
+SDK environment fallback.
+
+What such a command reads is unknown, so only what is certain is redirected: a base-URL variable the
+user already set (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``, ``OPENAI_API_BASE``) is pointed at the
+proxy, which forwards to that same value: whoever reads it would have gone there. An unset variable
+stays unset: setting it would send a client that falls back to its own configuration (aider's
+``--openai-api-base``, Qwen Code's settings.json, …) to the public API instead. When no variable is
+set, the command runs in forward mode (``HTTPS_PROXY`` + mitmproxy's CA), which never changes a
+destination."""
+
+from __future__ import annotations
+
+from firsttoken.cli.run.clients.base import Client, Context, Plan, Redirect, Upstream
+
+#: the variables the official SDKs read, by family (first: the one the current SDKs read)
+VARIABLES = {"anthropic": ("ANTHROPIC_BASE_URL",), "openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE")}
+
+
+class Sdk(Client):
+    name = "other"
+    title = "the command"
+
+    def find(self, plan: Plan, ctx: Context) -> None:
+        routes: dict[str, str] = {}  # variable → route name
+        for fam, names in VARIABLES.items():
+            for var in names:
+                v = ctx.var(var)
+                if not v:
+                    continue
+                same = next((n for n, u in plan.upstreams.items() if u.family == fam and u.url == v), None)
+                name = same or (fam if fam not in plan.upstreams else var.lower().replace("_", "-"))
+                plan.upstreams.setdefault(name, Upstream(fam, v, f"${var}"))
+                routes[var] = name
+        plan.state["variables"] = routes
+        plan.key_source = "its own configuration (OPENAI_API_KEY / ANTHROPIC_API_KEY for the official SDKs)"
+        if not routes:
+            plan.forward_reason = ("it sets no base-URL variable and is not a client firsttoken knows, so where it "
+                                   "goes is its own business: it runs in forward mode (HTTPS_PROXY + mitmproxy's "
+                                   "CA), which keeps every destination (only known LLM API hosts are recorded)")
+        else:
+            unset = [names[0] for names in VARIABLES.values() if not any(v in routes for v in names)]
+            if unset:
+                it = "it" if len(unset) == 1 else "them"
+                plan.notes.append(f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so firsttoken "
+                                  f"leaves {it} unset (setting one could change where a client goes): requests "
+                                  f"that would read {it} are not recorded; `firsttoken run --forward` records them")
+
+    def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
+        out = {var: bases[name] for var, name in plan.state.get("variables", {}).items() if name in bases}
+        return Redirect(list(plan.argv), out, f"base URLs in the environment ({', '.join(out)})")
+
+    def by_hand(self, plan):
+        return ["point the command's base URL at the proxy (OPENAI_BASE_URL / ANTHROPIC_BASE_URL for the SDKs)"]

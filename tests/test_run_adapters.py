@@ -1,0 +1,206 @@
+"""The client adapters of `firsttoken run` (cli/run/clients/): each reads where its client would go in
+that client's own precedence, and redirects it for one run without writing the user's files. Pure
+plans here (no client runs); tests/test_run_clients.py runs the real clients, and
+tests/test_run_destination.py checks the destination guarantee end to end."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import FAST, rows
+from test_run import base_env, ft_run
+
+from firsttoken.addon import routing
+from firsttoken.cli.run.upstreams import client_of, make_plan, redirect
+from firsttoken.cli.simulate.config import SimConfig
+from firsttoken.cli.simulate.server import SimServer
+
+PROXY = "http://127.0.0.1:8787"
+
+
+def plan_and_redirect(argv, env, home, cwd):
+    plan = make_plan(argv, env, home, cwd)
+    return plan, redirect(plan, PROXY, plan.routes(), env)
+
+
+@pytest.mark.parametrize("argv, client, at", [
+    (["aider", "--model", "x"], "aider", 1),
+    (["uvx", "--from", "aider-chat", "aider", "--message", "hi"], "aider", 4),
+    (["uvx", "aider-chat@0.86.2", "--message", "hi"], "aider", 2),
+    (["pipx", "run", "--spec", "aider-chat", "aider"], "aider", 5),
+    (["pipx", "run", "llm", "-m", "x", "hi"], "llm", 3),
+    (["uv", "tool", "run", "llm", "hi"], "llm", 4),
+    (["npx", "-y", "opencode-ai@1.18.33", "run", "hi"], "opencode", 3),
+    (["npx", "@qwen-code/qwen-code", "-p", "hi"], "qwen-code", 2),
+    (["/x/node_modules/.bin/qwen", "-p", "hi"], "qwen-code", 1),
+    (["node", "/x/node_modules/@continuedev/cli/dist/cn.js", "-p", "hi"], "cn", 2),
+    (["bunx", "@continuedev/cli", "-p", "hi"], "cn", 2),
+    (["opencode", "run", "hi"], "opencode", 1),
+    (["uvx", "ruff", "check"], "other", 1),
+    (["python", "-m", "aider"], "other", 1),
+])
+def test_client_of_knows_the_new_clients_and_python_launchers(argv, client, at):
+    assert client_of(argv) == (client, at)
+
+
+def test_aider_precedence_env_files_and_flag(tmp_path):
+    home, cwd = tmp_path / "home", tmp_path / "proj"
+    home.mkdir()
+    cwd.mkdir()
+    plan, r = plan_and_redirect(["aider", "--openai-api-base", "http://127.0.0.1:9100/v1", "f.py"], {}, home, cwd)
+    assert plan.upstreams["openai"].url == "http://127.0.0.1:9100/v1"
+    assert r.argv == ["aider", "--openai-api-base", "http://127.0.0.1:9100/v1", "f.py",
+                      "--set-env", f"OPENAI_BASE_URL={PROXY}/openai"]  # last: it wins, litellm reads it first
+    assert r.env == {}
+    (cwd / ".aider.conf.yml").write_text("openai-api-base: http://127.0.0.1:9200/v1\n")
+    assert make_plan(["aider"], {}, home, cwd).upstreams["openai"].source.endswith(".aider.conf.yml openai-api-base")
+    # OPENAI_BASE_URL beats --openai-api-base in litellm; a .env file overrides the environment
+    assert make_plan(["aider", "--openai-api-base", "http://a/v1"], {"OPENAI_BASE_URL": "http://b/v1"}, home,
+                     cwd).upstreams["openai"].url == "http://b/v1"
+    (cwd / ".env").write_text("OPENAI_BASE_URL='http://c/v1'  \n")
+    assert make_plan(["aider"], {"OPENAI_BASE_URL": "http://b/v1"}, home, cwd).upstreams["openai"].url == "http://c/v1"
+    assert make_plan(["aider", "--set-env", "OPENAI_BASE_URL=http://d/v1"], {}, home,
+                     cwd).upstreams["openai"].url == "http://d/v1"
+    r = redirect(make_plan(["aider", "--", "f.py"], {}, home, cwd), PROXY,
+                 make_plan(["aider"], {}, home, cwd).routes(), {})
+    assert r.argv[:3] == ["aider", "--set-env", f"OPENAI_BASE_URL={PROXY}/openai"] and r.argv[-2:] == ["--", "f.py"]
+
+
+def test_qwen_code_provider_beats_flag_beats_env(tmp_path):
+    home = tmp_path / "home"
+    (home / ".qwen").mkdir(parents=True)
+    settings = home / ".qwen" / "settings.json"
+    doc = {"security": {"auth": {"selectedType": "openai"}}, "model": {"name": "m1"},
+           "modelProviders": {"openai": [{"id": "m1", "baseUrl": "http://127.0.0.1:9100/v1", "envKey": "K"},
+                                         {"id": "m2", "envKey": "K"}]}}
+    settings.write_text(json.dumps(doc))
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9999/v1",
+           "QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "no-system.json")}
+    plan, r = plan_and_redirect(["qwen", "-p", "hi"], env, home, tmp_path)
+    assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9100/v1"]  # the env is not used
+    (f,) = r.files
+    assert f.env == "QWEN_CODE_SYSTEM_SETTINGS_PATH"
+    assert json.loads(f.text)["modelProviders"]["openai"][0]["baseUrl"] == f"{PROXY}/openai"
+    assert json.loads(settings.read_text()) == doc  # the user's file as it was
+    # m2 has no baseUrl: the flag, then OPENAI_BASE_URL
+    plan, r = plan_and_redirect(["qwen", "-m", "m2", "-p", "hi"], env, home, tmp_path)
+    assert plan.upstreams["openai-2"].url == "http://127.0.0.1:9999/v1"
+    assert r.argv[1:3] == ["--openai-base-url", f"{PROXY}/openai-2"]
+    plan, r = plan_and_redirect(["qwen", "-m", "m2", "--openai-base-url", "http://127.0.0.1:9300/v1"], env, home, tmp_path)
+    assert plan.upstreams["openai-2"].source == "qwen --openai-base-url"
+    assert r.argv.count("--openai-base-url") == 1 and f"{PROXY}/openai-2" in r.argv
+    # Qwen OAuth (no auth type): not redirected by guess
+    settings.write_text("{}")
+    plan = make_plan(["qwen"], env, home, tmp_path)
+    assert plan.upstreams == {} and "Qwen OAuth" in plan.forward_reason
+
+
+def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (proj / ".git").mkdir(parents=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(
+        {"provider": {"gw": {"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": "http://127.0.0.1:9100/v1"}},
+                      "claude": {"npm": "@ai-sdk/anthropic", "options": {"baseURL": "https://gw.example/v1"}}}}))
+    (proj / "opencode.jsonc").write_text('{\n  // the project wins\n  "provider": {"gw": {"options": '
+                                         '{"baseURL": "http://127.0.0.1:9200/v1",}}}\n}\n')
+    env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "x"})}
+    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)
+    assert {n: (u.family, u.url) for n, u in plan.upstreams.items()} == {
+        "openai": ("openai", "http://127.0.0.1:9200/v1"), "anthropic": ("anthropic", "https://gw.example")}
+    inline = json.loads(r.env["OPENCODE_CONFIG_CONTENT"])
+    assert inline["theme"] == "x"  # the user's own inline config is kept
+    assert inline["provider"]["gw"]["options"]["baseURL"] == f"{PROXY}/openai"
+    assert inline["provider"]["claude"]["options"]["baseURL"] == f"{PROXY}/anthropic/v1"  # ai-sdk appends /messages
+    assert routing.parse_upstream("anthropic=https://gw.example").url == plan.routes()["anthropic"].url
+    # no provider with a base URL: forward mode, not a guess
+    assert make_plan(["opencode"], {}, tmp_path / "nobody", tmp_path).forward_reason
+
+
+def test_llm_user_dir_copy_and_links(tmp_path):
+    d = tmp_path / "llmdir"
+    d.mkdir()
+    (d / "extra-openai-models.yaml").write_text("- model_id: a\n  model_name: m\n  api_base: http://127.0.0.1:9100/v1\n")
+    (d / "keys.json").write_text("{}")
+    plan, r = plan_and_redirect(["llm", "-m", "a", "hi"], {"LLM_USER_PATH": str(d)}, tmp_path, tmp_path)
+    assert list(plan.upstreams) == ["openai"] and plan.upstreams["openai"].url == "http://127.0.0.1:9100/v1"
+    assert "OPENAI_BASE_URL" not in r.env and r.env["LLM_USER_PATH"] == r.dir_placeholder
+    files = {f.name: f for f in r.files}
+    assert json.loads(files["extra-openai-models.yaml"].text)[0]["api_base"] == f"{PROXY}/openai"
+    assert files["keys.json"].link == str(d / "keys.json") and files["logs.db"].link == str(d / "logs.db")
+    plan = make_plan(["llm", "hi"], {"OPENAI_BASE_URL": "http://127.0.0.1:9300/v1", "LLM_USER_PATH": str(d)},
+                     tmp_path, tmp_path)
+    assert sorted(u.url for u in plan.upstreams.values()) == ["http://127.0.0.1:9100/v1", "http://127.0.0.1:9300/v1"]
+
+
+def test_cn_config_flag_is_replaced_by_a_copy(tmp_path):
+    conf = tmp_path / "my.yaml"
+    conf.write_text("name: x\nmodels:\n  - name: a\n    provider: openai\n    model: m\n    apiBase: http://127.0.0.1:9100/v1/\n"
+                    "  - name: b\n    provider: anthropic\n    model: c\n    apiBase: https://gw.example/v1/\n"
+                    "  - name: c\n    provider: openai\n    model: m\n")
+    plan, r = plan_and_redirect(["cn", "--config", str(conf), "-p", "hi"], {}, tmp_path, tmp_path)
+    assert {u.url for u in plan.upstreams.values()} == {"http://127.0.0.1:9100/v1/", "https://gw.example"}
+    assert r.argv == ["cn", "--config", r.dir_placeholder + "/cn-config.yaml", "-p", "hi"]
+    models = json.loads(r.files[0].text)["models"]
+    assert [m.get("apiBase") for m in models] == [f"{PROXY}/openai/", f"{PROXY}/anthropic/v1/", None]
+    assert make_plan(["cn", "--config", "acme/assistant"], {}, tmp_path, tmp_path).forward_reason
+
+
+def test_auth_rejected_fix_names_where_the_client_keeps_its_key(tmp_path):
+    """The upstream rejects the key: the summary's fix says where this client's key comes from."""
+    script = tmp_path / "child.py"
+    script.write_text("import openai\ntry:\n    openai.OpenAI(max_retries=0).chat.completions.create(model='fault-auth', "
+                      "messages=[{'role': 'user', 'content': 'hi'}])\nexcept openai.AuthenticationError:\n    pass\n")
+    with SimServer(SimConfig(**FAST)) as sim:
+        env = base_env(tmp_path, OPENAI_BASE_URL=sim.url + "/v1", OPENAI_API_KEY="sk-test-123456789012345678901234")
+        r = ft_run(tmp_path / "ft.db", [sys.executable, str(script)], env)
+    assert r.returncode == 0, r.stderr
+    assert [x["status"] for x in rows(tmp_path / "ft.db")] == [401]
+    assert "auth.rejected" in r.stderr
+    assert "the command takes its key from its own configuration (OPENAI_API_KEY" in r.stderr
+
+
+def test_print_env_describes_a_private_copy_without_printing_it(tmp_path):
+    env = base_env(tmp_path)
+    d = Path(env["HOME"]) / ".continue"
+    d.mkdir()
+    (d / "config.yaml").write_text("models:\n  - name: a\n    provider: openai\n    apiKey: sk-secret-key-1234567890\n"
+                                   "    apiBase: http://127.0.0.1:9100/v1/\n")
+    r = subprocess.run([str(Path(sys.executable).parent / "firsttoken"), "run", "--print-env", "--db",
+                        str(tmp_path / "x.db"), "--", "cn", "-p", "hi"], env=env, capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "sk-secret" not in r.stdout
+    assert "#   cn --config '<a private directory firsttoken run creates>/cn-config.yaml' -p hi" in r.stdout
+    assert "firsttoken proxy --upstream openai=http://127.0.0.1:9100/v1/" in r.stdout
+
+
+def test_print_env_masks_a_key_in_inline_config(tmp_path):
+    """opencode's redirect carries the user's own OPENCODE_CONFIG_CONTENT: `--print-env` masks its keys."""
+    inline = {"provider": {"gw": {"npm": "@ai-sdk/openai-compatible",
+                                  "options": {"baseURL": "http://127.0.0.1:9100/v1",
+                                              "apiKey": "sk-inline-secret-1234567890abcdef"}}}}
+    env = base_env(tmp_path, OPENCODE_CONFIG_CONTENT=json.dumps(inline))
+    r = subprocess.run([str(Path(sys.executable).parent / "firsttoken"), "run", "--print-env", "--db",
+                        str(tmp_path / "x.db"), "--", "opencode", "run", "hi"], env=env, capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "sk-inline-secret" not in r.stdout and "[REDACTED]" in r.stdout
+    assert "export OPENCODE_CONFIG_CONTENT=" in r.stdout and '"baseURL": "http://127.0.0.1:8787/openai"' in r.stdout
+
+
+def test_codex_on_a_local_builtin_provider_is_refused_before_starting(tmp_path):
+    """Codex's ollama provider talks plain HTTP to this machine: neither way records it, so `run` says so."""
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('model_provider = "ollama"\n')
+    plan = make_plan(["codex", "exec", "hi"], {}, tmp_path, tmp_path)
+    assert plan.cannot and "plain HTTP" in plan.cannot and plan.upstreams == {}
+    env = base_env(tmp_path, HOME=str(tmp_path))
+    r = subprocess.run([str(Path(sys.executable).parent / "firsttoken"), "run", "--db", str(tmp_path / "x.db"), "--",
+                        "codex", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "cannot record Codex here" in r.stderr and "[model_providers.ID]" in r.stderr
+    assert not (tmp_path / "x.db").exists()
