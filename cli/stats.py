@@ -13,11 +13,18 @@ from rich.table import Table
 from rich.text import Text
 
 from firsttoken.addon.safe_text import printable, printable_data, printable_json
+from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
 from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
 
-LABELS = {"connect": "connect", "ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total"}
+LABELS = {"connect": "connect", "ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total",
+          "whole": "whole*"}
+#: which requests the figures are over (one population rule: queries.STREAMED)
+POPULATION_NOTE = (f"TTFB, TTFT, gap, TPOT, ITL, total and the fit: {queries.STREAMED_LABEL} only (a non-streamed "
+                   "answer's headers come after the whole answer). *whole: the non-streamed requests, time to the whole answer.")
+
+
 def fit_text(g: dict[str, Any]) -> Text:
     if g.get("ttft_slope_ms_per_1k") is None:
         return Text(g.get("ttft_fit_warning") or "–", style="dim")
@@ -113,10 +120,12 @@ def render(res: dict[str, Any], width: int | None = None) -> Group:
 
     qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]
     figures = [[[LABELS[name], f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
-                for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None] for g in groups]
+                for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None
+                and (m["n"] or name != sq.WHOLE)] for g in groups]
     heads = ["metric", "n", *[q.upper() for q in qs]]
     fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
-    pct, boxed = _table("Latency percentiles" + ("" if res["include_cold"] else " (cold connections excluded)"),
+    pct, boxed = _table(f"Latency percentiles, {queries.STREAMED_LABEL}"
+                        + ("" if res["include_cold"] else " (cold connections excluded)"),
                         width, fixed, 1)
     room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
     name_w, names = _name_lines([_group_name(g["group"], by) for g in groups], by, room)
@@ -129,6 +138,7 @@ def render(res: dict[str, Any], width: int | None = None) -> Group:
         for row in _beside(lines, rs):
             pct.add_row(*row)
     note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
+                + POPULATION_NOTE + " "
                 + ("Every request counts; connect is what the cold ones (a new TCP/TLS connection, included in "
                    "their TTFB) paid for it; --exclude-cold leaves them out." if res["include_cold"] else
                    "Cold connections (new TCP/TLS connection) are left out of latency figures; --include-cold keeps them."),

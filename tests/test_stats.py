@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import open_db
-from firsttoken.addon.store.queries import Filters
+from firsttoken.addon.store.queries import STREAMED, Filters
 from firsttoken.cli.bench.db import bench_db, generate
 from firsttoken.cli.export import export
 from firsttoken.cli.stats import stats
@@ -24,7 +24,8 @@ def add(db, **kw):
     global N
     N += 1
     row = {"id": f"r{N:06d}", "started_at": f"2026-11-29T10:{N // 60 % 60:02d}:{N % 60:02d}.000+00:00", "state": "done",
-           "model": "m", "route": "default", "api": "openai.chat", "status": 200, "conn_reused": 1, **kw}
+           "model": "m", "route": "default", "api": "openai.chat", "status": 200, "conn_reused": 1, "stream": 1,
+           **kw}
     db["requests"].insert(row, alter=False)
 
 
@@ -150,17 +151,24 @@ def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
     assert g["count"] > 100 and g["errors"] > 0 and g["cold"] > 0
     # against plain Python on the same rows
     warm = "" if kw.get("include_cold", True) else f" AND {sq.WARM}"
-    vals = [r[0] for r in bench.execute(f"SELECT gap_ms FROM requests WHERE model = ? AND gap_ms IS NOT NULL{warm}", [g["group"]])]
+    vals = [r[0] for r in bench.execute(f"SELECT gap_ms FROM requests WHERE model = ? AND gap_ms IS NOT NULL"
+                                        f" AND {STREAMED}{warm}", [g["group"]])]
+    whole = [r[0] for r in bench.execute(f"SELECT total_ms FROM requests WHERE model = ? AND total_ms IS NOT NULL"
+                                         f" AND NOT {STREAMED}{warm}", [g["group"]])]
+    assert whole and g["whole_ms"]["n"] == len(whole)  # the non-streamed ones: their own figure
     for q in (50, 90, 95, 99):
         assert g["gap_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(vals, q), abs=1e-3)
+        assert g["whole_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(whole, q), abs=1e-3)
 
 
 def test_indexed_queries_only_touch_covering_indexes(bench):
     plan = lambda sql, p=(): " ".join(r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql, p))  # noqa: E731
-    for col in ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"):
-        p = plan(f"SELECT {col} FROM requests INDEXED BY idx_requests_stats_{col} WHERE model IS ? AND {col} IS NOT NULL "
-                 f"AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
-        assert f"COVERING INDEX idx_requests_stats_{col}" in p and "TEMP B-TREE" not in p
+    for name, col in sq.METRICS:
+        if (ix := sq._index_of(name, col)) is None:
+            continue
+        p = plan(f"SELECT {col} FROM requests INDEXED BY {ix[0]} WHERE model IS ? AND {col} IS NOT NULL "
+                 f"AND {sq.population(name, col)} AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
+        assert f"COVERING INDEX {ix[0]}" in p and "TEMP B-TREE" not in p
     assert "COVERING INDEX" in plan(f"SELECT model, count(*) FROM requests INDEXED BY idx_requests_stats_errors "
                                     f"WHERE {sq.ERROR} GROUP BY model")
 
