@@ -20,9 +20,6 @@ from firsttoken.cli.options import cold_option, db_option, filter_options, json_
 
 LABELS = {"connect": "connect", "ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "tpot": "TPOT", "itl": "ITL p50", "total": "total",
           "whole": "whole*"}
-#: which requests the figures are over (one population rule: queries.STREAMED)
-POPULATION_NOTE = (f"TTFB, TTFT, gap, TPOT, ITL, total and the fit: {queries.STREAMED_LABEL} only (a non-streamed "
-                   "answer's headers come after the whole answer). *whole: the non-streamed requests, time to the whole answer.")
 
 
 def fit_text(g: dict[str, Any]) -> Text:
@@ -138,7 +135,7 @@ def render(res: dict[str, Any], width: int | None = None) -> Group:
         for row in _beside(lines, rs):
             pct.add_row(*row)
     note = Text("Percentiles: linear interpolation between closest ranks (as numpy). gap = TTFT - TTFB. "
-                + POPULATION_NOTE + " "
+                + output.POPULATION_NOTE + " *whole: the non-streamed requests' figure. "
                 + ("Every request counts; connect is what the cold ones (a new TCP/TLS connection, included in "
                    "their TTFB) paid for it; --exclude-cold leaves them out." if res["include_cold"] else
                    "Cold connections (new TCP/TLS connection) are left out of latency figures; --include-cold keeps them."),
