@@ -23,12 +23,14 @@ LABELS = {"connect": "connect", "ttfb": "TTFB", "ttft": "TTFT", "gap": "gap", "t
 
 
 def fit_text(g: dict[str, Any]) -> Text:
+    """A group's TTFT fit: the line, or why there is none (the rule: stats_queries.fit_rejected)."""
     if g.get("ttft_slope_ms_per_1k") is None:
-        return Text(g.get("ttft_fit_warning") or "–", style="dim")
-    t = Text(f"{g['ttft_intercept_ms']:.0f} ms + {g['ttft_slope_ms_per_1k']:.0f} ms per 1k tokens\n"
-             f"R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,}")
-    if g.get("ttft_fit_warning"):
-        t.append(f"\n⚠ {g['ttft_fit_warning']}", style="yellow")
+        t = Text(g.get("ttft_fit_warning") or "–", style="dim")
+    else:
+        t = Text(f"{g['ttft_intercept_ms']:.0f} ms + {g['ttft_slope_ms_per_1k']:.0f} ms per 1k tokens\n"
+                 f"R² {g['ttft_fit_r2']:.2f}, n={g['ttft_fit_n']:,}")
+        if g.get("ttft_fit_warning"):
+            t.append(f"\n⚠ {g['ttft_fit_warning']}", style="yellow")
     u = g.get("uncached_fit")
     if u and u.get("ttft_slope_ms_per_1k") is not None:
         t.append(f"\nvs uncached tokens: {u['ttft_intercept_ms']:.0f} ms + {u['ttft_slope_ms_per_1k']:.0f} ms per 1k, "

@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import random
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -124,8 +125,39 @@ def test_fit_recovers_a_line_and_warns(db):
     assert g["lin"]["ttft_slope_ms_per_1k"] == pytest.approx(300) and g["lin"]["ttft_intercept_ms"] == pytest.approx(100)
     assert g["lin"]["ttft_fit_r2"] == pytest.approx(1.0) and g["lin"]["ttft_fit_n"] == 10
     assert g["lin"]["ttft_fit_warning"] is None
-    assert g["few"]["ttft_slope_ms_per_1k"] == pytest.approx(100) and "only 3 points" in g["few"]["ttft_fit_warning"]
+    assert g["few"]["ttft_slope_ms_per_1k"] is None and "only 3 requests" in g["few"]["ttft_fit_warning"]
     assert g["flat"]["ttft_slope_ms_per_1k"] is None and "same size" in g["flat"]["ttft_fit_warning"]
+
+
+def test_a_fit_that_explains_nothing_is_not_shown(db, tmp_path):
+    """Issue 24: `stats` printed "225 ms + -1 ms per 1k tokens (R² 0.00, n=5)" and "110 ms + -154 ms
+    per 1k tokens", and the report drew the R² 0.00 line. No line then: say why, point to sweep."""
+    from firsttoken.cli.report.command import report
+
+    for x, y in ((500, 210.0), (1500, 240.0), (2500, 215.0), (3500, 229.0), (4500, 220.0), (5500, 232.0)):
+        add(db, model="noise", usage_prompt_tokens=x, ttft_ms=y)  # R² 0.09: TTFT does not follow the prompt
+    for x in range(500, 5000, 500):
+        add(db, model="falls", usage_prompt_tokens=x, ttft_ms=900.0 - 0.15 * x)  # the line falls
+    for x in range(500, 5000, 500):
+        add(db, model="grows", usage_prompt_tokens=x, ttft_ms=100.0 + 0.2 * x + (7 if x % 1000 else -7))
+    g = {e["group"]: e for e in both(db)["groups"]}
+    assert g["noise"]["ttft_fit_r2"] < sq.MIN_FIT_R2 and g["falls"]["ttft_fit_rejected"]["slope_ms_per_1k"] < 0
+    for name, why in (("noise", "explains only"), ("falls", "does not grow")):
+        assert g[name]["ttft_slope_ms_per_1k"] is None and g[name]["ttft_intercept_ms"] is None
+        assert why in g[name]["ttft_fit_warning"] and "firsttoken sweep" in g[name]["ttft_fit_warning"]
+    assert g["grows"]["ttft_slope_ms_per_1k"] == pytest.approx(200, abs=5)
+    path = db.execute("PRAGMA database_list").fetchone()[2]
+    out = CliRunner(env={"COLUMNS": "200"}).invoke(stats, ["--db", path]).output
+    lines = re.findall(r"\d ms \+ -?[\d,]+ ms per 1k tokens", out)
+    assert len(lines) == 1 and "+ -" not in out  # only the line that explains TTFT
+    assert out.count("firsttoken sweep") >= 2
+    html = tmp_path / "r.html"
+    assert CliRunner().invoke(report, ["--db", path, "--html", str(html)]).exit_code == 0
+    page = html.read_text()
+    assert "+ -" not in page and "does not grow" in page and "explains only" in page
+    scatter = page[page.index('aria-label="TTFT versus prompt tokens'):]
+    scatter = scatter[:scatter.index("</svg>")]
+    assert scatter.count('stroke-width="2.5"') == 1  # one fitted line: the model whose TTFT grows
 
 
 def test_buckets_and_hours(db):

@@ -65,6 +65,9 @@ IN_FLIGHT = "state = 'in_flight'"
 BUCKETS: tuple[int, ...] = (200, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)
 MIN_FIT_N = 5
 MIN_FIT_SD = 50  # prompt tokens: below this spread the slope is mostly noise
+#: below this share of TTFT's spread explained by the prompt size, a fitted line says nothing
+MIN_FIT_R2 = 0.2
+SWEEP_HINT = "to measure what each 1k input tokens costs, vary the input on purpose: firsttoken sweep --inputs 1k,8k,32k"
 
 
 def population(name: str, expr: str) -> str | None:
@@ -141,7 +144,8 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     """TTFT = a + b * prompt tokens, from running sums. Slope in ms per 1k tokens."""
     n = int(n or 0)
     out: dict[str, Any] = {"ttft_slope_ms_per_1k": None, "ttft_intercept_ms": None, "ttft_fit_r2": None,
-                           "ttft_fit_n": n, "ttft_fit_warning": None, "prompt_tokens_mean": None, "prompt_tokens_sd": None}
+                           "ttft_fit_n": n, "ttft_fit_warning": None, "ttft_fit_rejected": None, "prompt_tokens_mean": None,
+                           "prompt_tokens_sd": None}
     if not n:
         out["ttft_fit_warning"] = "no requests with both a TTFT and a prompt size"
         return out
@@ -156,17 +160,36 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
         return out
     b = cxy / cxx
     a = (sy - b * sx) / n
+    r2 = round(min(1.0, cxy * cxy / (cxx * cyy)), 4) if cyy > 0 else 1.0
+    out["ttft_fit_r2"] = r2
+    why = fit_rejected(n, b * 1000, r2)
+    if why:  # a line that explains nothing is not shown anywhere (stats, report, compare, baseline)
+        out["ttft_fit_warning"] = f"no fit: {why}; {SWEEP_HINT}"
+        out["ttft_fit_rejected"] = {"slope_ms_per_1k": round(b * 1000, 3), "intercept_ms": round(a, 3)}
+        return out
     out["ttft_slope_ms_per_1k"] = round(b * 1000, 3)
     out["ttft_intercept_ms"] = round(a, 3)
-    out["ttft_fit_r2"] = round(min(1.0, cxy * cxy / (cxx * cyy)), 4) if cyy > 0 else 1.0
     warn = []
-    if n < MIN_FIT_N:
-        warn.append(f"only {n} points (< {MIN_FIT_N}): the fit is not reliable")
     if sd < MIN_FIT_SD:
         warn.append(f"prompt sizes barely vary (~{mean:,.0f} ± {sd:,.0f} tokens): the slope is not reliable; "
                     "vary the input (firsttoken sweep --inputs ...)")
     out["ttft_fit_warning"] = "; ".join(warn) or None
     return out
+
+
+def fit_rejected(n: int, slope_ms_per_1k: float, r2: float) -> str | None:
+    """Why a fitted TTFT = a + b × prompt tokens line must not be shown (None: it may): too few
+    requests, a negative slope (TTFT does not grow with the input: something else drives it), or
+    an R² so small the prompt size explains almost none of TTFT's spread. The one rule."""
+    if n < MIN_FIT_N:
+        return f"only {n} request{'' if n == 1 else 's'} with a TTFT and a prompt size (a fit needs {MIN_FIT_N})"
+    if slope_ms_per_1k < 0:
+        return (f"TTFT does not grow with the prompt here (the best line falls, {slope_ms_per_1k:,.0f} ms per 1k "
+                "tokens): queueing, caching or load vary more than the input")
+    if r2 < MIN_FIT_R2:
+        return (f"the prompt size explains only {r2 * 100:.0f}% of TTFT's spread (R² {r2:.2f}, n={n:,}): "
+                "something else drives TTFT")
+    return None
 
 
 # ------------------------------------------------------------------ plumbing
