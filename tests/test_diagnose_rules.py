@@ -851,3 +851,19 @@ def test_an_upstream_message_joins_the_sentence_with_one_period(error):
         found = _run(dict(status=None, ttfb_ms=None, ttft_ms=None, events=0, error=error), lang_=lang_)
         texts = [f["message"] for f in found]
         assert texts and not any(".." in t or ".。" in t for t in texts), texts
+
+
+def test_a_non_streamed_answer_gets_no_network_or_prefill_verdict():
+    """Issue 24: for `stream: false` the headers come after the whole answer, so its TTFB is the whole
+    generation, not the network; and such requests do not raise a model's TTFB baseline either."""
+    whole = dict(stream=False, content_type="application/json", ttfb_ms=3000.0, first_byte_ms=3001.0,
+                 first_token_ms=3002.0, ttft_ms=3002.0, gap_ms=2.0, total_ms=3003.0, conn_reused=True,
+                 prompt_tokens_est=9000, events=0, event_offsets=[])
+    f = _run(whole)
+    assert not {"latency.network", "latency.prefill"} & set(codes(f))
+    # eight non-streamed answers of 2 s and six streamed ones of ~100 ms: the baseline is the streamed ones'
+    earlier = ([healthy(id=f"w{i}", ttfb_ms=2000.0, conn_reused=True, stream=False, content_type="application/json")
+                for i in range(8)] + [healthy(id=f"e{i}", ttfb_ms=100.0 + i, conn_reused=True) for i in range(6)])
+    slow = dict(ttfb_ms=600.0, first_token_ms=680.0, ttft_ms=680.0, gap_ms=80.0, conn_reused=True)
+    n = next(x for x in _run(slow, recent=earlier) if x["code"] == "latency.network")
+    assert n["params"]["variant"] == "baseline" and n["params"]["samples"] == 6

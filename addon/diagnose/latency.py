@@ -27,11 +27,13 @@ from firsttoken.addon.diagnose.thresholds import (
     REPEATED_PREFIX_TOKENS,
 )
 from firsttoken.addon.models import context_window
+from firsttoken.addon.store.queries import is_streamed
 
 
 def _timed(rec: Any) -> bool:
-    """A successful stream with both clocks: the only kind the bisection applies to."""
-    return rec.status == 200 and rec.ttft_ms is not None and rec.ttfb_ms is not None
+    """A successful stream with both clocks: the only kind the bisection applies to (a non-streamed
+    answer's headers come after the whole answer: its TTFB is no network time; ``queries.STREAMED``)."""
+    return rec.status == 200 and rec.ttft_ms is not None and rec.ttfb_ms is not None and is_streamed(rec)
 
 
 def _cold_ms(rec: Any) -> float:
