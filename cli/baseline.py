@@ -127,7 +127,7 @@ def save(name, db_path, include_cold, min_n, **kw):
         fail(str(e))
     keep = {m: r for m, r in found.items() if r["n"] >= min_n}
     for m in sorted(set(found) - set(keep)):
-        console(stderr=True).print(f"[yellow]skipped {m}:[/] only {found[m]['n']} requests with a TTFT (< {min_n})")
+        console(stderr=True).print(f"[yellow]skipped {m}:[/] only {output.plural(found[m]['n'], 'request')} with a TTFT (< {min_n})")
     if not keep:
         most = max(found.values(), key=lambda r: r["n"])["n"] if found else 0
         fail(f"not enough data for a baseline: no model has {min_n} requests with a TTFT under these filters "

@@ -106,15 +106,25 @@ def render(res: dict[str, Any], width: int | None = None) -> Group:
         codes = "\n".join(f"{c['code']} {c['rate'] * 100:.1f}%" for c in g["error_codes"][:3] if c["rate"] is not None)
         rows.append((g, f"{g['count']:,}", errors, codes or "–", f"{g['cold']:,}"))
     fixed = [_widest(h, [r[i] for r in rows]) for h, i in (("requests", 1), ("errors", 2), ("cold", 4))]
-    summary, boxed = _table(f"Requests by {by}", width, fixed, 3)
+    # a name and an error code stay whole (only the fit's words wrap) while the terminal has room for them
+    group_names = [_group_name(g["group"], by) for g in groups]
+    code_w = max([cell_len("top error")] + [cell_len(w) for r in rows for w in r[3].split()])
+    name_w = max([cell_len(by)] + [n.cell_len for n in group_names])
+    summary, boxed = _table(f"Requests by {by}", width, fixed + [name_w, code_w], 1)
     if not boxed:  # the count above its share: each stays whole
         rows = [(g, n, e.replace(" (", "\n("), codes, cold) for g, n, e, codes, cold in rows]
-    for c, j, wraps in ((by, "left", True), ("requests", "right", False), ("errors", "right", False),
+        fixed = [_widest(h, [r[i] for r in rows]) for h, i in (("requests", 1), ("errors", 2), ("cold", 4))]
+    avail = None if width is None else width - _chrome(boxed, 6) - sum(fixed)  # for the name, the codes and the fit
+    if avail is not None and avail < name_w + code_w + MIN_FOLD:  # too narrow: the codes fold, the name takes its share
+        code_w = max(cell_len("top error"), min(code_w, (avail - MIN_FOLD) // 2))
+    name_w, name_lines = _name_lines(group_names, by, None if avail is None else max(1, avail - MIN_FOLD - code_w))
+    for c, j, wraps in ((by, "left", False), ("requests", "right", False), ("errors", "right", False),
                         ("top error codes", "left", True), ("cold", "right", False),
                         ("TTFT vs prompt tokens", "left", True)):
-        summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps)
-    for g, n, errors, codes, cold in rows:
-        summary.add_row(_group_name(g["group"], by), n, Text(errors, style="red" if g["errors"] else ""),
+        summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps,
+                           width=name_w if c == by else code_w if c == "top error codes" else None)
+    for (g, n, errors, codes, cold), lines in zip(rows, name_lines):
+        summary.add_row(Text("\n").join(lines), n, Text(errors, style="red" if g["errors"] else ""),
                         Text(codes), cold, fit_text(g))
 
     qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]

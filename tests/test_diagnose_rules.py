@@ -867,3 +867,16 @@ def test_a_non_streamed_answer_gets_no_network_or_prefill_verdict():
     slow = dict(ttfb_ms=600.0, first_token_ms=680.0, ttft_ms=680.0, gap_ms=80.0, conn_reused=True)
     n = next(x for x in _run(slow, recent=earlier) if x["code"] == "latency.network")
     assert n["params"]["variant"] == "baseline" and n["params"]["samples"] == 6
+
+
+def test_a_burst_in_one_read_arrived_at_once_not_within_0_0_ms():
+    """Issue 24: `show` printed "29 of 32 token events arrived within 0.0 ms"."""
+    at_once = [400.0, 900.0] + [1500.0] * 18
+    for offs, says, never in ((at_once, "arrived at once", "within 0.0 ms"),
+                              (buffered_offsets(), "arrived within 0.5 ms", "at once")):
+        f = next(x for x in _run(dict(event_offsets=offs, ttfb_ms=50.0, first_token_ms=400.0, ttft_ms=400.0, gap_ms=350.0,
+                                      total_ms=1501.0, itl_max_ms=600.0)) if x["code"] == "stream.buffered")
+        assert says in f["message"] and never not in f["message"]
+        zh = next(x for x in _run(dict(event_offsets=offs, ttfb_ms=50.0, first_token_ms=400.0, ttft_ms=400.0, gap_ms=350.0,
+                                       total_ms=1501.0, itl_max_ms=600.0), lang_="zh") if x["code"] == "stream.buffered")
+        assert "0.0 毫秒" not in zh["message"]

@@ -100,8 +100,8 @@ def rule_buffered(rec: Any, c: Ctx) -> None:
     if not (_ok(rec) and _sse(rec)) or c.errors():
         return
     facts = buffered_burst(rec)
-    if facts:
-        c.add("stream.buffered", "warn", **c.common(), **facts)
+    if facts:  # "within 0.0 ms" says nothing: events that came in one read arrived at once
+        c.add("stream.buffered", "warn", variant="at_once" if facts["burst_ms"] < 0.05 else "spread", **c.common(), **facts)
 
 
 def rule_stall(rec: Any, c: Ctx) -> None:
@@ -196,11 +196,13 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("stream.buffered", "streams", _W, (), {
         "en": ("Stream buffered on the way",
                "At least {BUFFERED_SHARE:.0%} of the token events (min. {BUFFERED_MIN_EVENTS}) arrived within {BUFFERED_WINDOW_MS:.0f} ms (or {BUFFERED_WINDOW_SHARE:.0%} of the response) at the end, faster than any model generates, after the client had waited at least {BUFFERED_MIN_WAIT_MS:.0f} ms for nothing.",
-               "{burst_events} of {events} token events arrived within {burst_ms:,.1f} ms at the very end; for {wait_ms:,.0f} ms after the headers the client received no token.",
+               {"spread": "{burst_events} of {events} token events arrived within {burst_ms:,.1f} ms at the very end; for {wait_ms:,.0f} ms after the headers the client received no token.",
+                "at_once": "{burst_events} of {events} token events arrived at once, in one read at the very end; for {wait_ms:,.0f} ms after the headers the client received no token."},
                "Something between the model and the client buffers the stream: for nginx set `proxy_buffering off;` (or have the upstream send `X-Accel-Buffering: no`), turn off response buffering/compression in gateways and CDNs, and check the HTTP(S)_PROXY in between."),
         "zh": ("流在途中被缓冲",
                "至少 {BUFFERED_SHARE:.0%} 的 token 事件（至少 {BUFFERED_MIN_EVENTS} 个）在末尾 {BUFFERED_WINDOW_MS:.0f} 毫秒（或响应时长的 {BUFFERED_WINDOW_SHARE:.0%}）内集中到达，快于任何模型的生成速度，此前客户端至少空等了 {BUFFERED_MIN_WAIT_MS:.0f} 毫秒。",
-               "{events} 个 token 事件中有 {burst_events} 个在最后 {burst_ms:,.1f} 毫秒内集中到达；响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token。",
+               {"spread": "{events} 个 token 事件中有 {burst_events} 个在最后 {burst_ms:,.1f} 毫秒内集中到达；响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token。",
+                "at_once": "{events} 个 token 事件中有 {burst_events} 个在最后一次读取中同时到达；响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token。"},
                "模型和客户端之间有东西在缓冲流：nginx 设置 `proxy_buffering off;`（或让上游发送 `X-Accel-Buffering: no`），关闭网关和 CDN 的响应缓冲/压缩，并检查中间的 HTTP(S)_PROXY。"),
     }),
     ("stream.stall", "streams", _W, (), {

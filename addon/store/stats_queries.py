@@ -154,8 +154,11 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     cyy = max(0.0, syy - sy * sy / n)
     mean, sd = sx / n, math.sqrt(cxx / n)
     out["prompt_tokens_mean"], out["prompt_tokens_sd"] = round(mean, 1), round(sd, 1)
+    if n < MIN_FIT_N:
+        out["ttft_fit_warning"] = f"no fit: {fit_rejected(n, 0.0, 1.0)}; {SWEEP_HINT}"
+        return out
     if sd < 0.5:
-        out["ttft_fit_warning"] = (f"all {n} prompts have the same size (~{mean:,.0f} tokens): no slope; "
+        out["ttft_fit_warning"] = (f"all {n:,} prompts have the same size (~{mean:,.0f} tokens): no slope; "
                                    "vary the input (firsttoken sweep --inputs ...)")
         return out
     b = cxy / cxx
