@@ -61,6 +61,7 @@ class Record:
     proxy_delay_ms: float | None = None  # the proxy's own added delay (see Clock.apply)
     proxy_lag_ms: float | None = None  # its event loop's lag when the request arrived (before t0)
     proxy_cpu: float | None = None  # the proxy process's CPU use around the request (1.0 = one core)
+    machine_load: float | None = None  # the machine's load average per core when the proxy was late
     events: int = 0
     event_offsets: list[float] = field(default_factory=list)
     sse_comments: int = 0
@@ -169,6 +170,7 @@ class Clock:
     hook: float | None = None  # when the first hook ran (t0 is earlier when the proxy is busy)
     lag_in: float = 0.0  # event-loop lag when the request arrived (s): its bytes waited that long unread
     lag_measured: bool = False  # lag_in came from the kernel (TCP_INFO), not from the lag samples
+    machine_load: float | None = None  # the machine's load average per core (read when the proxy was late)
     lag_during: float = 0.0  # the largest event-loop lag while it was in flight (s)
     cpu: float | None = None  # the proxy process's CPU use around it (1.0 = one core)
     connect_start: float | None = None
@@ -214,6 +216,7 @@ class Clock:
         rec.proxy_lag_ms = round(self.lag_in * 1000.0, 1)
         rec.proxy_delay_ms = round((self.lag_in + queued + self.lag_during) * 1000.0, 1)
         rec.proxy_cpu = None if self.cpu is None else round(self.cpu, 2)
+        rec.machine_load = None if self.machine_load is None else round(self.machine_load, 2)
         ev = self.token_events
         rec.events = len(ev) + self.events_over_cap
         rec.event_offsets = [round((t - t0) * 1000.0, 1) for t in ev[:MAX_EVENT_OFFSETS]]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -130,9 +129,21 @@ def test_simulate_help_lists_its_faults_and_the_banner_fits_80_columns():
 
 
 def test_saturated_on_a_busy_machine_says_the_machine_was_busy():
-    """proxy.saturated on a first demo on a busy machine read as "this proxy is slow"."""
-    from firsttoken.addon.diagnose import render
+    """proxy.saturated on a first demo on a busy machine read as "this proxy is slow": with the
+    machine's load per core at 1 or more, the verdict says the machine was busy, in both languages."""
+    import sys
+    from pathlib import Path
 
-    text = json.dumps(render("proxy.saturated", {"variant": "machine", "delay_ms": 180.0, "lag_ms": 150.0,
-                                                 "cpu": 20.0, "load": 7.5, "cores": 2}, "en"))
-    assert "machine" in text and "busy" in text
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_diagnose_rules import _run
+
+    late = dict(proxy_delay_ms=180.0, proxy_lag_ms=150.0, proxy_cpu=0.9)
+    for load, variant in ((3.7, "machine"), (0.3, "busy"), (None, "busy")):
+        f = next(x for x in _run(dict(late, machine_load=load)) if x["code"] == "proxy.saturated")
+        assert f["params"]["variant"] == variant
+        if variant == "machine":
+            assert "machine was busy" in f["message"] and "3.7 per core" in f["message"] and "CPU-bound" not in f["message"]
+            zh = next(x for x in _run(dict(late, machine_load=load), lang_="zh") if x["code"] == "proxy.saturated")
+            assert "本机当时很忙" in zh["message"]
+        else:
+            assert "CPU-bound" in f["message"]

@@ -333,6 +333,8 @@ def m021_streamed_population(db: sqlite_utils.Database) -> None:
     ``idx_requests_stats_whole``). The stats indexes become partial on the rule, the totals'
     triggers count by it (with the error rule in place), and the totals are recounted."""
     db.execute("ALTER TABLE stats_totals ADD COLUMN n_whole INTEGER NOT NULL DEFAULT 0")
+    # proxy.saturated's third cause: the machine itself was busy (load average per core)
+    db["requests"].add_column("machine_load", float)
     for col in _TOTAL_COLS:
         extra = ", usage_prompt_tokens, prompt_tokens_est" if col == "ttft_ms" else ""
         db.execute(f"DROP INDEX IF EXISTS idx_requests_stats_{col}")
