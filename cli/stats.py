@@ -155,46 +155,43 @@ def render(res: dict[str, Any], width: int | None = None) -> Group:
     return Group(summary, pct, note)
 
 
-def bar(parts: list[tuple[float, str]], scale: float, width: int) -> Text:
+def bar(parts: list[tuple], scale: float, width: int) -> Text:
+    """Segments (value, style[, character]) end to end, ``scale`` cells per unit."""
     t = Text()
-    for v, style in parts:
+    for v, style, *char in parts:
         n = int(round(max(0.0, v) * scale))
-        t.append("█" * n, style=style)
+        t.append((char[0] if char else "█") * n, style=style)
     return t
 
 
 def plot(res: dict[str, Any], width: int = 48, columns: int | None = None) -> Group:
-    """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model): bars of
-    up to ``width`` cells, narrower when a ``columns``-wide terminal needs it. A long group name
-    folds down its column; the bars and the numbers are never cut."""
+    """TTFB, gap and TTFT per group, each its own bar: P50 dark, up to P95 light (percentiles do
+    not add up: P95 TTFT is not P95 TTFB + P95 gap, so no bar is a sum). Bars of up to ``width``
+    cells, narrower when a ``columns``-wide terminal needs it. A long group name folds down its
+    column; the bars and the numbers are never cut."""
     res = printable_data(res)
     by = res["by"]
     groups = [g for g in res["groups"] if g["ttft_ms"]["n"]]
-    figures = []
-    for g in groups:
-        rs = []
-        for q in ("p50", "p95"):
-            ttfb, ttft = g["ttfb_ms"].get(q) or 0, g["ttft_ms"].get(q) or 0
-            rs.append((q.upper(), min(ttfb, ttft), ttft))
-        figures.append(rs)
-    ms_w = _widest("TTFT", [output.ms(t) for rs in figures for _, _, t in rs])
-    chrome = 8  # box=None: one cell of padding either side of each of the 4 columns
+    parts = (("TTFB", "ttfb_ms", "blue"), ("gap", "gap_ms", "magenta"), ("TTFT", "ttft_ms", "green"))
+    figures = [[(label, g[key].get("p50"), g[key].get("p95"), style) for label, key, style in parts] for g in groups]
+    texts = [f"{output.ms(p50)} · {output.ms(p95)}" for rs in figures for _, p50, p95, _ in rs]
+    ms_w = _widest("P50 · P95", texts)
+    chrome = 10  # box=None: one cell of padding either side of each of the 5 columns
     if columns is not None:
-        width = max(8, min(width, columns - chrome - MIN_FOLD - 3 - ms_w))
+        width = max(8, min(width, columns - chrome - MIN_FOLD - 4 - ms_w))
     name_w, names = _name_lines([_group_name(g["group"], by) for g in groups], by,
-                                None if columns is None else columns - chrome - 3 - width - ms_w)
-    top = max([g["ttft_ms"]["p95"] or 0 for g in groups] + [1.0])
+                                None if columns is None else columns - chrome - 4 - width - ms_w)
+    top = max([p95 or 0 for rs in figures for _, _, p95, _ in rs] + [1.0])
     scale = width / top
-    t = Table(title="TTFT = TTFB (blue: network, gateway) + gap (magenta: prefill, model)", header_style="bold",
-              title_justify="left", show_edge=False, box=None)
+    t = Table(title="TTFB, gap and TTFT, each on its own (█ to P50, ░ to P95): percentiles do not add up",
+              header_style="bold", title_justify="left", show_edge=False, box=None)
     t.add_column(by, width=name_w, no_wrap=True)
     t.add_column("", no_wrap=True)
     t.add_column("", no_wrap=True)
-    t.add_column("TTFT", justify="right", no_wrap=True)
+    t.add_column("P50 · P95", justify="right", no_wrap=True)
     for lines, rs in zip(names, figures):
-        # percentiles do not add up; draw TTFB then the rest of TTFT
-        bars = [[q, bar([(ttfb, "blue"), (max(0.0, ttft - ttfb), "magenta")], scale, width), output.ms(ttft)]
-                for q, ttfb, ttft in rs]
+        bars = [[label, bar([(p50 or 0, style), (max(0.0, (p95 or 0) - (p50 or 0)), style, "░")], scale, width),
+                 f"{output.ms(p50)} · {output.ms(p95)}"] for label, p50, p95, style in rs]
         for row in _beside(lines, bars):
             t.add_row(*row)
     return Group(t)
@@ -207,7 +204,7 @@ def plot(res: dict[str, Any], width: int = 48, columns: int | None = None) -> Gr
               help="Group by model, route, API, prompt-size bucket (prompt tokens), UTC hour or experiment.")
 @cold_option
 @json_option("summary")
-@click.option("--plot", "plot_", is_flag=True, help="Also draw TTFT bars (TTFB + gap) per group.")
+@click.option("--plot", "plot_", is_flag=True, help="Also draw TTFB, gap and TTFT bars (P50, P95) per group.")
 def stats(db_path, by, include_cold, as_json, plot_, **kw):
     """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""
     from firsttoken.cli.options import console, fail, reader

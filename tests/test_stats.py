@@ -16,6 +16,7 @@ from firsttoken.addon.store.db import open_db
 from firsttoken.addon.store.queries import STREAMED, Filters
 from firsttoken.cli.bench.db import bench_db, generate
 from firsttoken.cli.export import export
+from firsttoken.cli.output import ms
 from firsttoken.cli.stats import stats
 
 N = 0
@@ -245,6 +246,12 @@ def test_stats_command(bench):
     r = CliRunner(env={"COLUMNS": "160"}).invoke(stats, ["--db", path, "--plot"])
     assert r.exit_code == 0, r.output
     assert "gpt-4o-mini" in r.output and "P95" in r.output and "ms per 1k tokens" in r.output and "█" in r.output
+    # issue 24: no bar stacks P95 TTFB and "the rest" into a P95 TTFT; each percentile is its own figure
+    assert "TTFT = TTFB" not in r.output and "percentiles do not add up" in r.output
+    g = next(x for x in sq.compute(bench, Filters())["groups"] if x["group"] == "gpt-4o-mini")
+    for label, key in (("TTFB", "ttfb_ms"), ("gap", "gap_ms"), ("TTFT", "ttft_ms")):
+        want = f"{label} .* {re.escape(ms(g[key]['p50']))} · {re.escape(ms(g[key]['p95']))}"
+        assert re.search(want, r.output), want
     r = CliRunner().invoke(stats, ["--db", path, "--json", "--by", "route", "--since", "3d"])
     res = json.loads(r.output)
     assert res["by"] == "route" and {g["group"] for g in res["groups"]} == {"openai", "anthropic"}

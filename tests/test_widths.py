@@ -222,7 +222,7 @@ def test_stats_tables_wrap_long_names_and_never_cut_a_number(long_names, by):
         out = screen(["stats", "--plot", "--by", by, "--db", str(long_names)], cols)
         assert "…" not in out, f"stats at {cols} columns cut a cell:\n{out}"
         summary, rest = out.split("Latency percentiles", 1)
-        pct, bars = rest.split("TTFT = TTFB", 1)
+        pct, bars = rest.split("TTFB, gap and TTFT, each on its own", 1)
         for what, part in (("summary", summary), ("percentiles", pct), ("plot", bars)):
             lost = missing(part, names)
             assert not lost, f"stats {what} at {cols} columns lost {lost}:\n{out}"
