@@ -17,6 +17,8 @@ from firsttoken.cli import output
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 
+pytestmark = pytest.mark.slow  # a real proxy and simulator, fifteen requests
+
 #: a long answer (20 tokens at 15 ms): a non-streamed request waits for all of it before its headers
 SLOW_ANSWER = dict(ttfb_ms=30, prefill_base_ms=10, prefill_ms_per_1k_tokens=10, tpot_ms=15, output_tokens=20)
 STREAMED, NOT_STREAMED = 12, 3
