@@ -66,7 +66,7 @@ BUCKETS: tuple[int, ...] = (200, 500, 1000, 2000, 4000, 8000, 16000, 32000, 6400
 MIN_FIT_N = 5
 MIN_FIT_SD = 50  # prompt tokens: below this spread the slope is mostly noise
 #: below this share of TTFT's spread explained by the prompt size, a fitted line says nothing
-MIN_FIT_R2 = 0.2
+MIN_FIT_R2 = 0.1
 SWEEP_HINT = "to measure what each 1k input tokens costs, vary the input on purpose: firsttoken sweep --inputs 1k,8k,32k"
 
 
