@@ -197,7 +197,7 @@ def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
 def test_indexed_queries_only_touch_covering_indexes(bench):
     plan = lambda sql, p=(): " ".join(r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql, p))  # noqa: E731
     for name, col in sq.METRICS:
-        if (ix := sq._index_of(name, col)) is None:
+        if (ix := sq.index_of(name, col)) is None:
             continue
         p = plan(f"SELECT {col} FROM requests INDEXED BY {ix[0]} WHERE model IS ? AND {col} IS NOT NULL "
                  f"AND {sq.population(name, col)} AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])

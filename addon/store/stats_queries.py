@@ -80,7 +80,7 @@ def population(name: str, expr: str) -> str | None:
     return None
 
 
-def _index_of(name: str, expr: str) -> tuple[str, str] | None:
+def index_of(name: str, expr: str) -> tuple[str, str] | None:
     """(index, count column of stats_totals) that serve a metric on the indexed path, or None."""
     if name == WHOLE and expr == "total_ms":
         return "idx_requests_stats_whole", "n_whole"
@@ -298,7 +298,7 @@ def _offset_percentiles(conn, src: str, gcol: str, col: str, cond: str, counts: 
 
 
 def _indexed_percentiles(conn, name: str, col: str, counts: dict[Any, int], qs, include_cold: bool):
-    index, _ = _index_of(name, col)
+    index, _ = index_of(name, col)
     cond = f"{col} IS NOT NULL AND {population(name, col)}" + ("" if include_cold else f" AND {WARM}")
     return _offset_percentiles(conn, f"requests INDEXED BY {index}", "model", col, cond, counts, qs)
 
@@ -385,7 +385,7 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
         def metric_job(name, expr):
             def job():
                 c = pool.conn()
-                if (ix := _index_of(name, expr)) is not None:
+                if (ix := index_of(name, expr)) is not None:
                     return _indexed_percentiles(c, name, expr, {g: int(t[ix[1]]) for g, t in totals.items()},
                                                 qs, include_cold)
                 _materialize(c, filters, "model", [(name, expr)])
