@@ -67,7 +67,7 @@ MIN_FIT_N = 5
 MIN_FIT_SD = 50  # prompt tokens: below this spread the slope is mostly noise
 #: below this share of TTFT's spread explained by the prompt size, a fitted line says nothing
 MIN_FIT_R2 = 0.1
-SWEEP_HINT = "to measure what each 1k input tokens costs, vary the input on purpose: firsttoken sweep --inputs 1k,8k,32k"
+SWEEP_HINT = "to measure the cost per input token: firsttoken sweep --inputs 1k,8k,32k"
 
 
 def population(name: str, expr: str) -> str | None:
@@ -185,13 +185,11 @@ def fit_rejected(n: int, slope_ms_per_1k: float, r2: float) -> str | None:
     requests, a negative slope (TTFT does not grow with the input: something else drives it), or
     an R² so small the prompt size explains almost none of TTFT's spread. The one rule."""
     if n < MIN_FIT_N:
-        return f"only {n} request{'' if n == 1 else 's'} with a TTFT and a prompt size (a fit needs {MIN_FIT_N})"
+        return f"only {n} request{'' if n == 1 else 's'} (a fit needs {MIN_FIT_N})"
     if slope_ms_per_1k < 0:
-        return (f"TTFT does not grow with the prompt here (the best line falls, {slope_ms_per_1k:,.0f} ms per 1k "
-                "tokens): queueing, caching or load vary more than the input")
+        return f"TTFT does not grow with the prompt (the line falls, {slope_ms_per_1k:,.0f} ms per 1k tokens)"
     if r2 < MIN_FIT_R2:
-        return (f"the prompt size explains only {r2 * 100:.0f}% of TTFT's spread (R² {r2:.2f}, n={n:,}): "
-                "something else drives TTFT")
+        return f"the prompt size explains only {r2 * 100:.0f}% of TTFT (R² {r2:.2f}, n={n:,})"
     return None
 
 
