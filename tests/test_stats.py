@@ -286,3 +286,19 @@ def test_bench_db_command(tmp_path):
     db = open_db(tmp_path / "b.db", write=False)
     names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"idx_requests_stats_ttft_ms", "idx_requests_started_at", "idx_findings_code"} <= names  # rebuilt after the load
+
+
+def test_the_population_rule_is_the_one_m021_froze(db):
+    """queries.STREAMED is written verbatim into m021's partial indexes and triggers: a change of
+    the rule needs a new migration. Its Python twin (live view, demo, diagnosis) agrees with it."""
+    from firsttoken.addon.store import queries
+    from firsttoken.addon.store.migrations import M021_NOT_STREAMED_BARE, M021_STREAMED, M021_STREAMED_BARE
+
+    assert queries.streamed_sql("r") == M021_STREAMED.format(r="r")
+    assert queries.STREAMED == M021_STREAMED_BARE and queries.NOT_STREAMED == M021_NOT_STREAMED_BARE
+    for value in (1, 0, None):
+        add(db, stream=value, ttfb_ms=10.0)
+    rows = db.execute(f"SELECT stream, {queries.STREAMED}, {queries.NOT_STREAMED} FROM requests").fetchall()
+    for stream, yes, no in rows:
+        assert bool(yes) == queries.is_streamed({"stream": stream}) == (not no)
+    assert queries.is_streamed({"stream": True}) and not queries.is_streamed({"stream": False})
