@@ -408,6 +408,8 @@ class Capture:
             c.start_wait = max(0.0, min(c.lag_in, self.ready_at - (c.t0 - c.lag_in)))
         c.lag_during = self.loadwatch.lag_max(c.hook if c.hook is not None else c.t0, end)
         c.cpu = self.loadwatch.cpu_between(min(c.t0, end - 1.0), end)
+        if c.lag_in + c.lag_during >= 0.02:  # only when the proxy was late at all (a read of /proc/loadavg)
+            c.machine_load = self.loadwatch.machine_load()
 
     def _put(self, row: dict[str, Any]) -> None:
         if self.writer:

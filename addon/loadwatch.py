@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import os
 import socket
 import struct
 import time
@@ -128,6 +129,16 @@ class LoadWatch:
         return min(lag, MAX_PAUSE) if lag > BUSY_LAG else 0.0
 
     # -- questions -------------------------------------------------------------------
+    @staticmethod
+    def machine_load() -> float | None:
+        """The machine's 1-minute load average per core (above 1: more runnable processes than
+        cores, so every process, the proxy included, waits its turn); None where unknown."""
+        try:
+            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            return os.getloadavg()[0] / max(1, cores)
+        except (OSError, AttributeError):
+            return None
+
     def wait_before(self, t: float, now: float | None = None) -> float:
         """About how long (s) something the loop handled at ``t`` had waited for it.
 

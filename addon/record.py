@@ -69,6 +69,7 @@ class Record:
     proxy_lag_ms: float | None = None  # its event loop's lag when the request arrived (before t0)
     proxy_start_wait_ms: float | None = None  # of proxy_lag_ms, the part while the proxy was still starting
     proxy_cpu: float | None = None  # the proxy process's CPU use around the request (1.0 = one core)
+    machine_load: float | None = None  # the machine's load average per core when the proxy was late
     events: int = 0
     event_offsets: list[float] = field(default_factory=list)
     sse_comments: int = 0
@@ -179,6 +180,7 @@ class Clock:
     lag_in: float = 0.0  # event-loop lag when the request arrived (s): its bytes waited that long unread
     start_wait: float = 0.0  # of lag_in, the part before the proxy had started (s)
     lag_measured: bool = False  # lag_in came from the kernel (TCP_INFO), not from the lag samples
+    machine_load: float | None = None  # the machine's load average per core (read when the proxy was late)
     lag_during: float = 0.0  # the largest event-loop lag while it was in flight (s)
     cpu: float | None = None  # the proxy process's CPU use around it (1.0 = one core)
     connect_start: float | None = None
@@ -225,6 +227,7 @@ class Clock:
         rec.proxy_start_wait_ms = round(self.start_wait * 1000.0, 1) if self.start_wait > 0 else None
         rec.proxy_delay_ms = round((self.lag_in + queued + self.lag_during) * 1000.0, 1)
         rec.proxy_cpu = None if self.cpu is None else round(self.cpu, 2)
+        rec.machine_load = None if self.machine_load is None else round(self.machine_load, 2)
         ev = self.token_events
         rec.events = len(ev) + self.events_over_cap
         rec.event_offsets = [round((t - t0) * 1000.0, 1) for t in ev[:MAX_EVENT_OFFSETS]]

@@ -15,7 +15,9 @@ from typing import Any
 
 import click
 
+from firsttoken.addon.safe_text import printable
 from firsttoken.addon.store import baselines as store
+from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
@@ -125,7 +127,7 @@ def save(name, db_path, include_cold, min_n, **kw):
         fail(str(e))
     keep = {m: r for m, r in found.items() if r["n"] >= min_n}
     for m in sorted(set(found) - set(keep)):
-        console(stderr=True).print(f"[yellow]skipped {m}:[/] only {found[m]['n']} requests with a TTFT (< {min_n})")
+        console(stderr=True).print(f"[yellow]skipped {m}:[/] only {output.plural(found[m]['n'], 'request')} with a TTFT (< {min_n})")
     if not keep:
         most = max(found.values(), key=lambda r: r["n"])["n"] if found else 0
         fail(f"not enough data for a baseline: no model has {min_n} requests with a TTFT under these filters "
@@ -147,14 +149,19 @@ def save(name, db_path, include_cold, min_n, **kw):
 
 
 def _table(rows):
+    from rich import box
     from rich.table import Table
 
-    t = Table(header_style="bold")
-    for c in ("name", "model", "created", "n", "TTFB P50/P95", "TTFT P50/P95", "gap P50/P95", "prompt P50"):
-        t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left", overflow="fold")
+    # no borders, P50 over P95, the date over the time: a model name and a date stay whole at 80 columns
+    t = Table(header_style="bold", title=f"P50 / P95 of {queries.STREAMED_LABEL}", title_justify="left",
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for c in ("name", "model", "created", "n", "TTFB\nP50/P95", "TTFT\nP50/P95", "gap\nP50/P95", "prompt\nP50"):
+        t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left",
+                     no_wrap=c in ("model", "created"), overflow="fold")
     for r in rows:
-        t.add_row(r["name"], r["model"], output.local_time(r["created_at"]) + " " + r["created_at"][:10], f"{r['n']:,}",
-                  *[f"{output.ms(r[f'{m}_p50'])} / {output.ms(r[f'{m}_p95'])}" for m in ("ttfb", "ttft", "gap")],
+        t.add_row(printable(r["name"]), printable(r["model"]),
+                  r["created_at"][:10] + "\n" + output.local_time(r["created_at"]), f"{r['n']:,}",
+                  *[f"{output.ms(r[f'{m}_p50'])}\n{output.ms(r[f'{m}_p95'])}" for m in ("ttfb", "ttft", "gap")],
                   output.num(None if r.get("prompt_tokens_p50") is None else int(r["prompt_tokens_p50"])))
     return t
 

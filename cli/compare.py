@@ -31,6 +31,7 @@ import click
 
 from firsttoken.addon import routing
 from firsttoken.addon.safe_text import clause
+from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
 from firsttoken.cli.options import PORT, db_option
@@ -215,7 +216,8 @@ def render(con, s: dict[str, Any]) -> None:
     from rich.table import Table
 
     a, b = s["routes"]
-    t = Table(title=f"compare {s['experiment']} (warm-up dropped)", header_style="bold", title_justify="left")
+    t = Table(title=f"compare {s['experiment']} (warm-up dropped; {queries.STREAMED_LABEL})", header_style="bold",
+              title_justify="left")
     t.add_column("")
     for c in (a, b, f"{b} − {a}"):
         t.add_column(c, justify="right")

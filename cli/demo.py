@@ -67,7 +67,7 @@ def summary(rows: list[dict]) -> Table:
         t.add_column(c, justify="left" if c == "model" else "right", no_wrap=True)
     by: dict[str, list[dict]] = {}
     for r in rows:
-        if not r.get("stream"):
+        if not queries.is_streamed(r):  # the one population rule, as stats, report and baseline
             continue
         by.setdefault(r.get("model") or "–", []).append(r)
 

@@ -14,7 +14,7 @@ import click
 #: topic -> (file, one line saying what it holds)
 TOPICS: dict[str, tuple[str, str]] = {
     "clients": ("clients.md", "pointing Claude Code, Codex, Cline, the SDKs and curl at the proxy"),
-    "run": ("run.md", "`firsttoken run`: the clients it knows, how each is redirected, the destination guarantee"),
+    "run": ("run.md", "`firsttoken run`: the clients it knows, how each is redirected, the destination guarantee, start-up, summary"),
     "record": ("record.md", "every column of the record, and what it means"),
     "stats": ("stats.md", "stats, sweep, compare, baseline, export, report: what they compute"),
     "faults": ("faults.md", "what firsttoken promises under faults: full disk, kill -9, hostile input, with figures"),
@@ -25,7 +25,6 @@ TOPICS: dict[str, tuple[str, str]] = {
     "cli": ("cli.md", "every command, the shared filters and options, script mode, compare, OpenTelemetry"),
     "conversations": ("conversations.md", "an agent's requests by conversation and turn: model time or tools?"),
     "gateways": ("gateways.md", "nginx, LiteLLM, Cloudflare and other hops: what they do to TTFB and the gap, and where firsttoken sits"),
-    "run": ("run.md", "firsttoken run -- CMD: how each client is redirected, the start-up, the summary"),
     "performance": ("performance.md", "what the proxy costs, with the command that measures each figure"),
 }
 

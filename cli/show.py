@@ -75,7 +75,8 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     held = buffered_by(r)
 
     def row(name: str, start: float, end: float, char: str, style: str) -> None:
-        t.add_row(name, _bar(start, end, total, char, style), output.ms(start), output.ms(end - start))
+        # clocks a hair apart (a connect longer than the TTFB it is part of, by rounding) take 0, never -0.0
+        t.add_row(name, _bar(start, end, total, char, style), output.ms(start), output.ms(max(0.0, end - start)))
 
     if conn is not None:
         row(L("connect"), 0, conn, "▒", "magenta")

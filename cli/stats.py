@@ -32,13 +32,15 @@ def fit_warning(g: dict[str, Any], lang: str = "en") -> str | None:
 
 
 def fit_text(g: dict[str, Any], lang: str = "en") -> Text:
+    """A group's TTFT fit: the line, or why there is none (the rule: stats_queries.rejection)."""
     L = lambda k, **kw: label(lang, f"stats.{k}", **kw)  # noqa: E731
     if g.get("ttft_slope_ms_per_1k") is None:
-        return Text(fit_warning(g, lang) or "–", style="dim")
-    t = Text(L("fit", a=f"{g['ttft_intercept_ms']:.0f}", b=f"{g['ttft_slope_ms_per_1k']:.0f}") + "\n"
-             + L("fit_n", r2=f"{g['ttft_fit_r2']:.2f}", n=f"{g['ttft_fit_n']:,}"))
-    if fit_warning(g, lang):
-        t.append(f"\n⚠ {fit_warning(g, lang)}", style="yellow")
+        t = Text(fit_warning(g, lang) or "–", style="dim")
+    else:
+        t = Text(L("fit", a=f"{g['ttft_intercept_ms']:.0f}", b=f"{g['ttft_slope_ms_per_1k']:.0f}") + "\n"
+                 + L("fit_n", r2=f"{g['ttft_fit_r2']:.2f}", n=f"{g['ttft_fit_n']:,}"))
+        if fit_warning(g, lang):
+            t.append(f"\n⚠ {fit_warning(g, lang)}", style="yellow")
     u = g.get("uncached_fit")
     if u and u.get("ttft_slope_ms_per_1k") is not None:
         t.append("\n" + L("uncached", a=f"{u['ttft_intercept_ms']:.0f}", b=f"{u['ttft_slope_ms_per_1k']:.0f}",
@@ -115,24 +117,37 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
         errors = f"{g['errors']:,}" + (f" ({rate * 100:.1f}%)" if rate is not None else "")
         codes = "\n".join(f"{c['code']} {c['rate'] * 100:.1f}%" for c in g["error_codes"][:3] if c["rate"] is not None)
         rows.append((g, f"{g['count']:,}", errors, codes or "–", f"{g['cold']:,}"))
-    fixed = [_widest(h, [r[i] for r in rows]) for h, i in ((C("requests"), 1), (C("errors"), 2), (C("cold"), 4))]
-    summary, boxed = _table(label(lang, "stats.summary", by=by_head), width, fixed, 3)
+    heads3 = ((C("requests"), 1), (C("errors"), 2), (C("cold"), 4))
+    fixed = [_widest(h, [r[i] for r in rows]) for h, i in heads3]
+    # a name and an error code stay whole (only the fit's words wrap) while the terminal has room for them
+    group_names = [_group_name(g["group"], by, lang) for g in groups]
+    code_w = max([cell_len(C("codes").split()[0])] + [cell_len(w) for r in rows for w in r[3].split()])
+    name_w = max([cell_len(by_head)] + [n.cell_len for n in group_names])
+    summary, boxed = _table(label(lang, "stats.summary", by=by_head), width, fixed + [name_w, code_w], 1)
     if not boxed:  # the count above its share: each stays whole
         rows = [(g, n, e.replace(" (", "\n("), codes, cold) for g, n, e, codes, cold in rows]
-    for c, j, wraps in ((by_head, "left", True), (C("requests"), "right", False), (C("errors"), "right", False),
+        fixed = [_widest(h, [r[i] for r in rows]) for h, i in heads3]
+    avail = None if width is None else width - _chrome(boxed, 6) - sum(fixed)  # for the name, the codes and the fit
+    if avail is not None and avail < name_w + code_w + MIN_FOLD:  # too narrow: the codes fold, the name takes its share
+        code_w = max(cell_len(C("codes").split()[0]), min(code_w, (avail - MIN_FOLD) // 2))
+    name_w, name_lines = _name_lines(group_names, by_head, None if avail is None else max(1, avail - MIN_FOLD - code_w))
+    for c, j, wraps in ((by_head, "left", False), (C("requests"), "right", False), (C("errors"), "right", False),
                         (C("codes"), "left", True), (C("cold"), "right", False),
                         (C("fit"), "left", True)):
-        summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps)
-    for g, n, errors, codes, cold in rows:
-        summary.add_row(_group_name(g["group"], by, lang), n, Text(errors, style="red" if g["errors"] else ""),
+        summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps,
+                           width=name_w if c == by_head else code_w if c == C("codes") else None)
+    for (g, n, errors, codes, cold), lines in zip(rows, name_lines):
+        summary.add_row(Text("\n").join(lines), n, Text(errors, style="red" if g["errors"] else ""),
                         Text(codes), cold, output.Wrapped(fit_text(g, lang)))
 
     qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]
     figures = [[[label(lang, f"metric.{name}"), f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
-                for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None] for g in groups]
+                for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None
+                and (m["n"] or name != sq.WHOLE)] for g in groups]
     heads = [C("metric"), C("n"), *[q.upper() for q in qs]]
     fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
-    pct, boxed = _table(label(lang, "stats.percentiles") + ("" if res["include_cold"] else label(lang, "stats.cold_excluded")),
+    pct, boxed = _table(label(lang, "stats.percentiles") + label(lang, "stats.population")
+                        + ("" if res["include_cold"] else label(lang, "stats.cold_excluded")),
                         width, fixed, 1)
     room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
     name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head, room)
@@ -144,52 +159,49 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
             pct.add_section()
         for row in _beside(lines, rs):
             pct.add_row(*row)
-    note = output.Wrapped(Text(label(lang, "stats.note") + label(lang, "stats.note_cold" if res["include_cold"] else "stats.note_warm"),
-                               style="dim"))
+    note = output.Wrapped(Text(label(lang, "stats.note") + label(lang, "stats.note_population")
+                               + label(lang, "stats.note_cold" if res["include_cold"] else "stats.note_warm"), style="dim"))
     return Group(summary, pct, note)
 
 
-def bar(parts: list[tuple[float, str]], scale: float, width: int) -> Text:
+def bar(parts: list[tuple], scale: float, width: int) -> Text:
+    """Segments (value, style[, character]) end to end, ``scale`` cells per unit."""
     t = Text()
-    for v, style in parts:
+    for v, style, *char in parts:
         n = int(round(max(0.0, v) * scale))
-        t.append("█" * n, style=style)
+        t.append((char[0] if char else "█") * n, style=style)
     return t
 
 
 def plot(res: dict[str, Any], width: int = 48, columns: int | None = None, lang: str = "en") -> Group:
-    """TTFT P50/P95 per group as bars split into TTFB (network/gateway) and gap (model): bars of
-    up to ``width`` cells, narrower when a ``columns``-wide terminal needs it. A long group name
-    folds down its column; the bars and the numbers are never cut."""
+    """TTFB, gap and TTFT per group, each its own bar: P50 dark, up to P95 light (percentiles do
+    not add up: P95 TTFT is not P95 TTFB + P95 gap, so no bar is a sum). Bars of up to ``width``
+    cells, narrower when a ``columns``-wide terminal needs it. A long group name folds down its
+    column; the bars and the numbers are never cut."""
     res = printable_data(res)
     by = res["by"]
     groups = [g for g in res["groups"] if g["ttft_ms"]["n"]]
-    figures = []
-    for g in groups:
-        rs = []
-        for q in ("p50", "p95"):
-            ttfb, ttft = g["ttfb_ms"].get(q) or 0, g["ttft_ms"].get(q) or 0
-            rs.append((q.upper(), min(ttfb, ttft), ttft))
-        figures.append(rs)
-    ms_w = _widest("TTFT", [output.ms(t) for rs in figures for _, _, t in rs])
-    chrome = 8  # box=None: one cell of padding either side of each of the 4 columns
+    parts = (("TTFB", "ttfb_ms", "blue"), ("gap", "gap_ms", "magenta"), ("TTFT", "ttft_ms", "green"))
+    figures = [[(name, g[key].get("p50"), g[key].get("p95"), style) for name, key, style in parts] for g in groups]
+    texts = [f"{output.ms(p50)} · {output.ms(p95)}" for rs in figures for _, p50, p95, _ in rs]
+    ms_w = _widest("P50 · P95", texts)
+    chrome = 10  # box=None: one cell of padding either side of each of the 5 columns
     if columns is not None:
-        width = max(8, min(width, columns - chrome - MIN_FOLD - 3 - ms_w))
+        width = max(8, min(width, columns - chrome - MIN_FOLD - 4 - ms_w))
     by_head = label(lang, f"col.by.{by}")
     name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head,
-                                None if columns is None else columns - chrome - 3 - width - ms_w)
-    top = max([g["ttft_ms"]["p95"] or 0 for g in groups] + [1.0])
+                                None if columns is None else columns - chrome - 4 - width - ms_w)
+    top = max([p95 or 0 for rs in figures for _, _, p95, _ in rs] + [1.0])
     scale = width / top
-    t = Table(title=label(lang, "stats.plot"), header_style="bold",
-              title_justify="left", show_edge=False, box=None)
+    t = Table(title=label(lang, "stats.plot_apart"),
+              header_style="bold", title_justify="left", show_edge=False, box=None)
     t.add_column(by_head, width=name_w, no_wrap=True)
     t.add_column("", no_wrap=True)
     t.add_column("", no_wrap=True)
-    t.add_column("TTFT", justify="right", no_wrap=True)
+    t.add_column("P50 · P95", justify="right", no_wrap=True)
     for lines, rs in zip(names, figures):
-        # percentiles do not add up; draw TTFB then the rest of TTFT
-        bars = [[q, bar([(ttfb, "blue"), (max(0.0, ttft - ttfb), "magenta")], scale, width), output.ms(ttft)]
-                for q, ttfb, ttft in rs]
+        bars = [[name, bar([(p50 or 0, style), (max(0.0, (p95 or 0) - (p50 or 0)), style, "░")], scale, width),
+                 f"{output.ms(p50)} · {output.ms(p95)}"] for name, p50, p95, style in rs]
         for row in _beside(lines, bars):
             t.add_row(*row)
     return Group(t)
@@ -202,7 +214,7 @@ def plot(res: dict[str, Any], width: int = 48, columns: int | None = None, lang:
               help="Group by model, route, API, prompt-size bucket (prompt tokens), UTC hour or experiment.")
 @cold_option
 @json_option("summary")
-@click.option("--plot", "plot_", is_flag=True, help="Also draw TTFT bars (TTFB + gap) per group.")
+@click.option("--plot", "plot_", is_flag=True, help="Also draw TTFB, gap and TTFT bars (P50, P95) per group.")
 @lang_option
 def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""

@@ -956,6 +956,10 @@ def test_proxy_saturated_when_the_proxy_itself_held_the_request(proxy, db_path):
     _, row = done_rows(proxy, db_path, 2)
     f = has(row, "proxy.saturated", "warn")
     assert f["params"]["delay_ms"] >= 250 and row["proxy_lag_ms"] >= 250
+    # the machine's load was read (the proxy was late), and the verdict's variant follows it
+    assert isinstance(row["machine_load"], float) and row["machine_load"] >= 0
+    assert f["params"]["variant"] == ("machine" if row["machine_load"] >= 1.0 else "busy" if row["proxy_cpu"] >= 0.7
+                                      else "starved")
     # the wait happened before the proxy read the request: total_ms alone misses it, plus the lag does not
     assert abs(row["total_ms"] + row["proxy_lag_ms"] - client_total) < 40 + 0.1 * client_total
 

@@ -884,3 +884,32 @@ def test_no_fix_names_upstream_when_run_chose_it(error):
         if "verify" not in error:
             assert any("--upstream" in f["hint"] for f in given), given
     assert "firsttoken run" in ran[0]["hint"] or "verify" in error
+
+
+def test_a_non_streamed_answer_gets_no_network_or_prefill_verdict():
+    """Issue 24: for `stream: false` the headers come after the whole answer, so its TTFB is the whole
+    generation, not the network; and such requests do not raise a model's TTFB baseline either."""
+    whole = dict(stream=False, content_type="application/json", ttfb_ms=3000.0, first_byte_ms=3001.0,
+                 first_token_ms=3002.0, ttft_ms=3002.0, gap_ms=2.0, total_ms=3003.0, conn_reused=True,
+                 prompt_tokens_est=9000, events=0, event_offsets=[])
+    f = _run(whole)
+    assert not {"latency.network", "latency.prefill"} & set(codes(f))
+    # eight non-streamed answers of 2 s and six streamed ones of ~100 ms: the baseline is the streamed ones'
+    earlier = ([healthy(id=f"w{i}", ttfb_ms=2000.0, conn_reused=True, stream=False, content_type="application/json")
+                for i in range(8)] + [healthy(id=f"e{i}", ttfb_ms=100.0 + i, conn_reused=True) for i in range(6)])
+    slow = dict(ttfb_ms=600.0, first_token_ms=680.0, ttft_ms=680.0, gap_ms=80.0, conn_reused=True)
+    n = next(x for x in _run(slow, recent=earlier) if x["code"] == "latency.network")
+    assert n["params"]["variant"] == "baseline" and n["params"]["samples"] == 6
+
+
+def test_a_burst_in_one_read_arrived_at_once_not_within_0_0_ms():
+    """Issue 24: `show` printed "29 of 32 token events arrived within 0.0 ms"."""
+    at_once = [400.0, 900.0] + [1500.0] * 18
+    for offs, says, never in ((at_once, "arrived at once", "within 0.0 ms"),
+                              (buffered_offsets(), "arrived within 0.5 ms", "at once")):
+        f = next(x for x in _run(dict(event_offsets=offs, ttfb_ms=50.0, first_token_ms=400.0, ttft_ms=400.0, gap_ms=350.0,
+                                      total_ms=1501.0, itl_max_ms=600.0)) if x["code"] == "stream.buffered")
+        assert says in f["message"] and never not in f["message"]
+        zh = next(x for x in _run(dict(event_offsets=offs, ttfb_ms=50.0, first_token_ms=400.0, ttft_ms=400.0, gap_ms=350.0,
+                                       total_ms=1501.0, itl_max_ms=600.0), lang_="zh") if x["code"] == "stream.buffered")
+        assert "0.0 毫秒" not in zh["message"]

@@ -429,3 +429,39 @@ def test_doctor_and_the_auth_finding_word_a_key_fact_the_same_way(home, cwd):
                  upstream_url="https://api.openai.com/v1/chat/completions", path="/v1/chat/completions")
     (f,) = [f for f in diagnose(rec) if f["code"] == "auth.whitespace"]
     assert words in f["message"]
+
+
+def test_loopback_base_url_where_nothing_listens_fails_and_names_the_running_proxy(home, cwd, tmp_path, monkeypatch,
+                                                                                    listener):
+    """Issue 24: OPENAI_BASE_URL=http://127.0.0.1:8788/v1 (a typo for the proxy's port; the SDK fails)
+    gave "✓ goes straight to 127.0.0.1", "offline? a firewall?", "0 failed", exit 0."""
+    from firsttoken.cli.proxy.state import registry_dir
+
+    monkeypatch.chdir(cwd)
+    dead = free_port()
+    env = {"HOME": str(home), "USERPROFILE": str(home), "FIRSTTOKEN_DB": None, "NO_PROXY": "127.0.0.1,localhost"}
+    for v in dc.PROXY_VARS + dc.KEY_VARS + tuple(dc.BASE_URL_VARS):
+        env[v] = None
+    env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{dead}/v1"
+    args = ["--db", str(tmp_path / "ft.db")]
+
+    r = CliRunner().invoke(doctor, args, env=env)  # no proxy runs
+    assert r.exit_code == 1, r.output
+    assert f"nothing listens on 127.0.0.1:{dead}" in r.stdout and "goes straight" not in r.stdout
+    assert "no firsttoken proxy runs now" in r.stdout
+    assert f"127.0.0.1:{dead}: TCP connect" not in r.stdout and "a firewall?" not in r.stdout  # not an upstream
+
+    registry_dir().mkdir(parents=True, exist_ok=True)  # a proxy runs on `listener` (its state file)
+    (registry_dir() / f"{os.getpid()}-{listener}.json").write_text(json.dumps({
+        "pid": os.getpid(), "url": f"http://127.0.0.1:{listener}", "port": listener, "forward": False,
+        "db": str(tmp_path / "ft.db"), "routes": ["https://api.openai.com"], "confdir": None}))
+    r = CliRunner().invoke(doctor, args + ["--json", "--offline"], env=env)
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 1 and doc["ok"] is False
+    c = next(c for c in doc["checks"] if c["id"] == "base_url.environment.OPENAI_BASE_URL")
+    assert c["status"] == "fail" and f"port {listener}" in c["fix"] and f"use http://127.0.0.1:{listener}/v1" in c["fix"]
+
+    env["OPENAI_BASE_URL"] = f"http://127.0.0.1:{listener}/v1"  # fixed: it passes
+    doc = json.loads(CliRunner().invoke(doctor, args + ["--json", "--offline"], env=env).stdout)
+    c = next(c for c in doc["checks"] if c["id"] == "base_url.environment.OPENAI_BASE_URL")
+    assert c["status"] == "pass"

@@ -42,7 +42,7 @@ def done_row(i=0, **kw):
         upstream="https://api.example.com", model="gpt-4o-mini", api="openai.chat", status=200, error=None,
         client_aborted=False, usage_prompt_tokens=None, prompt_tokens_est=1234, tokens_exact=False,
         usage_completion_tokens=57, output_tokens_est=None, ttfb_ms=61.2, ttft_ms=1523.4, gap_ms=1462.2,
-        tpot_ms=5.1, total_ms=1811.0, findings=[], top_code=None, top_severity=None,
+        tpot_ms=5.1, total_ms=1811.0, findings=[], top_code=None, top_severity=None, stream=True,
     )
     r.update(kw)
     return r
@@ -180,7 +180,8 @@ def test_tally_and_summary_table():
     for i in range(10):
         t.add(done_row(i, ttfb_ms=10.0 * (i + 1)))
     t.add(auth_error_row())
-    rec = Record(id="x", started_at="2026-01-01T00:00:00+00:00", model="claude-x", status=200, ttfb_ms=5.0, ttft_ms=9.0, gap_ms=4.0)
+    rec = Record(id="x", started_at="2026-01-01T00:00:00+00:00", model="claude-x", status=200, ttfb_ms=5.0, ttft_ms=9.0, gap_ms=4.0,
+                 stream=True)
     t.add(rec)  # a Record works as well as a row dict
     assert (t.requests, t.errors) == (12, 1)
     stats = {m.model: m for m in t.summary()}
@@ -204,7 +205,7 @@ def test_from_capture_snapshot_dict():
              "first_token_at": None, "first_visible_at": None, "events": 0, "output_chars": 0},
         ],
         "recent": [Record(id=f"r{i}", started_at="2026-01-01T00:00:00+00:00", model="m", status=200,
-                          ttfb_ms=50.0, ttft_ms=100.0 + i, gap_ms=50.0 + i, state="done") for i in range(5)],
+                          ttfb_ms=50.0, ttft_ms=100.0 + i, gap_ms=50.0 + i, state="done", stream=True) for i in range(5)],
         "routes": [], "db_path": "/tmp/x.db", "started": 500.0,
     }
     s = from_capture(snap, listen_url="http://127.0.0.1:1", wall_now=560.0)

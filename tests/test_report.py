@@ -12,6 +12,7 @@ from conftest import ROUTE_SIMS
 
 from firsttoken.addon.store.db import open_db
 from firsttoken.cli.bench.db import generate
+from firsttoken.cli.output import ms
 from firsttoken.cli.report.command import report
 from firsttoken.cli.report.html import nice_ticks
 
@@ -65,7 +66,7 @@ def page(tmp_path_factory):
              "hint": "see https://example.com/docs"}]
     db["requests"].insert({"id": "evil-1", "started_at": "2026-11-29T10:00:00.000+00:00", "state": "done",
                            "model": "<img src=https://evil.example/x.png>", "status": 200, "ttft_ms": 99999.0,
-                           "ttfb_ms": 10.0, "gap_ms": 99989.0, "conn_reused": 1, "prompt_tokens_est": 100,
+                           "ttfb_ms": 10.0, "gap_ms": 99989.0, "conn_reused": 1, "prompt_tokens_est": 100, "stream": 1,
                            "upstream": "https://api.openai.com", "findings": json.dumps(evil), "top_code": "auth.rejected"})
     db.conn.commit()
     out = d / "r.html"
@@ -94,9 +95,10 @@ def test_report_has_the_charts_and_tables(page):
     assert {"svg", "circle", "line", "rect", "table"} <= c.tags
     for heading in ("Per model", "TTFT against prompt tokens", "Percentiles", "Findings", "Slowest"):
         assert f">{heading}" in page
-    # scatter per model + scatter per route (the rows use two routes) + TTFT split + TTFB / gap percentiles
-    assert page.count("<svg") == 5 and ">Per route" in page
-    assert "TTFT = TTFB + gap" in page
+    # scatter per model + scatter per route (the rows use two routes) + TTFT / TTFB / gap percentiles + the
+    # non-streamed requests' time to the whole answer + the slowest requests' own phases
+    assert page.count("<svg") == 7 and ">Per route" in page
+    assert "each split into its own TTFB and gap" in page
     assert "rate.limited" in page and "latency.cold_connection" in page
     assert "ms/1k tokens" in page and "gpt-4o-mini" in page
 
@@ -137,12 +139,22 @@ def test_ids_link_to_details_and_do_not_wrap(page):
     assert f'id="{first}"' in page
 
 
-def test_ttft_bars_are_split_into_ttfb_and_gap(page):
-    i = page.index("TTFT = TTFB + gap")
+def test_no_percentiles_are_added_up(page):
+    """Issue 24: "TTFT = TTFB + gap (P50 · P95)" drew P95 TTFT as P95 TTFB + the rest. Percentiles are
+    drawn side by side; the only split bars are of actual requests, each its own TTFB + its own gap."""
+    assert not re.search(r'aria-label="[^"]*TTFB \+ gap', page)  # no chart of TTFT as a sum
+    assert not re.search(r"<title>P\d+: TTFT [^ ]+ = TTFB", page)  # no bar of a percentile split in two
+    for label in ("TTFT (P50 · P95)", "TTFB (P50 · P95)", "gap = TTFT − TTFB (P50 · P95)"):
+        assert f'aria-label="{label}"' in page
+    i = page.index('class="phases"')
     svg = page[i:page.index("</svg>", i)]
-    ttfb = re.findall(r'fill="#1d4ed8"><title>(P\d+): TTFT ([^ ]+) = TTFB ([^ ]+) \+ gap ([^ ]+) ', svg)
-    gap = re.findall(r'fill="#f59e0b"><title>', svg)
-    assert len(ttfb) == len(gap) >= 2 and {q for q, *_ in ttfb} == {"P50", "P95"}
+    bars = re.findall(r'<g data-request="([^"]+)" data-ttfb="([\d.]+)" data-gap="([\d.]+)">', svg)
+    assert len(bars) >= 2
+    slowest = page[page.index("Slowest"):]
+    for rid, ttfb, gap in bars:  # each bar is a request listed among the slowest, split by its own phases
+        assert f'href="#req-{rid}"' in slowest
+        tip = re.search(rf"request {re.escape(rid)}: TTFT ([^ ]+) = its TTFB ([^ ]+) \+ its gap ([^<]+)</title>", svg)
+        assert tip and tip.group(2) == ms(float(ttfb)) and tip.group(3) == ms(float(gap))
 
 
 @pytest.mark.parametrize("args,says", [([], "has no requests yet"), (["--model", "no-such-model"], "no requests match --model")])

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow  # headless Chromium: the slow tier (`pytest -m sl
 
 LONG_MODEL = "claude-sonnet-4-5-20250929-with-a-very-long-deployment-name"
 
-PROBE = """<script>
+PROBE = r"""<script>
 window.addEventListener('load', function () {
   var r = {vw: window.innerWidth, sw: document.documentElement.scrollWidth, ids: 0, wrapped: [], broken: [],
            models: [], wrappedModels: [], circles: 0, untitled: 0, radii: [], splits: 0};
@@ -59,6 +59,15 @@ window.addEventListener('load', function () {
       if (l.getBoundingClientRect().width > 20) r.routeLines++;  // a drawn line, not a point
     });
   }
+  r.phases = []; r.sumCharts = 0;
+  document.querySelectorAll('svg').forEach(function (s) {
+    if (/TTFB \+ gap/.test(s.getAttribute('aria-label') || '')) r.sumCharts++;
+  });
+  document.querySelectorAll('svg.phases g[data-request]').forEach(function (g) {
+    var rects = g.querySelectorAll('rect'), a = rects[0].getBoundingClientRect(), b = rects[1].getBoundingClientRect();
+    r.phases.push({ttfb: +g.getAttribute('data-ttfb'), gap: +g.getAttribute('data-gap'), wa: a.width, wb: b.width,
+                   adjoin: Math.abs(a.right - b.left), right: b.right});
+  });
   var pre = document.createElement('pre'); pre.id = 'probe'; pre.textContent = JSON.stringify(r);
   document.body.appendChild(pre);
 });
@@ -85,6 +94,7 @@ def probed(tmp_path_factory):
     db["requests"].insert({"id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "started_at": "2026-11-29T10:00:00.000+00:00",
                            "state": "done", "model": LONG_MODEL, "status": 200, "ttft_ms": 99999.0, "ttfb_ms": 10.0,
                            "gap_ms": 99989.0, "conn_reused": 1, "prompt_tokens_est": 100, "api": "anthropic.messages",
+                           "stream": 1,
                            "findings": "[]"})
     db.conn.commit()
     out = d / "r.html"
@@ -133,6 +143,19 @@ def test_report_fits_and_links_in_a_browser(probed, width):
     assert r["circles"] > 100 and r["untitled"] == 0
     # dots stay visible when the chart is scaled down to the window (r=4.5 in the chart's own units)
     assert r["radii"][0] >= (3.5 if width == 800 else 4)
+
+
+@pytest.mark.parametrize("width", [800, 1400])
+def test_phases_are_of_actual_requests_never_a_sum_of_percentiles(probed, width):
+    """Issue 24: no chart adds percentiles up; the split bars are each one request, drawn TTFB then
+    gap end to end, in proportion to that request's own phases, inside the window."""
+    r = render(probed, width)
+    assert r["sumCharts"] == 0
+    assert len(r["phases"]) >= 5
+    for p in r["phases"]:
+        assert p["adjoin"] < 1 and p["right"] <= width
+        share = p["wa"] / (p["wa"] + p["wb"])
+        assert share == pytest.approx(p["ttfb"] / (p["ttfb"] + p["gap"]), abs=0.02), p
 
 
 @pytest.mark.parametrize("width", [800, 1400])

@@ -6,15 +6,17 @@ import csv
 import io
 import json
 import random
+import re
 
 import pytest
 from click.testing import CliRunner
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import open_db
-from firsttoken.addon.store.queries import Filters
+from firsttoken.addon.store.queries import STREAMED, Filters
 from firsttoken.cli.bench.db import bench_db, generate
 from firsttoken.cli.export import export
+from firsttoken.cli.output import ms
 from firsttoken.cli.stats import stats
 
 N = 0
@@ -24,7 +26,8 @@ def add(db, **kw):
     global N
     N += 1
     row = {"id": f"r{N:06d}", "started_at": f"2026-11-29T10:{N // 60 % 60:02d}:{N % 60:02d}.000+00:00", "state": "done",
-           "model": "m", "route": "default", "api": "openai.chat", "status": 200, "conn_reused": 1, **kw}
+           "model": "m", "route": "default", "api": "openai.chat", "status": 200, "conn_reused": 1, "stream": 1,
+           **kw}
     db["requests"].insert(row, alter=False)
 
 
@@ -123,8 +126,39 @@ def test_fit_recovers_a_line_and_warns(db):
     assert g["lin"]["ttft_slope_ms_per_1k"] == pytest.approx(300) and g["lin"]["ttft_intercept_ms"] == pytest.approx(100)
     assert g["lin"]["ttft_fit_r2"] == pytest.approx(1.0) and g["lin"]["ttft_fit_n"] == 10
     assert g["lin"]["ttft_fit_warning"] is None
-    assert g["few"]["ttft_slope_ms_per_1k"] == pytest.approx(100) and "only 3 points" in g["few"]["ttft_fit_warning"]
+    assert g["few"]["ttft_slope_ms_per_1k"] is None and "only 3 requests" in g["few"]["ttft_fit_warning"]
     assert g["flat"]["ttft_slope_ms_per_1k"] is None and "same size" in g["flat"]["ttft_fit_warning"]
+
+
+def test_a_fit_that_explains_nothing_is_not_shown(db, tmp_path):
+    """Issue 24: `stats` printed "225 ms + -1 ms per 1k tokens (R² 0.00, n=5)" and "110 ms + -154 ms
+    per 1k tokens", and the report drew the R² 0.00 line. No line then: say why, point to sweep."""
+    from firsttoken.cli.report.command import report
+
+    for x, y in ((500, 220.0), (1500, 240.0), (2500, 215.0), (3500, 229.0), (4500, 214.0), (5500, 236.0)):
+        add(db, model="noise", usage_prompt_tokens=x, ttft_ms=y)  # R² 0.01: TTFT does not follow the prompt
+    for x in range(500, 5000, 500):
+        add(db, model="falls", usage_prompt_tokens=x, ttft_ms=900.0 - 0.15 * x)  # the line falls
+    for x in range(500, 5000, 500):
+        add(db, model="grows", usage_prompt_tokens=x, ttft_ms=100.0 + 0.2 * x + (7 if x % 1000 else -7))
+    g = {e["group"]: e for e in both(db)["groups"]}
+    assert g["noise"]["ttft_fit_r2"] < sq.MIN_FIT_R2 and g["falls"]["ttft_fit_rejected"]["slope_ms_per_1k"] < 0
+    for name, why in (("noise", "explains only"), ("falls", "does not grow")):
+        assert g[name]["ttft_slope_ms_per_1k"] is None and g[name]["ttft_intercept_ms"] is None
+        assert why in g[name]["ttft_fit_warning"] and "firsttoken sweep" in g[name]["ttft_fit_warning"]
+    assert g["grows"]["ttft_slope_ms_per_1k"] == pytest.approx(200, abs=5)
+    path = db.execute("PRAGMA database_list").fetchone()[2]
+    out = CliRunner(env={"COLUMNS": "200"}).invoke(stats, ["--db", path]).output
+    lines = re.findall(r"\d ms \+ -?[\d,]+ ms per 1k tokens", out)
+    assert len(lines) == 1 and "+ -" not in out  # only the line that explains TTFT
+    assert out.count("firsttoken sweep") >= 2
+    html = tmp_path / "r.html"
+    assert CliRunner().invoke(report, ["--db", path, "--html", str(html)]).exit_code == 0
+    page = html.read_text()
+    assert "+ -" not in page and "does not grow" in page and "explains only" in page
+    scatter = page[page.index('aria-label="TTFT versus prompt tokens'):]
+    scatter = scatter[:scatter.index("</svg>")]
+    assert scatter.count('stroke-width="2.5"') == 1  # one fitted line: the model whose TTFT grows
 
 
 def test_buckets_and_hours(db):
@@ -150,17 +184,24 @@ def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
     assert g["count"] > 100 and g["errors"] > 0 and g["cold"] > 0
     # against plain Python on the same rows
     warm = "" if kw.get("include_cold", True) else f" AND {sq.WARM}"
-    vals = [r[0] for r in bench.execute(f"SELECT gap_ms FROM requests WHERE model = ? AND gap_ms IS NOT NULL{warm}", [g["group"]])]
+    vals = [r[0] for r in bench.execute(f"SELECT gap_ms FROM requests WHERE model = ? AND gap_ms IS NOT NULL"
+                                        f" AND {STREAMED}{warm}", [g["group"]])]
+    whole = [r[0] for r in bench.execute(f"SELECT total_ms FROM requests WHERE model = ? AND total_ms IS NOT NULL"
+                                         f" AND NOT {STREAMED}{warm}", [g["group"]])]
+    assert whole and g["whole_ms"]["n"] == len(whole)  # the non-streamed ones: their own figure
     for q in (50, 90, 95, 99):
         assert g["gap_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(vals, q), abs=1e-3)
+        assert g["whole_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(whole, q), abs=1e-3)
 
 
 def test_indexed_queries_only_touch_covering_indexes(bench):
     plan = lambda sql, p=(): " ".join(r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql, p))  # noqa: E731
-    for col in ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"):
-        p = plan(f"SELECT {col} FROM requests INDEXED BY idx_requests_stats_{col} WHERE model IS ? AND {col} IS NOT NULL "
-                 f"AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
-        assert f"COVERING INDEX idx_requests_stats_{col}" in p and "TEMP B-TREE" not in p
+    for name, col in sq.METRICS:
+        if (ix := sq.index_of(name, col)) is None:
+            continue
+        p = plan(f"SELECT {col} FROM requests INDEXED BY {ix[0]} WHERE model IS ? AND {col} IS NOT NULL "
+                 f"AND {sq.population(name, col)} AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
+        assert f"COVERING INDEX {ix[0]}" in p and "TEMP B-TREE" not in p
     assert "COVERING INDEX" in plan(f"SELECT model, count(*) FROM requests INDEXED BY idx_requests_stats_errors "
                                     f"WHERE {sq.ERROR} GROUP BY model")
 
@@ -205,6 +246,12 @@ def test_stats_command(bench):
     r = CliRunner(env={"COLUMNS": "160"}).invoke(stats, ["--db", path, "--plot"])
     assert r.exit_code == 0, r.output
     assert "gpt-4o-mini" in r.output and "P95" in r.output and "ms per 1k tokens" in r.output and "█" in r.output
+    # issue 24: no bar stacks P95 TTFB and "the rest" into a P95 TTFT; each percentile is its own figure
+    assert "TTFT = TTFB" not in r.output and "percentiles do not add up" in r.output
+    g = next(x for x in sq.compute(bench, Filters())["groups"] if x["group"] == "gpt-4o-mini")
+    for label, key in (("TTFB", "ttfb_ms"), ("gap", "gap_ms"), ("TTFT", "ttft_ms")):
+        want = f"{label} .* {re.escape(ms(g[key]['p50']))} · {re.escape(ms(g[key]['p95']))}"
+        assert re.search(want, r.output), want
     r = CliRunner().invoke(stats, ["--db", path, "--json", "--by", "route", "--since", "3d"])
     res = json.loads(r.output)
     assert res["by"] == "route" and {g["group"] for g in res["groups"]} == {"openai", "anthropic"}
@@ -239,3 +286,19 @@ def test_bench_db_command(tmp_path):
     db = open_db(tmp_path / "b.db", write=False)
     names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     assert {"idx_requests_stats_ttft_ms", "idx_requests_started_at", "idx_findings_code"} <= names  # rebuilt after the load
+
+
+def test_the_population_rule_is_the_one_m021_froze(db):
+    """queries.STREAMED is written verbatim into m021's partial indexes and triggers: a change of
+    the rule needs a new migration. Its Python twin (live view, demo, diagnosis) agrees with it."""
+    from firsttoken.addon.store import queries
+    from firsttoken.addon.store.migrations import M021_NOT_STREAMED_BARE, M021_STREAMED, M021_STREAMED_BARE
+
+    assert queries.streamed_sql("r") == M021_STREAMED.format(r="r")
+    assert queries.STREAMED == M021_STREAMED_BARE and queries.NOT_STREAMED == M021_NOT_STREAMED_BARE
+    for value in (1, 0, None):
+        add(db, stream=value, ttfb_ms=10.0)
+    rows = db.execute(f"SELECT stream, {queries.STREAMED}, {queries.NOT_STREAMED} FROM requests").fetchall()
+    for stream, yes, no in rows:
+        assert bool(yes) == queries.is_streamed({"stream": stream}) == (not no)
+    assert queries.is_streamed({"stream": True}) and not queries.is_streamed({"stream": False})

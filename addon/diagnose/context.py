@@ -23,6 +23,7 @@ from firsttoken.addon import routing
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES
 from firsttoken.addon.record import Record
 from firsttoken.addon.secrets import redact_text
+from firsttoken.addon.store.queries import is_streamed
 
 LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages")
 AUTH_STATUSES = (401, 403)
@@ -130,7 +131,8 @@ class Ctx:
         return routing.client_base_url(self.proxy_url, self.route(), self.family())
 
     def baseline(self, field: str) -> tuple[float | None, int]:
-        """Median of ``field`` over earlier healthy warm records of the same model (and count)."""
+        """Median of ``field`` over earlier healthy warm streamed records of the same model (and count):
+        the population of every latency figure (``queries.STREAMED``)."""
         rec = self.rec
         model, rid = rec.model, rec.id
         if type(self._recent_of) is collections.deque:  # the analysis thread's: kept up to date, not rescanned
@@ -140,12 +142,13 @@ class Ctx:
         vals = []
         for r in self.recent:  # up to 500 records a call: plain attribute reads where they exist
             try:
-                if r.model != model or r.status != 200 or r.conn_reused is False or r.id == rid:
+                if r.model != model or r.status != 200 or r.conn_reused is False or r.id == rid or not is_streamed(r):
                     continue
                 v = getattr(r, field)
             except AttributeError:  # not a Record: a missing attribute counts as None
                 if (getattr(r, "model", None) != model or getattr(r, "status", None) != 200
-                        or getattr(r, "conn_reused", None) is False or getattr(r, "id", None) == rid):
+                        or getattr(r, "conn_reused", None) is False or getattr(r, "id", None) == rid
+                        or not is_streamed(r)):
                     continue
                 v = getattr(r, field, None)
             if isinstance(v, (int, float)):
@@ -257,7 +260,7 @@ class _Window:
             for f in self.fields.values():
                 f.values.append(None)
             return
-        model, counted, rid = r.model, r.status == 200 and r.conn_reused is not False, r.id
+        model, counted, rid = r.model, r.status == 200 and r.conn_reused is not False and is_streamed(r), r.id
         self.keys.append((model, counted, rid))
         self.ids[rid] = self.ids.get(rid, 0) + 1
         for name, f in self.fields.items():

@@ -13,6 +13,7 @@ from firsttoken.addon.diagnose.context import Ctx, largest_part
 from firsttoken.addon.diagnose.thresholds import (
     COLD_CONNECT_MS,
     CONNECT_SHARE,
+    MACHINE_BUSY_LOAD,
     NETWORK_BASELINE_FLOOR_MS,
     NETWORK_BASELINE_RATIO,
     NETWORK_TTFB_MS,
@@ -27,11 +28,13 @@ from firsttoken.addon.diagnose.thresholds import (
     REPEATED_PREFIX_TOKENS,
 )
 from firsttoken.addon.models import context_window
+from firsttoken.addon.store.queries import is_streamed
 
 
 def _timed(rec: Any) -> bool:
-    """A successful stream with both clocks: the only kind the bisection applies to."""
-    return rec.status == 200 and rec.ttft_ms is not None and rec.ttfb_ms is not None
+    """A successful stream with both clocks: the only kind the bisection applies to (a non-streamed
+    answer's headers come after the whole answer: its TTFB is no network time; ``queries.STREAMED``)."""
+    return rec.status == 200 and rec.ttft_ms is not None and rec.ttfb_ms is not None and is_streamed(rec)
 
 
 def _held_by_hop(c: Ctx) -> bool:
@@ -160,10 +163,15 @@ def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
     cpu = rec.proxy_cpu
     busy = cpu is not None and cpu >= PROXY_BUSY_CPU
     starting = rec.proxy_start_wait_ms or 0.0
-    variant = "starting" if starting * 2 >= delay else "busy" if busy else "starved"
+    load = getattr(rec, "machine_load", None)
+    # most of the wait was the proxy's own start-up; else a machine with more runnable processes
+    # than cores delays everything on it: that, not the proxy
+    variant = ("starting" if starting * 2 >= delay else
+               "machine" if load is not None and load >= MACHINE_BUSY_LOAD else "busy" if busy else "starved")
     extra = {"start_ms": starting} if variant == "starting" else {}
     c.add("proxy.saturated", "warn", variant=variant, **c.common(), delay_ms=delay,
-          lag_ms=rec.proxy_lag_ms or 0.0, cpu_pct=round((cpu or 0.0) * 100), ttft_ms=rec.ttft_ms or 0.0, **extra)
+          lag_ms=rec.proxy_lag_ms or 0.0, cpu_pct=round((cpu or 0.0) * 100), ttft_ms=rec.ttft_ms or 0.0,
+          load_per_core=load, **extra)
 
 
 RULES = (rule_reasoning, rule_prefill, rule_network, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
@@ -248,20 +256,24 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("proxy.saturated", "latency", _W, (), {
         "en": ("The proxy itself delayed the request",
-               "The proxy's own delay on the request (its event loop's lag before and while handling it, and the wait between reading the request and its hooks) was at least {PROXY_DELAY_MS:.0f} ms; \"busy\" when the proxy process used at least {PROXY_BUSY_CPU:.0%} of a core meanwhile, else \"starved\"; \"starting\" when most of it was spent waiting for the proxy's own start-up (a `firsttoken run` command's first request).",
+               "The proxy's own delay on the request (its event loop's lag before and while handling it, and the wait between reading the request and its hooks) was at least {PROXY_DELAY_MS:.0f} ms; \"machine\" when the machine's load average was at least {MACHINE_BUSY_LOAD:g} per core, else \"busy\" when the proxy process used at least {PROXY_BUSY_CPU:.0%} of a core meanwhile, else \"starved\"; \"starting\" before all of these when most of it was spent waiting for the proxy's own start-up (a `firsttoken run` command's first request).",
                {"busy": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it): the proxy is CPU-bound ({cpu_pct}% of a core), so part of the recorded time is the proxy's, not {host}'s.",
                 "starved": "The proxy itself added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before the proxy could even read it) while using only {cpu_pct}% of a core: other processes on this machine kept it from running.",
-                "starting": "This request reached firsttoken's port while its proxy was still starting (`firsttoken run` starts the command at once, beside the proxy): its bytes waited {start_ms:,.0f} ms unread, before the timings start. The client saw about {lag_ms:,.0f} ms more than the recorded TTFB and TTFT; {host} is not to blame for it."},
-               {"busy": "Send fewer concurrent streams through one proxy, or run it on a machine with a free core (the client, the proxy and a local upstream compete for the same CPUs); `firsttoken bench --concurrency 1,10,50,200` shows where this machine's ceiling is. Subtract proxy_delay_ms before blaming the upstream.",
+                "machine": "This machine was busy: its load average was {load_per_core:.1f} per core (more processes wanted a CPU than there were cores), so the proxy waited its turn and added up to ~{delay_ms:,.0f} ms to this request (it waited {lag_ms:,.0f} ms before it could even read it). The proxy is not slow, and {host} is not to blame for that part.",
+                 "starting": "This request reached firsttoken's port while its proxy was still starting (`firsttoken run` starts the command at once, beside the proxy): its bytes waited {start_ms:,.0f} ms unread, before the timings start. The client saw about {lag_ms:,.0f} ms more than the recorded TTFB and TTFT; {host} is not to blame for it."},
+               {"machine": "Measure again when the machine is quieter (close builds, tests, other heavy programs; a first run also warms the tokenizer), or on a machine with free cores; subtract proxy_delay_ms before blaming the upstream.",
+                "busy": "Send fewer concurrent streams through one proxy, or run it on a machine with a free core (the client, the proxy and a local upstream compete for the same CPUs); `firsttoken bench --concurrency 1,10,50,200` shows where this machine's ceiling is. Subtract proxy_delay_ms before blaming the upstream.",
                 "starved": "Free a core for the proxy (other busy processes compete with it), or run it on a less loaded machine; subtract proxy_delay_ms before blaming the upstream.",
-                "starting": "Only a request sent right after the start waits like this. To time that first request too, start `firsttoken proxy` first (it stays up) and then `firsttoken run -- CMD`: run joins the running proxy."}),
+                 "starting": "Only a request sent right after the start waits like this. To time that first request too, start `firsttoken proxy` first (it stays up) and then `firsttoken run -- CMD`: run joins the running proxy."}),
         "zh": ("代理自身拖慢了请求",
-               "代理自身对该请求造成的延迟（处理前和处理中事件循环的滞后，以及读到请求到钩子运行之间的等待）至少 {PROXY_DELAY_MS:.0f} 毫秒；期间代理进程 CPU 占用至少 {PROXY_BUSY_CPU:.0%} 个核时为 \"busy\"，否则为 \"starved\"；大部分时间在等代理自身启动时（`firsttoken run` 命令的第一个请求）为 \"starting\"。",
+               "代理自身对该请求造成的延迟（处理前和处理中事件循环的滞后，以及读到请求到钩子运行之间的等待）至少 {PROXY_DELAY_MS:.0f} 毫秒；本机每核负载均值至少 {MACHINE_BUSY_LOAD:g} 时为 \"machine\"，否则期间代理进程 CPU 占用至少 {PROXY_BUSY_CPU:.0%} 个核时为 \"busy\"，否则为 \"starved\"；大部分时间在等代理自身启动时（`firsttoken run` 命令的第一个请求）优先为 \"starting\"。",
                {"busy": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒）：代理已经是 CPU 瓶颈（占用一个核的 {cpu_pct}%），所以记录的时间有一部分属于代理，而不是 {host}。",
                 "starved": "代理自身给该请求增加了最多约 {delay_ms:,.0f} 毫秒（代理读到它之前它就等了 {lag_ms:,.0f} 毫秒），而代理只占用了一个核的 {cpu_pct}%：本机其他进程让它得不到 CPU。",
-                "starting": "该请求到达 firsttoken 的端口时代理还在启动（`firsttoken run` 会立即启动命令，与代理同时启动）：它的字节在计时开始之前未被读取，等了 {start_ms:,.0f} 毫秒。客户端看到的时间比记录的 TTFB 和 TTFT 多约 {lag_ms:,.0f} 毫秒；这不怪 {host}。"},
-               {"busy": "减少经过同一个代理的并发流，或在有空闲 CPU 核的机器上运行它（客户端、代理和本地上游在争用同样的 CPU）；`firsttoken bench --concurrency 1,10,50,200` 可以测出本机的上限。在归咎上游之前先减去 proxy_delay_ms。",
+                "machine": "本机当时很忙：每核负载均值为 {load_per_core:.1f}（想用 CPU 的进程多于核数），代理只能排队等待，给该请求增加了最多约 {delay_ms:,.0f} 毫秒（读到它之前就等了 {lag_ms:,.0f} 毫秒）。这不是代理慢，这部分时间也不该算在 {host} 头上。",
+                 "starting": "该请求到达 firsttoken 的端口时代理还在启动（`firsttoken run` 会立即启动命令，与代理同时启动）：它的字节在计时开始之前未被读取，等了 {start_ms:,.0f} 毫秒。客户端看到的时间比记录的 TTFB 和 TTFT 多约 {lag_ms:,.0f} 毫秒；这不怪 {host}。"},
+               {"machine": "在机器空闲时再测一次（关掉编译、测试等繁重程序；首次运行还要预热分词器），或换一台有空闲核的机器；在归咎上游之前先减去 proxy_delay_ms。",
+                "busy": "减少经过同一个代理的并发流，或在有空闲 CPU 核的机器上运行它（客户端、代理和本地上游在争用同样的 CPU）；`firsttoken bench --concurrency 1,10,50,200` 可以测出本机的上限。在归咎上游之前先减去 proxy_delay_ms。",
                 "starved": "为代理留出一个 CPU 核（其他繁忙进程在与它争用），或换一台负载较低的机器运行；在归咎上游之前先减去 proxy_delay_ms。",
-                "starting": "只有启动后立刻发出的请求会这样等待。若也要给第一个请求准确计时，先启动 `firsttoken proxy`（它会一直运行），再运行 `firsttoken run -- CMD`：run 会加入正在运行的代理。"}),
+                 "starting": "只有启动后立刻发出的请求会这样等待。若也要给第一个请求准确计时，先启动 `firsttoken proxy`（它会一直运行），再运行 `firsttoken run -- CMD`：run 会加入正在运行的代理。"}),
     }),
 ]

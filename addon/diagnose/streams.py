@@ -118,6 +118,8 @@ def rule_buffered(rec: Any, c: Ctx) -> None:
     hop = hop_of(rec)
     # the hop is said to have held the stream only when it is one that buffers unless told not to
     named = hop is not None and hop.kind not in PASS_THROUGH
+    if facts.get("variant") == "tail" and facts.get("burst_ms", 1.0) < 0.05:
+        facts = {**facts, "variant": "tail_at_once"}  # "within 0.0 ms" says nothing: they came in one read
     c.add("stream.buffered", "warn", **c.common(), **facts, who=hop.name if named else "hop.unnamed",
           hop=hop.name if hop else None, hop_kind=hop.kind if hop else None,
           hop_fix=fix_code(hop.kind if hop else None), ref_itl_ms=ref, ref_samples=samples)
@@ -217,12 +219,14 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "At least {BUFFERED_SHARE:.0%} of the token events (min. {BUFFERED_MIN_EVENTS}) arrived in releases: {BUFFERED_CLUMP_EVENTS}+ events at once ({BUFFERED_RELEASE_GAP_MS} ms apart on average: faster than any model generates), each after a silence of at least {BUFFERED_HOLD_MS:.0f} ms; with the headers, in buffer-sized bursts, or all at the end. TTFT and the gap of such a stream are the buffering hop's delay: latency.network and latency.prefill are not judged on it.",
                {"with_headers": "{who} held this stream for {first_ms:,.0f} ms: the response headers came only then, together with {burst_events} of its {events} token events at once ({held_events} events in {bursts} burst(s) of up to {largest}; the longest hold {held_ms:,.0f} ms). This TTFB and TTFT are that hop's delay, not the network and not the model's prefill.",
                 "tail": "{who} held this stream for {wait_ms:,.0f} ms: after the headers the client received no token for {wait_ms:,.0f} ms, then {burst_events} of {events} token events arrived within {burst_ms:,.1f} ms. The gap before the first token is that hop's delay, not the model's prefill.",
+                "tail_at_once": "{who} held this stream for {wait_ms:,.0f} ms: after the headers the client received no token for {wait_ms:,.0f} ms, then {burst_events} of {events} token events arrived at once, in one read. The gap before the first token is that hop's delay, not the model's prefill.",
                 "bursts": "{who} held this stream back for up to {held_ms:,.0f} ms at a time: {held_events} of its {events} token events arrived in {bursts} bursts of up to {largest} events at once, the first at {first_ms:,.0f} ms. The TTFT is that hop's delay, not the model's prefill."},
                "Fix it at the hop that buffers (docs/gateways.md gives each one's fix): {hop_fix}"),
         "zh": ("流在途中被缓冲",
                "至少 {BUFFERED_SHARE:.0%} 的 token 事件（至少 {BUFFERED_MIN_EVENTS} 个）是成批放行到达的：每批 {BUFFERED_CLUMP_EVENTS} 个以上同时到达（平均间隔不超过 {BUFFERED_RELEASE_GAP_MS} 毫秒：快于任何模型的生成速度），且每批之前至少静默 {BUFFERED_HOLD_MS:.0f} 毫秒；可能与响应头一起、按缓冲区大小分批、或全部在末尾到达。这种流的 TTFT 和间隔是缓冲那一跳造成的延迟：不再对它判定 latency.network 和 latency.prefill。",
                {"with_headers": "{who}把这个流扣住了 {first_ms:,.0f} 毫秒：响应头直到那时才到达，同时到达的还有 {events} 个 token 事件中的 {burst_events} 个（{held_events} 个事件分 {bursts} 批到达，每批最多 {largest} 个；最长一次扣留 {held_ms:,.0f} 毫秒）。这里的 TTFB 和 TTFT 是那一跳的延迟，既不是网络也不是模型的 prefill。",
                 "tail": "{who}把这个流扣住了 {wait_ms:,.0f} 毫秒：响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token，随后 {events} 个 token 事件中的 {burst_events} 个在 {burst_ms:,.1f} 毫秒内集中到达。首 token 之前的间隔是那一跳的延迟，不是模型的 prefill。",
+                "tail_at_once": "{who}把这个流扣住了 {wait_ms:,.0f} 毫秒：响应头之后客户端有 {wait_ms:,.0f} 毫秒没有收到任何 token，随后 {events} 个 token 事件中的 {burst_events} 个在同一次读取中同时到达。首 token 之前的间隔是那一跳的延迟，不是模型的 prefill。",
                 "bursts": "{who}每次最多把这个流扣住 {held_ms:,.0f} 毫秒：{events} 个 token 事件中的 {held_events} 个分 {bursts} 批到达，每批最多 {largest} 个同时到达，第一批在 {first_ms:,.0f} 毫秒。TTFT 是那一跳的延迟，不是模型的 prefill。"},
                "在做缓冲的那一跳上修复（docs/gateways.md 列出了各自的修复方法）：{hop_fix}"),
     }),

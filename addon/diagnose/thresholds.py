@@ -47,6 +47,8 @@ PROMPT_LARGE_FLOOR = 64_000
 PROXY_DELAY_MS = 50.0
 #: ... is "CPU-bound" when the proxy process used at least this much of a core meanwhile (else: starved)
 PROXY_BUSY_CPU = 0.7
+#: ... and the machine was busy (whatever the proxy's own CPU) when its load average per core was at least this
+MACHINE_BUSY_LOAD = 1.0
 #: cache.miss: the conversation's previous request started at most this many seconds before
 #: (prompt caches expire: Anthropic after 5 minutes, OpenAI after 5-10 minutes of inactivity) ...
 CACHE_TTL_S = 300.0
@@ -73,6 +75,7 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("REASONING_SHARE", REASONING_SHARE, "latency.reasoning: minimum share of TTFT", "latency.reasoning：占 TTFT 的最小比例"),
     ("PROXY_DELAY_MS", PROXY_DELAY_MS, "proxy.saturated: the proxy's own delay on the request (ms)", "proxy.saturated：代理自身对该请求造成的延迟（毫秒）"),
     ("PROXY_BUSY_CPU", PROXY_BUSY_CPU, "proxy.saturated: CPU use of the proxy process (1.0 = one core) from which it counts as CPU-bound", "proxy.saturated：代理进程的 CPU 占用（1.0 = 一个核）达到此值即视为 CPU 瓶颈"),
+    ("MACHINE_BUSY_LOAD", MACHINE_BUSY_LOAD, "proxy.saturated: the machine's load average per core from which the machine counts as busy", "proxy.saturated：本机每核负载均值达到此值即视为机器繁忙"),
     ("COLD_CONNECT_MS", COLD_CONNECT_MS, "latency.cold_connection: new connection took at least this long (ms)", "latency.cold_connection：新建连接至少耗时（毫秒）"),
     ("REPEATED_PREFIX_TOKENS", REPEATED_PREFIX_TOKENS, "prompt.repeated_prefix: stable prefix of at least this many tokens", "prompt.repeated_prefix：稳定前缀至少这么多 token"),
     ("CACHE_TTL_S", CACHE_TTL_S, "cache.miss: the conversation's previous request at most this many seconds before", "cache.miss：同一会话的上一个请求在这么多秒之内"),

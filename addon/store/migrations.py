@@ -131,16 +131,22 @@ _TOTAL_COLS = ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_m
 _M006_ERROR = "({r}.state IS 'done' AND ({r}.status IS NULL OR {r}.status >= 400 OR {r}.error IS NOT NULL))"
 
 
-def _totals_values(r: str, sign: str, error: str = _M006_ERROR) -> tuple[str, str]:
+def _totals_values(r: str, sign: str, error: str = _M006_ERROR, streamed: str | None = None) -> tuple[str, str]:
+    """The totals' INSERT for row ``r``; ``streamed`` (m021 on): the latency counts and the fit
+    count streamed rows only, and ``n_whole`` the non-streamed ones with a total."""
     x = f"coalesce({r}.usage_prompt_tokens, {r}.prompt_tokens_est)"
-    f = f"({r}.ttft_ms IS NOT NULL AND {x} IS NOT NULL)"
+    s = streamed.format(r=r) if streamed else None
+    f = f"({r}.ttft_ms IS NOT NULL AND {x} IS NOT NULL" + (f" AND {s})" if s else ")")
+    counts = {f"n_{c}": f"{sign}({r}.{c} IS NOT NULL" + (f" AND {s})" if s else ")") for c in _TOTAL_COLS}
+    if s:
+        counts["n_whole"] = f"{sign}({r}.total_ms IS NOT NULL AND NOT {s})"  # (a NULL stream is not streamed)
     vals = {
         "model": f"coalesce({r}.model, '')",
         "cold": f"coalesce({r}.conn_reused = 0 AND {r}.connect_ms IS NOT NULL, 0)",
         "n": f"{sign}1",
         "n_in_flight": f"{sign}({r}.state IS 'in_flight')",
         "n_errors": f"{sign}{error.format(r=r)}",
-        **{f"n_{c}": f"{sign}({r}.{c} IS NOT NULL)" for c in _TOTAL_COLS},
+        **counts,
         "fit_n": f"{sign}{f}",
         "fit_sx": f"{sign}(CASE WHEN {f} THEN {x} ELSE 0 END)",
         "fit_sy": f"{sign}(CASE WHEN {f} THEN {r}.ttft_ms ELSE 0 END)",
@@ -171,14 +177,16 @@ def m006_stats_totals(db: sqlite_utils.Database) -> None:
     rebuild_stats_totals(db)
 
 
-def rebuild_stats_totals(db: sqlite_utils.Database, error: str | None = None) -> None:
+def rebuild_stats_totals(db: sqlite_utils.Database, error: str | None = None, streamed: str | None = None) -> None:
     """Recompute stats_totals from the requests table (the migrations; bulk loads), counting
-    errors as the triggers in place do (or by ``error``)."""
+    errors and the streamed population as the triggers in place do (or by ``error``/``streamed``)."""
+    done = {r[0] for r in db.execute("SELECT name FROM _migrations").fetchall()}
     if error is None:
-        done = {r[0] for r in db.execute("SELECT name FROM _migrations").fetchall()}
         error = _current_error(done)
+    if streamed is None:
+        streamed = _current_streamed(done)
     db.execute("DELETE FROM stats_totals")
-    sel = _totals_values("r", "", error)[0]
+    sel = _totals_values("r", "", error, streamed)[0]
     cols = sel[sel.index("(") + 1: sel.index(")")]
     values = sel[sel.index("VALUES (") + 8: sel.index(") ON CONFLICT")]
     exprs = [v.strip() for v in _split_top(values)]
@@ -249,12 +257,17 @@ def _current_error(done: set[str]) -> str:
     return next(rule for name, rule in reversed(_ERROR_RULES) if name in done or name == "m006_stats_totals")
 
 
-def _install_error_rule(db: sqlite_utils.Database, err: str, bare: str, watched_extra: tuple[str, ...] = ()) -> None:
-    """Re-create the totals' triggers and the errors index with an error rule, and recount."""
-    add_new, _ = _totals_values("NEW", "+", err)
-    remove_old, _ = _totals_values("OLD", "-", err)
+def _install_error_rule(db: sqlite_utils.Database, err: str, bare: str, watched_extra: tuple[str, ...] = (),
+                        streamed: str | None = None) -> None:
+    """Re-create the totals' triggers and the errors index with an error rule, and recount
+    (with the streamed population once m021 is in place, or ``streamed`` when it installs it)."""
+    done = {r[0] for r in db.execute("SELECT name FROM _migrations").fetchall()}
+    streamed = streamed or _current_streamed(done)
+    add_new, _ = _totals_values("NEW", "+", err, streamed)
+    remove_old, _ = _totals_values("OLD", "-", err, streamed)
     watched = ", ".join(["model", "state", "status", "error", "top_severity", "conn_reused", "connect_ms",
-                         *_TOTAL_COLS, "usage_prompt_tokens", "prompt_tokens_est", *watched_extra])
+                         *_TOTAL_COLS, "usage_prompt_tokens", "prompt_tokens_est", *watched_extra,
+                         *(("stream",) if streamed else ())])
     for name in ("stats_totals_insert", "stats_totals_delete", "stats_totals_update"):
         db.execute(f"DROP TRIGGER IF EXISTS {name}")
     db.execute(f"CREATE TRIGGER stats_totals_insert AFTER INSERT ON requests BEGIN {add_new} END")
@@ -263,7 +276,7 @@ def _install_error_rule(db: sqlite_utils.Database, err: str, bare: str, watched_
     db.execute("DROP INDEX IF EXISTS idx_requests_stats_errors")
     cols = ", ".join(["model", "top_code", "status", "state", "error", "top_severity", *watched_extra])
     db.execute(f"CREATE INDEX idx_requests_stats_errors ON requests ({cols}) WHERE {bare}")
-    rebuild_stats_totals(db, err)
+    rebuild_stats_totals(db, err, streamed)
 
 
 @migration
@@ -361,3 +374,37 @@ def m020_proxy_start_wait(db: sqlite_utils.Database) -> None:
 def m017_egress_proxy(db: sqlite_utils.Database) -> None:
     """The egress proxy a request's upstream connection went through (issue 22): NULL when direct."""
     db["requests"].add_column("egress_proxy", str)
+
+
+#: the streamed population as m021 wrote it into the totals' triggers and the stats indexes (frozen:
+#: ``queries.streamed_sql`` must stay equal to it, a test checks; a change needs a new migration)
+M021_STREAMED = "({r}.stream IS 1)"
+M021_STREAMED_BARE = "(stream IS 1)"
+M021_NOT_STREAMED_BARE = "(stream IS NOT 1)"
+
+
+def _current_streamed(done: set[str]) -> str | None:
+    return M021_STREAMED if "m021_streamed_population" in done else None
+
+
+@migration
+def m021_streamed_population(db: sqlite_utils.Database) -> None:
+    """Latency figures over one population (issue 24): a non-streamed answer's headers come after
+    the whole answer, so TTFB, gap, TTFT, TPOT, ITL and total count streamed requests only; the
+    non-streamed ones get their own figure, the time to the whole answer (``n_whole``, index
+    ``idx_requests_stats_whole``). The stats indexes become partial on the rule, the totals'
+    triggers count by it (with the error rule in place), and the totals are recounted."""
+    db.execute("ALTER TABLE stats_totals ADD COLUMN n_whole INTEGER NOT NULL DEFAULT 0")
+    # proxy.saturated's third cause: the machine itself was busy (load average per core)
+    db["requests"].add_column("machine_load", float)
+    for col in _TOTAL_COLS:
+        extra = ", usage_prompt_tokens, prompt_tokens_est" if col == "ttft_ms" else ""
+        db.execute(f"DROP INDEX IF EXISTS idx_requests_stats_{col}")
+        db.execute(f"CREATE INDEX idx_requests_stats_{col} ON requests (model, {col}, conn_reused, connect_ms{extra}, stream) "
+                   f"WHERE {col} IS NOT NULL AND {M021_STREAMED_BARE}")
+    db.execute("CREATE INDEX idx_requests_stats_whole ON requests (model, total_ms, conn_reused, connect_ms, stream) "
+               f"WHERE total_ms IS NOT NULL AND {M021_NOT_STREAMED_BARE}")
+    done = {r[0] for r in db.execute("SELECT name FROM _migrations").fetchall()}
+    err = _current_error(done)
+    bare = {M011_ERROR: M011_ERROR_BARE, M013_ERROR: M013_ERROR_BARE}.get(err, M013_ERROR_BARE)
+    _install_error_rule(db, err, bare, ("client_aborted",), streamed=M021_STREAMED)

@@ -52,6 +52,36 @@ def is_error(row: Any) -> bool:
     return not get("client_aborted") and (status is None or get("error") is not None)
 
 
+# ---- Which requests a latency figure describes: the one population rule.
+#
+# A streamed answer (the request's ``"stream": true``) sends its headers before the
+# first token, so TTFB, gap, TTFT, ITL, TPOT and total describe the way to the first token and
+# after it. A non-streamed one sends its headers after the whole answer: its "TTFB" is the whole
+# generation. Every latency percentile, fit and network/prefill verdict is over STREAMED requests;
+# the non-streamed ones have their own figure, the time to the whole answer (``total_ms``).
+
+def streamed_sql(alias: str = "") -> str:
+    """SQL true for a streamed request: its body asked for a stream (``"stream": true``)."""
+    a = f"{alias}." if alias else ""
+    return f"({a}stream IS 1)"
+
+
+#: the rule on the ``requests`` table's own columns (verbatim in the partial indexes of m021,
+#: which carry ``stream`` so that a query naming the rule still reads the index alone)
+STREAMED = streamed_sql()
+#: its negation, NULLs included (``stream`` is NULL when no API body named it)
+NOT_STREAMED = "(stream IS NOT 1)"
+#: what each population is called where a view says which one it shows
+STREAMED_LABEL = "streamed requests"
+NOT_STREAMED_LABEL = "non-streamed requests: time to the whole answer"
+
+
+def is_streamed(row: Any) -> bool:
+    """``STREAMED`` for one row dict or Record (the same rule, for rows already in memory)."""
+    v = row.get("stream") if isinstance(row, dict) else getattr(row, "stream", None)
+    return v is not None and v == 1
+
+
 def decode_row(row: dict[str, Any]) -> dict[str, Any]:
     out = dict(row)
     for k in JSON_COLUMNS:

@@ -22,6 +22,11 @@ they paid for it is its own metric, ``connect`` (``connect_ms``). ``include_cold
 them out of latency figures (they still count in ``count`` and the error rate).
 
 Errors are counted by the store's one rule, ``queries.ERROR``.
+
+One population (``queries.STREAMED``, migration m021): TTFB, TTFT, gap, TPOT, ITL, total and
+the TTFT-vs-input fit are over streamed requests only (a non-streamed answer's headers come
+after the whole answer); the non-streamed ones have their own metric, ``whole`` (their
+``total_ms``: the time to the whole answer). ``population`` says which a metric is over.
 """
 
 from __future__ import annotations
@@ -40,14 +45,18 @@ import sqlite_utils
 
 from firsttoken.addon.record import percentile
 from firsttoken.addon.store.db import schema_current
-from firsttoken.addon.store.queries import ERROR, Filters, decode_row, model_clause
+from firsttoken.addon.store.queries import ERROR, NOT_STREAMED, STREAMED, Filters, decode_row, model_clause
 
 #: (name in output, column)
 METRICS: tuple[tuple[str, str], ...] = (
     ("connect", "connect_ms"), ("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"),
-    ("tpot", "tpot_ms"), ("itl", "itl_p50_ms"), ("total", "total_ms"),
+    ("tpot", "tpot_ms"), ("itl", "itl_p50_ms"), ("total", "total_ms"), ("whole", "total_ms"),
 )
-INDEXED = {"ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"}  # m004's indexes
+INDEXED = {"ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"}  # m004's indexes (m021: partial)
+#: the columns whose figures describe streamed requests only (``population``)
+STREAMED_COLS = INDEXED
+#: the metric of the non-streamed requests: their total, the time to the whole answer
+WHOLE = "whole"
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 WARM = "(conn_reused IS NOT 0 OR connect_ms IS NULL)"
 COLD = "(conn_reused = 0 AND connect_ms IS NOT NULL)"  # the negation of WARM, NULLs included
@@ -56,6 +65,28 @@ IN_FLIGHT = "state = 'in_flight'"
 BUCKETS: tuple[int, ...] = (200, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000)
 MIN_FIT_N = 5
 MIN_FIT_SD = 50  # prompt tokens: below this spread the slope is mostly noise
+#: below this share of TTFT's spread explained by the prompt size, a fitted line says nothing
+MIN_FIT_R2 = 0.1
+SWEEP_HINT = "to measure the cost per input token: firsttoken sweep --inputs 1k,8k,32k"
+
+
+def population(name: str, expr: str) -> str | None:
+    """The SQL rule of the requests a metric is over: ``whole`` the non-streamed ones, the
+    latency columns the streamed ones, anything else (connect, prompt sizes) every request."""
+    if name == WHOLE:
+        return NOT_STREAMED
+    if expr in STREAMED_COLS:
+        return STREAMED
+    return None
+
+
+def index_of(name: str, expr: str) -> tuple[str, str] | None:
+    """(index, count column of stats_totals) that serve a metric on the indexed path, or None."""
+    if name == WHOLE and expr == "total_ms":
+        return "idx_requests_stats_whole", "n_whole"
+    if expr in INDEXED:
+        return f"idx_requests_stats_{expr}", f"n_{expr}"
+    return None
 
 
 def _bucket_sql() -> str:
@@ -130,7 +161,8 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     """TTFT = a + b * prompt tokens, from running sums. Slope in ms per 1k tokens."""
     n = int(n or 0)
     out: dict[str, Any] = {"ttft_slope_ms_per_1k": None, "ttft_intercept_ms": None, "ttft_fit_r2": None,
-                           "ttft_fit_n": n, "ttft_fit_warning": None, "prompt_tokens_mean": None, "prompt_tokens_sd": None,
+                           "ttft_fit_n": n, "ttft_fit_warning": None, "ttft_fit_rejected": None, "prompt_tokens_mean": None,
+                           "prompt_tokens_sd": None,
                            "ttft_fit_notes": []}  # the warnings as {"code", params}: worded by the view, in its language
     if not n:
         out["ttft_fit_warning"] = "no requests with both a TTFT and a prompt size"
@@ -141,26 +173,61 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
     cyy = max(0.0, syy - sy * sy / n)
     mean, sd = sx / n, math.sqrt(cxx / n)
     out["prompt_tokens_mean"], out["prompt_tokens_sd"] = round(mean, 1), round(sd, 1)
+    if n < MIN_FIT_N:
+        note = rejection(n, 0.0, 1.0)
+        out["ttft_fit_warning"] = f"no fit: {fit_rejected(n, 0.0, 1.0)}; {SWEEP_HINT}"
+        out["ttft_fit_notes"].append(note)
+        return out
     if sd < 0.5:
-        out["ttft_fit_warning"] = (f"all {n} prompts have the same size (~{mean:,.0f} tokens): no slope; "
+        out["ttft_fit_warning"] = (f"all {n:,} prompts have the same size (~{mean:,.0f} tokens): no slope; "
                                    "vary the input (firsttoken sweep --inputs ...)")
         out["ttft_fit_notes"].append({"code": "same_size", "n": n, "mean": round(mean)})
         return out
     b = cxy / cxx
     a = (sy - b * sx) / n
+    r2 = round(min(1.0, cxy * cxy / (cxx * cyy)), 4) if cyy > 0 else 1.0
+    out["ttft_fit_r2"] = r2
+    why = fit_rejected(n, b * 1000, r2)
+    if why:  # a line that explains nothing is not shown anywhere (stats, report, compare, baseline)
+        out["ttft_fit_warning"] = f"no fit: {why}; {SWEEP_HINT}"
+        out["ttft_fit_notes"].append(rejection(n, b * 1000, r2))
+        out["ttft_fit_rejected"] = {"slope_ms_per_1k": round(b * 1000, 3), "intercept_ms": round(a, 3)}
+        return out
     out["ttft_slope_ms_per_1k"] = round(b * 1000, 3)
     out["ttft_intercept_ms"] = round(a, 3)
-    out["ttft_fit_r2"] = round(min(1.0, cxy * cxy / (cxx * cyy)), 4) if cyy > 0 else 1.0
     warn = []
-    if n < MIN_FIT_N:
-        warn.append(f"only {n} points (< {MIN_FIT_N}): the fit is not reliable")
-        out["ttft_fit_notes"].append({"code": "few_points", "n": n, "min": MIN_FIT_N})
     if sd < MIN_FIT_SD:
         warn.append(f"prompt sizes barely vary (~{mean:,.0f} ± {sd:,.0f} tokens): the slope is not reliable; "
                     "vary the input (firsttoken sweep --inputs ...)")
         out["ttft_fit_notes"].append({"code": "narrow", "mean": round(mean), "sd": round(sd)})
     out["ttft_fit_warning"] = "; ".join(warn) or None
     return out
+
+
+def rejection(n: int, slope_ms_per_1k: float, r2: float) -> dict[str, Any] | None:
+    """Why a fitted TTFT = a + b × prompt tokens line must not be shown, as a note (``code`` and its
+    params; None: it may be): too few requests, a negative slope (TTFT does not grow with the input:
+    something else drives it), or an R² so small the prompt size explains almost none of TTFT's
+    spread. The one rule; the views word it in their language."""
+    if n < MIN_FIT_N:
+        return {"code": "too_few", "n": n, "min": MIN_FIT_N}
+    if slope_ms_per_1k < 0:
+        return {"code": "falling", "slope": f"{slope_ms_per_1k:,.0f}"}
+    if r2 < MIN_FIT_R2:
+        return {"code": "weak", "pct": f"{r2 * 100:.0f}", "r2": f"{r2:.2f}", "n": n}
+    return None
+
+
+def fit_rejected(n: int, slope_ms_per_1k: float, r2: float) -> str | None:
+    """``rejection`` in English (JSON output, the report)."""
+    note = rejection(n, slope_ms_per_1k, r2)
+    if note is None:
+        return None
+    if note["code"] == "too_few":
+        return f"only {n} request{'' if n == 1 else 's'} (a fit needs {MIN_FIT_N})"
+    if note["code"] == "falling":
+        return f"TTFT does not grow with the prompt (the line falls, {note['slope']} ms per 1k tokens)"
+    return f"the prompt size explains only {note['pct']}% of TTFT (R² {note['r2']}, n={n:,})"
 
 
 # ------------------------------------------------------------------ plumbing
@@ -265,9 +332,10 @@ def _offset_percentiles(conn, src: str, gcol: str, col: str, cond: str, counts: 
     return out
 
 
-def _indexed_percentiles(conn, col: str, counts: dict[Any, int], qs, include_cold: bool):
-    cond = f"{col} IS NOT NULL" + ("" if include_cold else f" AND {WARM}")
-    return _offset_percentiles(conn, f"requests INDEXED BY idx_requests_stats_{col}", "model", col, cond, counts, qs)
+def _indexed_percentiles(conn, name: str, col: str, counts: dict[Any, int], qs, include_cold: bool):
+    index, _ = index_of(name, col)
+    cond = f"{col} IS NOT NULL AND {population(name, col)}" + ("" if include_cold else f" AND {WARM}")
+    return _offset_percentiles(conn, f"requests INDEXED BY {index}", "model", col, cond, counts, qs)
 
 
 def _temp_percentiles(conn, name: str, qs, include_cold: bool):
@@ -311,13 +379,18 @@ _TEMP = "temp._ft_stats_rows"
 def _materialize(conn, filters: Filters, gsql: str, metrics) -> None:
     """The filtered rows, narrowed to what the aggregates need, in a TEMP table (one pass over requests)."""
     where, params = filters.where()
-    mcols = "".join(f"{expr} AS m_{name}, " for name, expr in metrics)
+    mcols = "".join(f"{_only(population(name, expr), expr)} AS m_{name}, " for name, expr in metrics)
     conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
     conn.execute(
         f"CREATE TEMP TABLE _ft_stats_rows AS SELECT {gsql} AS g, state, status, {ERROR} AS err, "
         f"top_code, conn_reused, connect_ms, "
-        f"{mcols}{PROMPT} AS fx, ttft_ms AS fy FROM requests{where}", params)
+        f"{mcols}{PROMPT} AS fx, {_only(STREAMED, 'ttft_ms')} AS fy FROM requests{where}", params)
+
+
+def _only(rule: str | None, expr: str) -> str:
+    """``expr`` where ``rule`` holds, else NULL (every row when there is no rule)."""
+    return f"CASE WHEN {rule} THEN {expr} END" if rule else expr
 
 
 def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str | None = "model",
@@ -347,8 +420,8 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
         def metric_job(name, expr):
             def job():
                 c = pool.conn()
-                if expr in INDEXED:
-                    return _indexed_percentiles(c, expr, {g: int(t[f"n_{expr}"]) for g, t in totals.items()},
+                if (ix := index_of(name, expr)) is not None:
+                    return _indexed_percentiles(c, name, expr, {g: int(t[ix[1]]) for g, t in totals.items()},
                                                 qs, include_cold)
                 _materialize(c, filters, "model", [(name, expr)])
                 try:
@@ -430,7 +503,7 @@ def uncached_fits(db: sqlite_utils.Database, filters: Filters, gsql: str, includ
     the prefill grows with what was not cached. Each fit also says how many requests had a cache hit."""
     where, params = filters.where()
     w = _and(where, "ttft_ms IS NOT NULL", "usage_prompt_tokens IS NOT NULL", "usage_cached_tokens IS NOT NULL",
-             "" if include_cold else WARM)
+             STREAMED, "" if include_cold else WARM)
     out: dict[Any, dict[str, Any]] = {}
     for g, hits, *sums in db.execute(
             f"SELECT {gsql} AS g, total(usage_cached_tokens > 0), count(*), total({UNCACHED}), total(ttft_ms), "
@@ -457,7 +530,7 @@ def scatter_points(db: sqlite_utils.Database, filters: Filters, counts: dict[Any
         if not n:
             continue
         k = max(1, n // per_model)
-        w = _and(where, f"{GROUPS[by]} IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL",
+        w = _and(where, f"{GROUPS[by]} IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL", STREAMED,
                  "" if include_cold else WARM, "rowid % ? = 0")
         rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
         out[model] = [(x, y, i) for x, y, i in rows.fetchall()]
@@ -482,15 +555,15 @@ def finding_breakdown(db: sqlite_utils.Database, filters: Filters, total: int) -
 
 
 def slowest(db: sqlite_utils.Database, filters: Filters, models: list[Any], limit: int = 20) -> list[dict[str, Any]]:
-    """The requests with the highest TTFT (per-model index walks when only --model filters)."""
+    """The streamed requests with the highest TTFT (per-model index walks when only --model filters)."""
     cols = ("id, started_at, model, route, api, status, usage_prompt_tokens, prompt_tokens_est, ttfb_ms, ttft_ms, "
             "gap_ms, total_ms, conn_reused, connect_ms, findings")
     where, params = filters.where()
     if fast_ok(filters, "model"):
-        sqls = [(f"SELECT {cols} FROM requests WHERE model IS ? AND ttft_ms IS NOT NULL ORDER BY ttft_ms DESC LIMIT ?",
-                 [m, limit]) for m in models]
+        sqls = [(f"SELECT {cols} FROM requests WHERE model IS ? AND ttft_ms IS NOT NULL AND {STREAMED} "
+                 "ORDER BY ttft_ms DESC LIMIT ?", [m, limit]) for m in models]
     else:
-        sqls = [(f"SELECT {cols} FROM requests{_and(where, 'ttft_ms IS NOT NULL')} ORDER BY ttft_ms DESC LIMIT ?",
+        sqls = [(f"SELECT {cols} FROM requests{_and(where, 'ttft_ms IS NOT NULL', STREAMED)} ORDER BY ttft_ms DESC LIMIT ?",
                  [*params, limit])]
     rows = []
     for sql, p in sqls:

@@ -1,7 +1,7 @@
 """`firsttoken bench-db`: build a database of N synthetic requests, then time `stats` and `logs`.
 
 The rows look like a month of traffic through the proxy (five models, two routes, ~3 % errors
-with their findings, ~5 % cold connections, prompt sizes 50-12k tokens, TTFT growing with the
+with their findings, ~5 % cold connections, ~5 % not streamed, prompt sizes 50-12k tokens, TTFT growing with the
 prompt), written in time order by the store's ``BulkLoad`` into a database migrated like any
 other, so every index the commands rely on is there. The timings are the same calls the commands
 make (``stats_queries.compute``, ``queries.recent``), run in this process.
@@ -102,6 +102,7 @@ def _rows(n: int, days: float, seed: int, findings: list) -> Iterator[tuple]:
             tpot = tpot0 * lognorm(0, 0.2)
             out = 5 + int(rand() * 596)
             total = ttft + tpot * (out - 1)
+            streamed = rand() >= 0.05  # ~5 % ask for the whole answer at once
             if rand() < 0.01:
                 found.append(("stream.stall", "warn", "a pause mid-stream"))
             if gap > 1500:
@@ -110,10 +111,16 @@ def _rows(n: int, days: float, seed: int, findings: list) -> Iterator[tuple]:
                 found.append(("prompt.large", "warn", "large prompt"))
             if cold:
                 found.append(("latency.cold_connection", "info", "new connection"))
-            row = (rid, ts, "done", "done", route, upstream, "POST", path, upstream + path, api, model, 1, max_tokens,
-                   experiment, 200, "text/event-stream", connect, 0 if cold else 1, ttfb, ttfb, ttft, ttft,
-                   gap, total, tpot, tpot * 1.8, tpot * 4, tpot, out, "[]", prompt,
-                   out, out * 4, "stop", 1, None, "cl100k_base", 0, est)
+            if streamed:
+                row = (rid, ts, "done", "done", route, upstream, "POST", path, upstream + path, api, model, 1, max_tokens,
+                       experiment, 200, "text/event-stream", connect, 0 if cold else 1, ttfb, ttfb, ttft, ttft,
+                       gap, total, tpot, tpot * 1.8, tpot * 4, tpot, out, "[]", prompt,
+                       out, out * 4, "stop", 1, None, "cl100k_base", 0, est)
+            else:  # the headers come with the whole answer: TTFB ~ total
+                row = (rid, ts, "done", "done", route, upstream, "POST", path, upstream + path, api, model, 0, max_tokens,
+                       experiment, 200, "application/json", connect, 0 if cold else 1, total, total, total + 1,
+                       total + 1, 1.0, total + 2, None, None, None, None, 0, "[]", prompt,
+                       out, out * 4, "stop", None, None, "cl100k_base", 0, est)
         if found:
             for i, (code, sev, message) in enumerate(found):
                 findings.append((rid, code, sev, i, message, None, None))

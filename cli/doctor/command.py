@@ -43,7 +43,8 @@ def build_context(*, proxy_url: str | None, env_keys, db_path, upstreams, offlin
             raise click.BadParameter(str(e), param_hint="--upstream") from None
     return dc.Context(env=env, home=home or Path.home(), cwd=cwd or Path.cwd(), proxy_url=proxy_url,
                       env_keys=tuple(env_keys), db_path=db_path, upstreams=tuple(upstreams), routes=routes,
-                      forward=forward, confdir=confdir, net=dc.Net(timeout), network=not offline)
+                      forward=forward, confdir=confdir, net=dc.Net(timeout), network=not offline,
+                      running=tuple(str(s["url"]) for s in read_states() if s.get("url")))
 
 
 def render(checks: list[dc.Check], out: Console) -> None:

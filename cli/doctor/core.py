@@ -55,6 +55,7 @@ class Context:
     confdir: str | None = None  # its mitmproxy confdir (forward mode: where the CA is)
     net: Net = field(default_factory=lambda: Net())
     network: bool = True
+    running: tuple[str, ...] = ()  # the URLs of the firsttoken proxies running now (their state files)
 
     @property
     def proxy(self) -> tuple[str, str, int]:

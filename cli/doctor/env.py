@@ -215,8 +215,29 @@ def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = 
         return _check_against_routes(cid, where, text, path, kind, ctx)
     if to_proxy:
         return Check(cid, "base_urls", PASS, f"{where} points at firsttoken", text)
+    if is_loopback(u.hostname):
+        err = ctx.net.listening(u.hostname, port)  # a TCP connect on this machine: nothing is sent
+        if err is not None:
+            return _nothing_listens(cid, where, text, u.hostname, port, err, ctx)
     return Check(cid, "base_urls", PASS, f"{where} goes straight to {u.hostname}",
                  f"{text} (not through firsttoken; `firsttoken env` prints the setting that is)")
+
+
+def _nothing_listens(cid: str, where: str, text: str, host: str, port: int, err: str, ctx: Context) -> Check:
+    """A base URL on this machine where nothing listens: every request of that client fails. The
+    fix names the port a running firsttoken proxy is on (its state file), if one runs."""
+    running = [u for u in dict.fromkeys(ctx.running) if "://" in u]
+    detail = f"{text}: the client's requests fail ({err}) before reaching any model"
+    if running:
+        r = urlsplit(running[-1])
+        u = urlsplit(text)
+        fixed = u._replace(netloc=f"{u.hostname}:{r.port}" if r.port else u.netloc).geturl()
+        others = f" (also running: {', '.join(running[:-1])})" if len(running) > 1 else ""
+        return Check(cid, "base_urls", FAIL, f"{where}: nothing listens on {host}:{port}", detail,
+                     f"firsttoken runs on port {r.port} ({running[-1]}){others}: use {fixed}")
+    return Check(cid, "base_urls", FAIL, f"{where}: nothing listens on {host}:{port}", detail,
+                 f"no firsttoken proxy runs now: start one (firsttoken proxy --port {port} --upstream URL), "
+                 "or correct the port in the URL")
 
 
 def _check_against_routes(cid: str, where: str, text: str, path: str, kind: str, ctx: Context) -> Check:

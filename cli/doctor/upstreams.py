@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
 from firsttoken.addon.egress import PROXY_VARS
+from firsttoken.addon.forward import is_loopback
 from firsttoken.addon.routing import Route
 from firsttoken.cli.doctor.core import BASE_URL_VARS, FAIL, PASS, WARN, Check, Context, same_endpoint
 from firsttoken.cli.doctor.files import codex_config_path
@@ -90,7 +91,7 @@ def upstream_targets(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> 
     for r in routes:
         found.append((r.scheme, r.host, r.port))
     found += [(scheme, host, port) for _, scheme, host, port in _endpoints(_client_urls(ctx, blocks))
-              if not same_endpoint(host, port, ctx)]
+              if not same_endpoint(host, port, ctx) and not is_loopback(host)]  # (a loopback one: its base URL check)
     if not found:
         found = [("https", "api.openai.com", 443), ("https", "api.anthropic.com", 443)]
     return list(dict.fromkeys(found))

@@ -27,7 +27,7 @@ RECENT_KEEP = 30
 #: the fields of a finished record the view uses (a slim copy; never the bodies or offsets)
 ROW_FIELDS = (
     "id", "started_at", "state", "route", "upstream", "model", "api", "path", "status", "error",
-    "client_aborted", "usage_prompt_tokens", "prompt_tokens_est", "tokens_exact",
+    "client_aborted", "stream", "usage_prompt_tokens", "prompt_tokens_est", "tokens_exact",
     "usage_completion_tokens", "output_tokens_est", "ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms",
     "total_ms", "findings", "top_code", "top_severity",
 )
@@ -50,6 +50,7 @@ def slim(r: Any) -> dict[str, Any]:
 
 #: the store's one rule of what an error is (the same as `stats` and `logs --status error`)
 is_error = queries.is_error
+is_streamed = queries.is_streamed
 
 
 # -- the snapshot -----------------------------------------------------------------------
@@ -147,7 +148,9 @@ def _pct(vals: list[float], q: float) -> float | None:
 
 
 def _stats(model: str, rows: list[Any], series: bool = True) -> ModelStats:
-    cols = {k: [v for v in (get_field(r, k) for r in rows) if v is not None] for k in ("ttfb_ms", "ttft_ms", "gap_ms")}
+    """Counts over every request; the percentiles over the streamed ones (the store's one population rule)."""
+    streamed = [r for r in rows if is_streamed(r)]
+    cols = {k: [v for v in (get_field(r, k) for r in streamed) if v is not None] for k in ("ttfb_ms", "ttft_ms", "gap_ms")}
     return ModelStats(
         model=model,
         n=len(rows),
@@ -174,11 +177,11 @@ class Tally:
         self._lock = threading.Lock()
         self.requests = 0
         self.errors = 0
-        self._by_model: dict[str, list[tuple[float | None, float | None, float | None, bool]]] = {}
+        self._by_model: dict[str, list[tuple[float | None, float | None, float | None, bool, bool]]] = {}
 
     def add(self, r: Any) -> None:
         err = is_error(r)
-        item = (get_field(r, "ttfb_ms"), get_field(r, "ttft_ms"), get_field(r, "gap_ms"), err)
+        item = (get_field(r, "ttfb_ms"), get_field(r, "ttft_ms"), get_field(r, "gap_ms"), err, is_streamed(r))
         with self._lock:
             self.requests += 1
             self.errors += err
@@ -190,6 +193,7 @@ class Tally:
             items = {m: list(v) for m, v in self._by_model.items()}
         out = []
         for m, vals in sorted(items.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            rows = [{"ttfb_ms": a, "ttft_ms": b, "gap_ms": c, "status": 500 if e else 200} for a, b, c, e in vals]
+            rows = [{"ttfb_ms": a, "ttft_ms": b, "gap_ms": c, "status": 500 if e else 200, "stream": st}
+                    for a, b, c, e, st in vals]
             out.append(_stats(m, rows, series=False))
         return out

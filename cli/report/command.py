@@ -1,7 +1,8 @@
 """`firsttoken report --html FILE [filters]`: a single self-contained HTML page.
 
-TTFT against prompt tokens per model with the least-squares line, TTFT split into TTFB + gap
-at P50 and P95, percentile bars of TTFB and gap, requests per finding code (table
+TTFT against prompt tokens per model with the least-squares line, percentile bars of TTFT, TTFB
+and gap side by side (never added up), the slowest requests split into their own TTFB and gap,
+requests per finding code (table
 ``findings``), the slowest and the latest failed requests with their top findings, each id
 linked to a details section further down. When the requests went through more than one route
 (or with ``--by route``, or ``--experiment`` as `firsttoken compare` tags its rows), one curve
@@ -25,6 +26,9 @@ from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
 from firsttoken.cli.options import cold_option, db_option, filter_options, make_filters
 from firsttoken.cli.report import html as H
+
+#: the slowest requests drawn split into their own phases
+PHASE_BARS = 10
 
 
 class NothingToReport(ValueError):
@@ -61,9 +65,13 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
         summary_rows.append([("html", f'<span class="nw">{sw}{H.esc(name(g["group"]))}</span>'), f"{g['count']:,}",
                              f"{(g['error_rate'] or 0) * 100:.1f}%", g["cold"],
                              *[f"{output.ms(g[m]['p50'])} / {output.ms(g[m]['p95'])}" for m in ("ttfb_ms", "ttft_ms", "gap_ms")],
+                             f"{output.ms(g['whole_ms']['p50'])} / {output.ms(g['whole_ms']['p95'])} (n={g['whole_ms']['n']:,})"
+                             if g["whole_ms"]["n"] else "–",
                              ("html", _fit_html(g))])
     sections.append(("Per model", H.table(["model", "requests", "errors", "cold", "TTFB P50/P95", "TTFT P50/P95",
-                                           "gap P50/P95", "TTFT = a + b × prompt tokens"], summary_rows, numeric=(1, 2, 3, 4, 5, 6))))
+                                           "gap P50/P95", "not streamed: whole answer P50/P95",
+                                           "TTFT = a + b × prompt tokens"], summary_rows, numeric=(1, 2, 3, 4, 5, 6, 7))
+                     + f'<p class="dim">{H.esc(output.POPULATION_NOTE)}</p>'))
     counts = {g["group"]: g["ttft_ms"]["n"] for g in groups}
     pts = sq.scatter_points(db, filters, counts, include_cold=include_cold)
     fits = {g["group"]: (g["ttft_intercept_ms"], g["ttft_slope_ms_per_1k"] / 1000) for g in groups
@@ -84,13 +92,20 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
     cache = _cache_section(groups, name)
     if cache:
         sections.append(("TTFT against uncached input tokens (prompt cache)", cache))
-    charts = H.split_svg("TTFT = TTFB + gap (P50 · P95)", [(name(g["group"]), g["ttfb_ms"], g["gap_ms"], g["ttft_ms"])
-                                                           for g in groups])
-    charts += "".join(H.percentile_svg(f"{label} (P50 · P95)", [(name(g["group"]), g[m]) for g in groups])
-                      for label, m in (("TTFB", "ttfb_ms"), ("gap = TTFT − TTFB", "gap_ms")))
-    sections.append(("Percentiles", f'<div class="charts">{charts}</div><p class="dim">TTFT bars: the TTFB part (network + '
-                     'gateway + queue) then the gap (prefill and the model), at P50 and at P95. TTFB and gap bars from '
-                     'dark to light: P50, P90, P95, P99.</p>'))
+    # side by side, never added up: P95 TTFT is not P95 TTFB + P95 gap (the slowest TTFBs and the
+    # slowest gaps are mostly other requests); the split into phases is of actual requests
+    charts = "".join(H.percentile_svg(f"{label} (P50 · P95)", [(name(g["group"]), g[m]) for g in groups])
+                     for label, m in (("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("gap = TTFT − TTFB", "gap_ms")))
+    if any(g["whole_ms"]["n"] for g in groups):
+        charts += H.percentile_svg("Not streamed: time to the whole answer (P50 · P95)",
+                                   [(name(g["group"]), g["whole_ms"]) for g in groups])
+    charts += H.phases_svg(f"The {min(len(slow), PHASE_BARS)} slowest requests by TTFT, each split into its own TTFB and gap",
+                           [(name(r.get("model")), r["id"], r.get("ttfb_ms"), r.get("gap_ms")) for r in slow[:PHASE_BARS]])
+    sections.append(("Percentiles", f'<div class="charts">{charts}</div><p class="dim">Each percentile on its own bar, '
+                     'from dark to light: P50, P90, P95, P99 (of streamed requests). Percentiles do not add up: the '
+                     'requests with the slowest TTFB are mostly not those with the slowest gap, so P95 TTFT is not P95 '
+                     'TTFB + P95 gap. What the slowest requests spent their time on is in the last chart: each bar is '
+                     'one request, its TTFB (network + gateway + queue) then its gap (prefill and the model).</p>'))
     br = sq.finding_breakdown(db, filters, total)
     top_n = max([b["count"] for b in br] + [1])
     sections.append(("Findings", H.table(

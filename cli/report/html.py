@@ -155,23 +155,19 @@ def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 
     return "".join(out)
 
 
-def split_svg(title: str, rows: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]],
-              qs: tuple[str, ...] = ("p50", "p95"), w: int = 900) -> str:
-    """TTFT bars in two stacked segments, TTFB then the rest (the gap), at each percentile in ``qs``.
-
-    rows: (group, TTFB metrics, gap metrics, TTFT metrics). The TTFB segment ends at TTFB's
-    percentile and the bar at TTFT's: as TTFB ≤ TTFT for every request, TTFB's percentile never
-    passes TTFT's, so the second segment is the gap at that percentile."""
-    rows = [(g, b, gp, t) for g, b, gp, t in rows if t.get("n")]
+def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 900) -> str:
+    """One bar per actual request (rows: label, request id, its TTFB, its gap): its own TTFB then
+    its own gap, which add up to its own TTFT. (Percentiles of TTFB and gap never add up to a
+    percentile of TTFT, so no bar here is built from percentiles.)"""
+    rows = [(g, rid, b, gp) for g, rid, b, gp in rows if b is not None and gp is not None]
     if not rows:
         return f'<p class="dim">{esc(title)}: no data</p>'
-    ml, mr, bar_h, mt = 210, 210, 18, 26
-    row_h = bar_h * len(qs) + 10
-    h = mt + row_h * len(rows) + 24
-    top = max((t.get(q) or 0) for _, _, _, t in rows for q in qs) or 1
+    ml, mr, bar_h, mt = 250, 190, 20, 26
+    h = mt + bar_h * len(rows) + 24
+    top = max(b + max(0.0, gp) for _, _, b, gp in rows) or 1
     ticks = nice_ticks(0, top, 4)
     sx = lambda v: ml + (w - ml - mr) * v / ticks[-1]  # noqa: E731
-    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(title)}">',
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(title)}" class="phases">',
            f'<text x="0" y="14" style="font-weight:600">{esc(title)}</text>',
            f'<rect x="{w - 200}" y="4" width="10" height="10" fill="{SPLIT_COLORS["ttfb"]}"/>'
            f'<text x="{w - 186}" y="13">TTFB</text>'
@@ -180,24 +176,19 @@ def split_svg(title: str, rows: list[tuple[str, dict[str, Any], dict[str, Any], 
     for t in ticks:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt - 4}" x2="{sx(t):.1f}" y2="{h - 20}" stroke="#f3f4f6"/>'
                    f'<text x="{sx(t):.1f}" y="{h - 6}" text-anchor="middle">{esc(output.ms(t))}</text>')
-    for i, (g, ttfb, gap, ttft) in enumerate(rows):
-        y0 = mt + i * row_h
-        out.append(f'<text x="{ml - 46}" y="{y0 + bar_h * len(qs) / 2 + 4:.0f}" text-anchor="end">{esc(str(g)[:28])}</text>')
-        for j, q in enumerate(qs):
-            total = ttft.get(q)
-            if total is None:
-                continue
-            y = y0 + j * bar_h
-            first = min(ttfb.get(q) or 0, total)
-            tip = (f"{q.upper()}: TTFT {output.ms(total)} = TTFB {output.ms(first)} + gap {output.ms(total - first)} "
-                   f"(gap {q.upper()} on its own: {output.ms(gap.get(q))})")
-            out.append(f'<text x="{ml - 6}" y="{y + 13}" text-anchor="end" class="dim">{q.upper()}</text>'
-                       f'<rect x="{ml}" y="{y + 2}" width="{max(0.5, sx(first) - ml):.1f}" height="{bar_h - 4}" '
-                       f'fill="{SPLIT_COLORS["ttfb"]}"><title>{esc(tip)}</title></rect>'
-                       f'<rect x="{sx(first):.1f}" y="{y + 2}" width="{max(0.5, sx(total) - sx(first)):.1f}" '
-                       f'height="{bar_h - 4}" fill="{SPLIT_COLORS["gap"]}"><title>{esc(tip)}</title></rect>'
-                       f'<text x="{sx(total) + 4:.1f}" y="{y + 13}">{esc(output.ms(total))} = {esc(output.ms(first))} '
-                       f'+ {esc(output.ms(total - first))}</text>')
+    for i, (g, rid, ttfb, gap) in enumerate(rows):
+        y = mt + i * bar_h
+        gap = max(0.0, gap)
+        ttft = ttfb + gap
+        tip = f"request {rid}: TTFT {output.ms(ttft)} = its TTFB {output.ms(ttfb)} + its gap {output.ms(gap)}"
+        out.append(f'<g data-request="{esc(rid)}" data-ttfb="{ttfb:.3f}" data-gap="{gap:.3f}">'
+                   f'<text x="{ml - 6}" y="{y + 14}" text-anchor="end">{esc(str(rid)[:8])} {esc(str(g)[:22])}</text>'
+                   f'<rect x="{ml}" y="{y + 3}" width="{max(0.5, sx(ttfb) - ml):.1f}" height="{bar_h - 6}" '
+                   f'fill="{SPLIT_COLORS["ttfb"]}"><title>{esc(tip)}</title></rect>'
+                   f'<rect x="{sx(ttfb):.1f}" y="{y + 3}" width="{max(0.5, sx(ttft) - sx(ttfb)):.1f}" '
+                   f'height="{bar_h - 6}" fill="{SPLIT_COLORS["gap"]}"><title>{esc(tip)}</title></rect>'
+                   f'<text x="{sx(ttft) + 4:.1f}" y="{y + 14}">{esc(output.ms(ttft))} = {esc(output.ms(ttfb))} '
+                   f'+ {esc(output.ms(gap))}</text></g>')
     out.append("</svg>")
     return "".join(out)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 import threading
 
 import click
@@ -12,7 +13,38 @@ from firsttoken.cli.simulate.config import ERROR_FAULTS, FAULT_HEADER, FAULT_HEL
 from firsttoken.cli.simulate.server import SimServer
 
 
-@click.command("simulate")
+def faults_help(width: int = 78) -> str:
+    """The faults, one per entry wrapped to ``width`` columns (``--help``'s epilog and nothing else:
+    the banner names them only)."""
+    lines = [f"Faults: header `{FAULT_HEADER}: NAME[,NAME]` or model `fault-NAME`. An error fault answers with "
+             "an error; an answer fault changes how the answer is delivered."]
+    lines += ["", "\b"]  # click keeps the next paragraph's lines as they are
+    for name in FAULTS:
+        tag = "error" if name in ERROR_FAULTS else "answer"
+        lines += textwrap.wrap(FAULT_HELP[name], width, initial_indent=f"{name} ({tag}): ", subsequent_indent="    ",
+                               break_on_hyphens=False, break_long_words=False)
+    return "\n".join(lines)
+
+
+def curl_examples(server: SimServer) -> list[str]:
+    """The curl commands the banner prints: a stream that asks for its usage chunk (without
+    ``stream_options`` an OpenAI stream carries no usage, and firsttoken says ``usage.missing``)."""
+    out = []
+    if "openai" in server.config.protocols:
+        body = ('{"model": "sim-1", "stream": true,\n'
+                '       "stream_options": {"include_usage": true},\n'
+                '       "messages": [{"role": "user", "content": "hi"}]}')
+        out.append(f"curl -N {server.openai_base_url}/chat/completions \\\n"
+                   f"  -H 'content-type: application/json' \\\n  -d '{body}'")
+    if "anthropic" in server.config.protocols:
+        body = ('{"model": "sim-1", "max_tokens": 64, "stream": true,\n'
+                '       "messages": [{"role": "user", "content": "hi"}]}')
+        out.append(f"curl -N {server.anthropic_base_url}/v1/messages \\\n"
+                   f"  -H 'content-type: application/json' -H 'anthropic-version: 2023-06-01' \\\n  -d '{body}'")
+    return out
+
+
+@click.command("simulate", epilog=faults_help())
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
 @click.option("--port", default=9000, show_default=True, type=LISTEN_PORT, help="Port to listen on (0: any free port).")
 @click.option("--ttfb-ms", default=60.0, show_default=True, type=float, help="Request arrival -> response headers.")
@@ -75,7 +107,7 @@ def describe(server: SimServer) -> str:
     lines = [
         f"firsttoken simulate: serving on {server.url}",
         f"  timing: ttfb {c.ttfb_ms:g} ms, prefill {c.prefill_base_ms:g} ms + {c.prefill_ms_per_1k_tokens:g} ms/1k prompt "
-        f"tokens, {c.tpot_ms:g} ms/token, {c.output_tokens} output tokens"
+        f"tokens,\n          {c.tpot_ms:g} ms/token, {c.output_tokens} output tokens"
         + (" (fill max_tokens)" if c.fill_max_tokens else "")
         + (" (max_tokens ignored)" if c.ignore_max_tokens else "")
         + (f", jitter ±{c.jitter:.0%}" if c.jitter else ""),
@@ -89,13 +121,13 @@ def describe(server: SimServer) -> str:
     if "anthropic" in c.protocols:
         lines += [f"  Anthropic: base_url={server.anthropic_base_url}   (POST {c.prefix}/v1/messages)"]
     lines += [
-        "  models:    any name; *reason* / *think* stream reasoning first; *tool* + tools -> a tool call",
-        f"  faults:    header `{FAULT_HEADER}: NAME[,NAME]` or model `fault-NAME`:",
+        "  models:    any name; *reason* / *think* stream reasoning first;\n             *tool* + tools -> a tool call",
+        f"  faults:    header `{FAULT_HEADER}: NAME[,NAME]` or model `fault-NAME`",
     ]
-    for name in FAULTS:
-        tag = "error " if name in ERROR_FAULTS else "answer"
-        lines.append(f"    [{tag}] {name:<17} {FAULT_HELP[name]}")
-    example = '{"model":"sim-1","stream":true,"messages":[{"role":"user","content":"hi"}]}'
-    lines.append(f"  try:       curl -N {server.openai_base_url}/chat/completions -H 'content-type: application/json' -d '{example}'")
+    lines += textwrap.wrap(", ".join(FAULTS), 78, initial_indent="             ", subsequent_indent="             ",
+                           break_on_hyphens=False)
+    lines.append("             (what each does: firsttoken simulate --help)")
+    lines.append("  try:")
+    lines += ["    " + ln for ex in curl_examples(server) for ln in ex.split("\n")]
     lines.append("Ctrl-C to stop.")
     return "\n".join(lines)
