@@ -23,6 +23,7 @@ from firsttoken.addon.conversations import ConversationIndex, divergence, prompt
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
+from firsttoken.addon.hops import headers_held
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
@@ -275,6 +276,7 @@ class Analyzer:
             rec.client_gap_ms = self.conversations.client_gap_ms(conv, flight.clock.t0)
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
             self.conversations.ended(conv, end if end is not None else flight.clock.t0)
+        rec.headers_held = headers_held(rec, self.recent)  # before diagnosing: the latency rules read it
         try:
             rec.findings = diagnose(rec, self)
         finally:

@@ -299,3 +299,10 @@ def m014_sse_foreign_lines(db: sqlite_utils.Database) -> None:
     """Lines of an event-stream body that are no SSE field: an error page or a JSON body sent as
     ``text/event-stream`` (``stream.not_sse``, variant ``body``)."""
     db["requests"].add_column("sse_foreign_lines", int, not_null_default=0)
+
+
+@migration
+def m016_headers_held(db: sqlite_utils.Database) -> None:
+    """Whether a stream's response headers came only with its first token (a hop such as
+    LiteLLM's proxy holds them): its TTFB then contains the prefill (``latency.headers_held``)."""
+    db["requests"].add_column("headers_held", int)
