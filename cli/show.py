@@ -67,10 +67,13 @@ def timeline(r: dict[str, Any]) -> Table:
         row("connect", 0, conn, "▒", "magenta")
     elif r.get("conn_reused"):
         t.add_row("connect", Text("reused connection", style="dim"), output.ms(0), "0")
-    if ttfb is not None:
-        row("TTFB (headers)", conn or 0, ttfb, "█", "blue")
+    held = bool(r.get("headers_held"))
+    if ttfb is not None:  # behind a hop that held the headers, TTFB contains the prefill
+        row("TTFB + prefill (held)" if held else "TTFB (headers)", conn or 0, ttfb, "█", "blue")
     reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
-    if reasoning:
+    if held and ttft is not None and ttfb is not None:
+        row("gap", ttfb, ttft, "░", "cyan")
+    elif reasoning:
         row("prefill", ttfb, ft, "░", "cyan")
         row("reasoning", ft, ttft, "▓", "yellow")
     elif ttft is not None and ttfb is not None:
@@ -127,6 +130,11 @@ def render(r: dict[str, Any], width: int = 100) -> Group:
         ("ITL p50/p95/max", "/".join(output.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
         ("total", output.ms(r.get("total_ms"))),
     ]))
+    if r.get("headers_held"):
+        parts += output.wrap(Text("headers held until the first token: the TTFB/prefill split is not visible through "
+                                  "this hop (TTFB includes the prefill); judge this route by TTFT, and see "
+                                  "latency.headers_held below for the split by the route's TTFT-vs-input fit",
+                                  style="yellow"), width)
     parts.append(Text(""))
     tok = Table(title="tokens", title_justify="left", box=None, show_header=True, header_style="bold")
     for c in ("", "prompt", "output", "cached", "reasoning"):
