@@ -69,7 +69,7 @@ def timeline(r: dict[str, Any]) -> Table:
         t.add_row("connect", Text("reused connection", style="dim"), output.ms(0), "0")
     held = bool(r.get("headers_held"))
     if ttfb is not None:  # behind a hop that held the headers, TTFB contains the prefill
-        row("TTFB + prefill (held)" if held else "TTFB (headers)", conn or 0, ttfb, "█", "blue")
+        row("TTFB+prefill" if held else "TTFB (headers)", conn or 0, ttfb, "█", "blue")
     reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
     if held and ttft is not None and ttfb is not None:
         row("gap", ttfb, ttft, "░", "cyan")
