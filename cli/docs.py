@@ -19,6 +19,7 @@ TOPICS: dict[str, tuple[str, str]] = {
     "faults": ("faults.md", "what firsttoken promises under faults: full disk, kill -9, hostile input, with figures"),
     "otel": ("otel.md", "trace spans and metrics into an OpenTelemetry collector (Jaeger, Tempo, Langfuse…)"),
     "diagnoses": ("diagnoses.md", "every finding code, its fix, and the thresholds"),
+    "gateways": ("gateways.md", "gateways and hops (LiteLLM, one-api…): what they do to TTFB and the gap, what firsttoken says"),
     "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),
 }
 
