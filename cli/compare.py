@@ -156,6 +156,8 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         out.update(ttft_added_ms=added["added_ms"], ttft_added_p25_ms=added["p25_ms"],
                    ttft_added_p75_ms=added["p75_ms"], pairs=added["pairs"])
         d, lo, hi = added["added_ms"], added["p25_ms"], added["p75_ms"]
+        if d < 0:  # said from the slower route's side: what it adds
+            lo, hi = -hi, -lo
         spread = f"middle half of {added['pairs']} paired requests {lo:+.0f} to {hi:+.0f} ms"
         base = min(v for v in (_p(ga, "ttft"), _p(gb, "ttft"), math.inf) if v is not None)
         tol = max(TTFB_ABS_MS, TTFB_REL * base) if math.isfinite(base) else TTFB_ABS_MS
@@ -198,8 +200,6 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
             out["ttfb"] = "adds" if d > 0 else "saves"
             slow, fast = (b, a) if d > 0 else (a, b)
             ttfb_text = f"route {slow} adds {abs(d):.0f} ms of TTFB over {fast} (network/gateway)"
-    if head and out.get("ttfb") in ("adds", "saves", "same"):
-        ttfb_text = f"it went before the headers: {ttfb_text}"
 
     sa, sb = ga.get("ttft_slope_ms_per_1k"), gb.get("ttft_slope_ms_per_1k")
     if sa is None or sb is None:

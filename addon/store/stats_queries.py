@@ -539,3 +539,12 @@ def compare_timings(db: sqlite_utils.Database, experiment: str, routes: list[str
         out[route].append({"prompt_tokens": tokens, "ttfb_ms": ttfb, "ttft_ms": ttft,
                            "headers_held": None if held is None else bool(held)})
     return out
+
+
+def head_timings(db: sqlite_utils.Database, filters: Filters, limit: int = 200) -> list[tuple[float, float]]:
+    """(ttfb_ms, ttft_ms) of the newest ``limit`` timed streams matching ``filters``: whether a
+    route's hop holds its headers until the first token (``hops.route_holds``)."""
+    where, params = filters.where()
+    sql = (f"SELECT ttfb_ms, ttft_ms FROM requests{_and(where, 'status = 200', 'ttft_ms IS NOT NULL', 'ttfb_ms IS NOT NULL')} "
+           "ORDER BY started_at DESC LIMIT ?")
+    return [tuple(r) for r in db.execute(sql, [*params, int(limit)]).fetchall()]
