@@ -127,6 +127,19 @@ def test_a_40k_prompt_through_a_held_route_is_prefill_not_network():
     assert "latency.network" in codes(diagnose(big, ctx([])))
 
 
+def test_a_slow_path_before_a_held_hop_is_still_network_by_the_fit():
+    """1.5 s before the model on every request (a far region behind the gateway): TTFT less the
+    prefill the fit predicts is what counts, not the TTFB that holds the prefill."""
+    slow = [(n, b + 1500.0, t + 1500.0) for n, b, t in THROUGH]
+    earlier = history(slow)
+    r = rec(99, 2000, 1700.0, 1700.5)
+    r.headers_held = headers_held(r, earlier)
+    f = diagnose(r, ctx(earlier))
+    net = next(x for x in f if x["code"] == "latency.network")
+    assert net["params"]["variant"] == "fit" and net["params"]["before_ms"] == pytest.approx(1580, abs=60)
+    assert "came before the model" in net["message"]
+
+
 def test_held_without_a_fit_still_says_so_and_not_network():
     big = rec(99, 40_000, 2420.0, 2421.0)
     big.headers_held = True

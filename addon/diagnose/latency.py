@@ -114,8 +114,9 @@ def _prefill_through_held(rec: Any, c: Ctx) -> None:
 def rule_network(rec: Any, c: Ctx) -> None:
     if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill"):
         return
-    if getattr(rec, "headers_held", None):
-        return  # TTFB contains the prefill here: latency.headers_held splits it by the route's fit instead
+    if getattr(rec, "headers_held", None):  # TTFB contains the prefill here: only the route's fit can split it
+        _network_through_held(rec, c)
+        return
     ttfb, ttft = rec.ttfb_ms, rec.ttft_ms
     if ttfb < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * ttfb:
         return
@@ -129,6 +130,21 @@ def rule_network(rec: Any, c: Ctx) -> None:
               ratio=round(ttfb / median, 1))
     elif ttfb > NETWORK_TTFB_MS:
         c.add("latency.network", "warn", variant="absolute", **p)
+
+
+def _network_through_held(rec: Any, c: Ctx) -> None:
+    """latency.network where TTFB holds the prefill: TTFT less the prefill the route's fit predicts."""
+    tokens = rec.prompt_tokens_est or 0
+    fit = _route_fit(rec, c) if tokens else None
+    if fit is None:
+        return
+    ttft = rec.ttft_ms
+    before = ttft - min(fit.prefill_ms(tokens), ttft)
+    if before <= NETWORK_TTFB_MS or before < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * before:
+        return
+    c.add("latency.network", "warn", variant="fit", **c.common(), ttfb_ms=rec.ttfb_ms, ttft_ms=ttft,
+          connect_ms=rec.connect_ms if rec.conn_reused is False else 0, model=rec.model or "?",
+          route=rec.route or "default", before_ms=round(before, 1), fit_n=fit.n, prompt_tokens=tokens)
 
 
 def rule_cold_connection(rec: Any, c: Ctx) -> None:
@@ -212,14 +228,16 @@ _E, _W, _I = "error", "warn", "info"
 ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
     ("latency.network", "latency", _W, (), {
         "en": ("Slow before the headers (network, gateway, queue)",
-               "TTFB is at least half of TTFT and either above {NETWORK_TTFB_MS:.0f} ms, or above {NETWORK_BASELINE_RATIO:.0f}x the median of the last {BASELINE_MIN_SAMPLES}+ warm requests to the same model through the same route with a prompt of the same size band (and above {NETWORK_BASELINE_FLOOR_MS:.0f} ms). Never when the headers came with the first token (latency.headers_held): TTFB contains the prefill there.",
+               "TTFB is at least half of TTFT and either above {NETWORK_TTFB_MS:.0f} ms, or above {NETWORK_BASELINE_RATIO:.0f}x the median of the last {BASELINE_MIN_SAMPLES}+ warm requests to the same model through the same route with a prompt of the same size band (and above {NETWORK_BASELINE_FLOOR_MS:.0f} ms). When the headers came with the first token (latency.headers_held) TTFB contains the prefill, so only TTFT less the prefill the route's TTFT-vs-input fit predicts counts (variant fit).",
                {"absolute": "TTFB was {ttfb_ms:,.0f} ms of a {ttft_ms:,.0f} ms TTFT: the time went before {host} sent response headers, not to generation.",
-                "baseline": "TTFB was {ttfb_ms:,.0f} ms, {ratio:.1f}x the median of the last {samples} requests to {model} with a prompt of this size through this route ({median_ms:,.0f} ms): the extra wait came before the response headers."},
+                "baseline": "TTFB was {ttfb_ms:,.0f} ms, {ratio:.1f}x the median of the last {samples} requests to {model} with a prompt of this size through this route ({median_ms:,.0f} ms): the extra wait came before the response headers.",
+                "fit": "About {before_ms:,.0f} ms of this {ttft_ms:,.0f} ms TTFT came before the model (network, gateway, queue): TTFT less the prefill that the TTFT-vs-input fit of {fit_n} earlier requests through route {route} predicts for {prompt_tokens:,} prompt tokens (its hop holds the headers until the first token, so TTFB cannot tell)."},
                "Look before the model: the network path or region (connecting took {connect_ms:,.0f} ms), a gateway or proxy in between, or a provider-side queue (overload, rate-limit tier); compare with curl -w '%{{time_starttransfer}}' against the upstream directly."),
         "zh": ("响应头之前很慢（网络、网关、排队）",
-               "TTFB 至少占 TTFT 的一半，并且超过 {NETWORK_TTFB_MS:.0f} 毫秒，或超过同模型、同路由、同提示词长度区间最近 {BASELINE_MIN_SAMPLES} 个以上热连接请求中位数的 {NETWORK_BASELINE_RATIO:.0f} 倍（且超过 {NETWORK_BASELINE_FLOOR_MS:.0f} 毫秒）。响应头随首 token 一起到达时（latency.headers_held）不判定：那时 TTFB 包含了 prefill。",
+               "TTFB 至少占 TTFT 的一半，并且超过 {NETWORK_TTFB_MS:.0f} 毫秒，或超过同模型、同路由、同提示词长度区间最近 {BASELINE_MIN_SAMPLES} 个以上热连接请求中位数的 {NETWORK_BASELINE_RATIO:.0f} 倍（且超过 {NETWORK_BASELINE_FLOOR_MS:.0f} 毫秒）。响应头随首 token 一起到达时（latency.headers_held）TTFB 包含了 prefill，只用 TTFT 减去该路由 TTFT-输入长度拟合预测的 prefill 来判定（变体 fit）。",
                {"absolute": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，TTFB 占了 {ttfb_ms:,.0f} 毫秒：时间花在 {host} 返回响应头之前，而不是生成上。",
-                "baseline": "TTFB 为 {ttfb_ms:,.0f} 毫秒，是经同一路由、提示词长度相近的最近 {samples} 个 {model} 请求中位数（{median_ms:,.0f} 毫秒）的 {ratio:.1f} 倍：多出的等待发生在响应头之前。"},
+                "baseline": "TTFB 为 {ttfb_ms:,.0f} 毫秒，是经同一路由、提示词长度相近的最近 {samples} 个 {model} 请求中位数（{median_ms:,.0f} 毫秒）的 {ratio:.1f} 倍：多出的等待发生在响应头之前。",
+                "fit": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，约 {before_ms:,.0f} 毫秒发生在模型之前（网络、网关、排队）：即 TTFT 减去路由 {route} 此前 {fit_n} 个请求的 TTFT-输入长度拟合对 {prompt_tokens:,} 个提示词 token 预测的 prefill（该路由上的中间层把响应头扣到首 token 才发送，TTFB 无法区分）。"},
                "问题在模型之前：网络路径或地区（建立连接用了 {connect_ms:,.0f} 毫秒）、中间的网关或代理，或服务商侧排队（过载、限流等级）；用 curl -w '%{{time_starttransfer}}' 直连上游对比。"),
     }),
     ("latency.prefill", "latency", _W, (), {
