@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import collections
 import io
+import subprocess
+import sys
 import types
 
 import pytest
@@ -209,3 +211,11 @@ def test_show_says_the_split_is_not_visible(width):
     flat = " ".join(out.split())
     assert "the TTFB/prefill split is not visible through this hop" in flat
     assert "TTFB+prefill" in flat and "gap (prefill)" not in flat
+
+
+@pytest.mark.parametrize("module", ["firsttoken.addon.hops", "firsttoken.addon.hops.held", "firsttoken.cli.compare",
+                                    "firsttoken.addon.diagnose.thresholds"])
+def test_each_module_imports_first(module):
+    """hops reads diagnose's thresholds and diagnose asks hops: whichever a fresh process imports first works."""
+    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from firsttoken.addon import hops  # the module, not its names: hops reads diagnose.thresholds (a cycle)
 from firsttoken.addon.diagnose.context import Ctx, largest_part
 from firsttoken.addon.diagnose.thresholds import (
     COLD_CONNECT_MS,
@@ -30,7 +31,6 @@ from firsttoken.addon.diagnose.thresholds import (
     REASONING_SHARE,
     REPEATED_PREFIX_TOKENS,
 )
-from firsttoken.addon.hops import Fit, fit_of_route
 from firsttoken.addon.models import context_window
 
 
@@ -60,9 +60,13 @@ def rule_reasoning(rec: Any, c: Ctx) -> None:
               first_token_ms=rec.first_token_ms, reasoning_ms=round(gap, 1), reasoning_tokens=rec.usage_reasoning_tokens)
 
 
-def _route_fit(rec: Any, c: Ctx) -> Fit | None:
-    """The route's TTFT-vs-input fit over its recent streams (what stays true through a hop that holds headers)."""
-    return fit_of_route(rec, c.recent)
+def _route_fit(rec: Any, c: Ctx) -> hops.Fit | None:
+    """The route's TTFT-vs-input fit over its recent streams (what stays true through a hop that holds
+    headers); computed once per request (three rules ask)."""
+    cache = c.__dict__.setdefault("route_fit", {})
+    if rec.id not in cache:
+        cache[rec.id] = hops.fit_of_route(rec, c.recent)
+    return cache[rec.id]
 
 
 def rule_headers_held(rec: Any, c: Ctx) -> None:
