@@ -140,7 +140,7 @@ def added_ttft(deltas: list[float]) -> dict[str, Any] | None:
 
 def holds_headers(rows: list[dict[str, Any]]) -> bool | None:
     """Whether a route's hop holds its headers until the first token, from its rows (the one rule: hops.route_holds)."""
-    return route_holds((r["ttfb_ms"], r["ttft_ms"]) for r in rows)
+    return route_holds((r.get("prompt_tokens"), r["ttfb_ms"], r["ttft_ms"]) for r in rows)
 
 
 def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[str, Any] | None = None,

@@ -19,7 +19,9 @@ from typing import Any
 from firsttoken.addon.diagnose.thresholds import (
     FIT_MIN_SAMPLES,
     FIT_MIN_SPAN,
+    HELD_GAP_MAX_MS,
     HELD_GAP_MS,
+    HELD_GAP_SHARE,
     HELD_MIN_TTFT_MS,
     HELD_ROUTE_SAMPLES,
     HELD_ROUTE_SHARE,
@@ -35,28 +37,35 @@ def _num(v: Any) -> bool:
 
 
 def looks_held(ttfb_ms: Any, ttft_ms: Any) -> bool | None:
-    """One stream's own evidence: True when its first visible token came with the headers (gap
-    at most HELD_GAP_MS of a TTFT of at least HELD_MIN_TTFT_MS), False when a gap after the
-    headers shows they came early; None when it cannot tell (no timings, a TTFT too short)."""
+    """One stream's own evidence: True when its first visible token came with the headers (a gap
+    of at most HELD_GAP_MS, or HELD_GAP_SHARE of TTFT but never over HELD_GAP_MAX_MS: a
+    gateway's own work on the first chunks), of a TTFT of at least HELD_MIN_TTFT_MS; False when
+    a gap after the headers shows they came early; None when it cannot tell."""
     if not _num(ttfb_ms) or not _num(ttft_ms) or ttft_ms < HELD_MIN_TTFT_MS:
         return None
-    return (ttft_ms - ttfb_ms) <= HELD_GAP_MS
+    return (ttft_ms - ttfb_ms) <= min(HELD_GAP_MAX_MS, max(HELD_GAP_MS, HELD_GAP_SHARE * ttft_ms))
 
 
-def route_holds(pairs: Iterable[tuple[Any, Any]]) -> bool | None:
-    """Whether a route holds its headers, from its streams' (ttfb_ms, ttft_ms): True when at
-    least HELD_ROUTE_SAMPLES of them can tell and HELD_ROUTE_SHARE of those look held, False
-    when enough can tell and they do not; None with too few."""
+def route_holds(points: Iterable[tuple[Any, Any, Any]]) -> bool | None:
+    """Whether a route holds its headers, from its streams' (prompt tokens, ttfb_ms, ttft_ms):
+    True when at least HELD_ROUTE_SAMPLES of them can tell, HELD_ROUTE_SHARE of those look held
+    and one of those had PREFILL_MIN_TOKENS (so its TTFB is seen to hold a real prefill: a short
+    prompt behind a slow network looks the same otherwise); False when enough can tell and too
+    few look held; None when it cannot tell."""
     seen = held = 0
-    for ttfb, ttft in pairs:
+    big = False
+    for tokens, ttfb, ttft in points:
         v = looks_held(ttfb, ttft)
         if v is None:
             continue
         seen += 1
         held += v
+        big = big or (v and _num(tokens) and tokens >= PREFILL_MIN_TOKENS)
     if seen < HELD_ROUTE_SAMPLES:
         return None
-    return held >= HELD_ROUTE_SHARE * seen
+    if held < HELD_ROUTE_SHARE * seen:
+        return False
+    return True if big else None
 
 
 def _timed(r: Any) -> bool:
@@ -84,7 +93,7 @@ def headers_held(rec: Any, earlier: Iterable[Any] = ()) -> bool | None:
     pairs = []
     for r in reversed(list(earlier)):
         if _timed(r) and _same_route(r, rec):
-            pairs.append((r.ttfb_ms, r.ttft_ms))
+            pairs.append((getattr(r, "prompt_tokens_est", None), r.ttfb_ms, r.ttft_ms))
             if len(pairs) >= ROUTE_LOOKBACK:
                 break
     return route_holds(pairs) or None

@@ -541,10 +541,10 @@ def compare_timings(db: sqlite_utils.Database, experiment: str, routes: list[str
     return out
 
 
-def head_timings(db: sqlite_utils.Database, filters: Filters, limit: int = 200) -> list[tuple[float, float]]:
-    """(ttfb_ms, ttft_ms) of the newest ``limit`` timed streams matching ``filters``: whether a
-    route's hop holds its headers until the first token (``hops.route_holds``)."""
+def head_timings(db: sqlite_utils.Database, filters: Filters, limit: int = 200) -> list[tuple[Any, float, float]]:
+    """(prompt_tokens_est, ttfb_ms, ttft_ms) of the newest ``limit`` timed streams matching
+    ``filters``: whether a route's hop holds its headers until the first token (``hops.route_holds``)."""
     where, params = filters.where()
-    sql = (f"SELECT ttfb_ms, ttft_ms FROM requests{_and(where, 'status = 200', 'ttft_ms IS NOT NULL', 'ttfb_ms IS NOT NULL')} "
+    sql = (f"SELECT prompt_tokens_est, ttfb_ms, ttft_ms FROM requests{_and(where, 'status = 200', 'ttft_ms IS NOT NULL', 'ttfb_ms IS NOT NULL')} "
            "ORDER BY started_at DESC LIMIT ?")
     return [tuple(r) for r in db.execute(sql, [*params, int(limit)]).fetchall()]
