@@ -23,7 +23,7 @@ from firsttoken.addon.conversations import ConversationIndex, divergence, prompt
 from firsttoken.addon.diagnose import diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
-from firsttoken.addon.hops import clean_hop_headers, name_hop
+from firsttoken.addon.hops import clean_hop_headers, headers_held, name_hop
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
@@ -298,6 +298,7 @@ class Analyzer:
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
             failed = abnormal_end or rec.status is None or rec.status >= 400
             self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed)
+        rec.headers_held = headers_held(rec, self.recent)  # before diagnosing: the latency rules read it
         try:
             rec.findings = diagnose(rec, self)
         finally:

@@ -59,6 +59,7 @@ class Record:
     first_token_ms: float | None = None
     ttft_ms: float | None = None
     gap_ms: float | None = None
+    headers_held: bool | None = None  # the headers came with the first token: TTFB holds the prefill (addon/hops/held.py)
     total_ms: float | None = None
     end_silence_ms: float | None = None  # an abnormal end (error, hang-up): how long it had been silent before it
     itl_p50_ms: float | None = None

@@ -15,6 +15,13 @@ The field guides' bisection then reads the two routes side by side:
 
 So: "route b adds X ms of TTFB (network/gateway); prefill is the same", or "prefill differs"
 (another deployment, hardware, model version or cache behaviour behind the route).
+
+The headline is what route b adds to TTFT: the median of the paired differences (each request
+and its twin through the other route, sent back to back), with the middle half of them as its
+spread. Where it went is said only from evidence that holds on both routes: a route whose hop
+holds its headers until the first token (LiteLLM's proxy does; ``hops.route_holds``) has the
+prefill inside its TTFB, so there the TTFB/gap split is not used; the TTFT-vs-input fits are
+(intercept = network + gateway + queue, slope = prefill).
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from typing import Any
 import click
 
 from firsttoken.addon import routing
+from firsttoken.addon.hops import route_holds
+from firsttoken.addon.record import percentile
 from firsttoken.addon.safe_text import clause
 from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
@@ -107,11 +116,78 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round(b - a, 3)
 
 
-def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any]) -> dict[str, Any]:
-    """The bisection on two routes' figures: where route b differs from route a (pure)."""
+def paired_deltas(ra: list[dict[str, Any]], rb: list[dict[str, Any]]) -> list[float]:
+    """TTFT(b) - TTFT(a) of each request and its twin: the same prompt size, the same occurrence
+    of it (the plan sends every point through both routes back to back, round after round)."""
+    def by_size(rows):
+        out: dict[int, list[float]] = {}
+        for r in rows:
+            out.setdefault(r.get("prompt_tokens") or 0, []).append(r["ttft_ms"])
+        return out
+    sa, sb = by_size(ra), by_size(rb)
+    if len(sa) == len(sb) and set(sa) != set(sb):  # the routes name the model differently: pair the sizes by rank
+        sb = dict(zip(sorted(sa), (sb[k] for k in sorted(sb))))
+    return [round(y - x, 3) for k, xs in sa.items() for x, y in zip(xs, sb.get(k, ()))]
+
+
+def added_ttft(deltas: list[float]) -> dict[str, Any] | None:
+    """What route b adds to TTFT: the median paired difference and the middle half of them."""
+    if not deltas:
+        return None
+    s = sorted(deltas)
+    return {"added_ms": round(percentile(s, 50), 1), "p25_ms": round(percentile(s, 25), 1),
+            "p75_ms": round(percentile(s, 75), 1), "pairs": len(s)}
+
+
+def holds_headers(rows: list[dict[str, Any]]) -> bool | None:
+    """Whether a route's hop holds its headers until the first token, from its rows (the one rule: hops.route_holds)."""
+    return route_holds((r.get("prompt_tokens"), r["ttfb_ms"], r["ttft_ms"]) for r in rows)
+
+
+def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[str, Any] | None = None,
+            held: dict[str, bool | None] | None = None) -> dict[str, Any]:
+    """The bisection on two routes' figures: what route b adds to TTFT, and where it went, from
+    evidence that holds on both routes (pure)."""
     out: dict[str, Any] = {}
+    held = held or {}
+    holding = [r for r in (a, b) if held.get(r)]
+    out["headers_held"] = holding
+    head = ""
+    if added is not None:
+        out.update(ttft_added_ms=added["added_ms"], ttft_added_p25_ms=added["p25_ms"],
+                   ttft_added_p75_ms=added["p75_ms"], pairs=added["pairs"])
+        d, lo, hi = added["added_ms"], added["p25_ms"], added["p75_ms"]
+        if d < 0:  # said from the slower route's side: what it adds
+            lo, hi = -hi, -lo
+        spread = f"middle half of {added['pairs']} paired requests {lo:+.0f} to {hi:+.0f} ms"
+        base = min(v for v in (_p(ga, "ttft"), _p(gb, "ttft"), math.inf) if v is not None)
+        tol = max(TTFB_ABS_MS, TTFB_REL * base) if math.isfinite(base) else TTFB_ABS_MS
+        if abs(d) <= tol:
+            out["ttft"] = "same"
+            head = f"TTFT is the same on both routes ({d:+.0f} ms on {b}, within {tol:.0f} ms; {spread})"
+        else:
+            out["ttft"] = "adds" if d > 0 else "saves"
+            slow, fast = (b, a) if d > 0 else (a, b)
+            head = f"route {slow} adds {abs(d):.0f} ms to TTFT over {fast} ({spread})"
+    if holding:
+        names = " and ".join(holding)
+        held_text = (f"{'route ' + names + ' holds its' if len(holding) == 1 else 'routes ' + names + ' hold their'} "
+                     "response headers until the first token, so TTFB there includes the prefill and the TTFB/gap "
+                     "split is not compared")
+        head = f"{head}; {held_text}" if head else held_text
     ta, tb = _p(ga, "ttfb"), _p(gb, "ttfb")
-    if ta is None or tb is None:
+    ia, ib = ga.get("ttft_intercept_ms"), gb.get("ttft_intercept_ms")
+    if holding:
+        if ia is None or ib is None or ga.get("ttft_slope_ms_per_1k") is None or gb.get("ttft_slope_ms_per_1k") is None:
+            out["ttfb"] = "unknown"
+            ttfb_text = "where it went cannot be told (give several --inputs sizes: the TTFT-vs-input fits split it)"
+        else:
+            d = ib - ia
+            out["intercept_delta_ms"] = round(d, 1)
+            out["ttfb"] = "before_model"
+            ttfb_text = (f"the TTFT-vs-input fits put {d:+.0f} ms of it before the model on {b} "
+                         "(intercept: network, gateway, queue)")
+    elif ta is None or tb is None:
         out["ttfb"] = "unknown"
         ttfb_text = "TTFB could not be compared (no timed responses on " + (a if ta is None else b) + ")"
     else:
@@ -130,7 +206,10 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any]) -> dict[str,
     if sa is None or sb is None:
         # no slope (one input size): the gap's medians are what is left of prefill
         xa, xb = _p(ga, "gap"), _p(gb, "gap")
-        if xa is None or xb is None:
+        if holding:  # the gap is ~0 behind a hop that holds the headers: it says nothing of prefill
+            out["prefill"] = "unknown"
+            prefill_text = "prefill could not be compared (give several --inputs sizes to compare slopes)"
+        elif xa is None or xb is None:
             out["prefill"] = "unknown"
             prefill_text = "prefill could not be compared (no first tokens)"
         else:
@@ -166,7 +245,7 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any]) -> dict[str,
             prefill_text = (f"prefill differs: TTFT grows {sa:.0f} ms per 1k input tokens on {a}, {sb:.0f} on {b} "
                             f"({abs(d):.0f} ms more per 1k on {slow}{ratio}): {slow} runs another model, deployment "
                             f"or hardware than {fast}, or prefills a longer prompt (a gateway adding a system prompt?)")
-    out["text"] = f"{ttfb_text}; {prefill_text}."
+    out["text"] = f"{head}; {ttfb_text}; {prefill_text}." if head else f"{ttfb_text}; {prefill_text}."
     return out
 
 
@@ -175,6 +254,9 @@ def summarize(db, experiment: str, routes: list[str]) -> dict[str, Any]:
     per = sq.compare_routes(db, experiment, routes)
     a, b = routes
     ga, gb = per[a], per[b]
+    timings = sq.compare_timings(db, experiment, routes)
+    held = {r: holds_headers(timings[r]) for r in routes}
+    added = added_ttft(paired_deltas(timings[a], timings[b]))
     side = {}
     for name, g in per.items():
         side[name] = {
@@ -182,24 +264,27 @@ def summarize(db, experiment: str, routes: list[str]) -> dict[str, Any]:
             **{f"{m}_{q}": _p(g, m, q) for m in ("ttfb", "gap", "ttft", "tpot") for q in ("p50", "p95")},
             "slope_ms_per_1k": g["ttft_slope_ms_per_1k"], "slope_se_ms_per_1k": g["ttft_slope_se_ms_per_1k"],
             "intercept_ms": g["ttft_intercept_ms"], "r2": g["ttft_fit_r2"], "fit_n": g["ttft_fit_n"],
-            "fit_warning": g["ttft_fit_warning"],
+            "fit_warning": g["ttft_fit_warning"], "headers_held": held[name],
         }
-    delta = {k: _delta(side[a][k], side[b][k]) for k in side[a] if k not in ("n", "errors", "fit_n", "fit_warning", "r2")
-             and not k.startswith("slope_se")}
+    delta = {k: _delta(side[a][k], side[b][k]) for k in side[a]
+             if k not in ("n", "errors", "fit_n", "fit_warning", "r2", "headers_held") and not k.startswith("slope_se")}
     return {"experiment": experiment, "routes": routes, "per_route": side, "delta": delta,
-            "verdict": verdict(a, b, ga, gb)}
+            "verdict": verdict(a, b, ga, gb, added, held)}
 
 
 ROWS = (("TTFB P50", "ttfb_p50", "ms"), ("TTFB P95", "ttfb_p95", "ms"), ("gap P50", "gap_p50", "ms"),
         ("gap P95", "gap_p95", "ms"), ("TTFT P50", "ttft_p50", "ms"), ("TTFT P95", "ttft_p95", "ms"),
         ("TPOT P50", "tpot_p50", "ms"), ("TPOT P95", "tpot_p95", "ms"),
         ("TTFT slope (ms/1k in)", "slope_ms_per_1k", "slope"), ("TTFT intercept", "intercept_ms", "ms"),
-        ("fit R²", "r2", "r2"), ("requests", "n", "int"), ("errors", "errors", "int"))
+        ("fit R²", "r2", "r2"), ("headers held", "headers_held", "held"), ("requests", "n", "int"),
+        ("errors", "errors", "int"))
 
 
 def _cell(v, kind: str, signed: bool = False) -> str:
     if v is None:
         return "—"
+    if kind == "held":  # whether the route's hop held its headers until the first token
+        return "yes" if v else "no"
     if kind == "slope":
         return f"{round(v, 1) + 0.0:+.1f}" if signed else f"{v:.1f}"
     if kind == "r2":
@@ -223,7 +308,7 @@ def render(con, s: dict[str, Any]) -> None:
         t.add_column(c, justify="right")
     for label, key, kind in ROWS:
         pa, pb = s["per_route"][a].get(key), s["per_route"][b].get(key)
-        d = s["delta"].get(key) if kind != "int" else None
+        d = s["delta"].get(key) if kind not in ("int", "held") else None
         t.add_row(label, _cell(pa, kind), _cell(pb, kind), _cell(d, kind, signed=True) if d is not None else "")
     con.print(t)
     for name in (a, b):

@@ -21,10 +21,10 @@ TOPICS: dict[str, tuple[str, str]] = {
     "browse": ("browse.md", "the database in Datasette: newest first, facets, canned queries, findings linked"),
     "otel": ("otel.md", "trace spans and metrics into an OpenTelemetry collector (Jaeger, Tempo, Langfuse…)"),
     "diagnoses": ("diagnoses.md", "every finding code, its fix, and the thresholds"),
+    "gateways": ("gateways.md", "gateways and hops (LiteLLM, one-api…): what they do to TTFB and the gap, what firsttoken says"),
     "architecture": ("architecture.md", "how firsttoken is built: one request's way through"),
     "cli": ("cli.md", "every command, the shared filters and options, script mode, compare, OpenTelemetry"),
     "conversations": ("conversations.md", "an agent's requests by conversation and turn: model time or tools?"),
-    "gateways": ("gateways.md", "nginx, LiteLLM, Cloudflare and other hops: what they do to TTFB and the gap, and where firsttoken sits"),
     "performance": ("performance.md", "what the proxy costs, with the command that measures each figure"),
 }
 

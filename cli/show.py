@@ -82,12 +82,15 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
         row(L("connect"), 0, conn, "▒", "magenta")
     elif r.get("conn_reused"):
         t.add_row(L("connect"), Text(L("reused"), style="dim"), output.ms(0), "0")
-    if ttfb is not None:
-        row(L("ttfb_buffered") if held and held.get("variant") == "with_headers" else L("ttfb"),
-            conn or 0, ttfb, "█", "blue")
+    hold = bool(r.get("headers_held"))
+    if ttfb is not None:  # behind a hop that held the headers, TTFB contains the prefill
+        row(L("ttfb_buffered") if held and held.get("variant") == "with_headers" else L("ttfb_prefill") if hold
+            else L("ttfb"), conn or 0, ttfb, "█", "blue")
     reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
     if held is not None and ttft is not None and ttfb is not None:
         row(L("gap_buffered"), ttfb, ttft, "░", "yellow")  # the hop's delay, not the model's prefill
+    elif hold and ttft is not None and ttfb is not None:
+        row("gap", ttfb, ttft, "░", "cyan")
     elif reasoning:
         row(L("prefill"), ttfb, ft, "░", "cyan")
         row(L("reasoning"), ft, ttft, "▓", "yellow")
@@ -165,6 +168,8 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
         (L("itl"), "/".join(output.ms(r.get(k)) for k in ("itl_p50_ms", "itl_p95_ms", "itl_max_ms")) if r.get("itl_p50_ms") is not None else None),
         (L("total"), output.ms(r.get("total_ms"))),
     ]), width)
+    if r.get("headers_held"):
+        parts += output.wrap(Text(L("held_note"), style="yellow"), width)
     parts.append(Text(""))
     tok = Table(title=L("tokens"), title_justify="left", box=None, show_header=True, header_style="bold")
     for c in ("", "prompt", "output", "cached", "reasoning_tok"):

@@ -789,6 +789,19 @@ def test_prefill_latency_with_a_large_prompt(slow_sim, make_proxy, db_path):
     assert "latency.network" not in [x["code"] for x in findings(row)]
 
 
+def test_headers_held_until_the_first_token_are_not_network(slow_sim, make_proxy, db_path):
+    """A hop that holds its headers until the first token (the simulator's hold_headers, as LiteLLM's
+    proxy does): TTFB holds a >1 s prefill, which is not called a network problem."""
+    p = make_proxy([slow_sim.url])
+    prompt = "lorem ipsum dolor sit amet " * 500
+    assert chat(oai(p.url + "/v1"), fault="hold_headers", messages=[{"role": "user", "content": prompt}], max_tokens=4)
+    row = one(p, db_path)
+    f = has(row, "latency.headers_held", "info", variant="nofit")
+    assert row["headers_held"] == 1 and row["ttfb_ms"] > 1000 and row["gap_ms"] < 15
+    assert "TTFB/prefill split is not visible" in f["message"]
+    assert "latency.network" not in [x["code"] for x in findings(row)]
+
+
 def test_reasoning_before_visible_tokens(slow_sim, make_proxy, db_path):
     p = make_proxy([slow_sim.url])
     assert chat(oai(p.url + "/v1"), model="sim-reason-1", max_tokens=3)

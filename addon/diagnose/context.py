@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
-from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES
+from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, PROMPT_BANDS
 from firsttoken.addon.record import Record
 from firsttoken.addon.secrets import redact_text
 from firsttoken.addon.store.queries import is_streamed
@@ -131,24 +131,26 @@ class Ctx:
         return routing.client_base_url(self.proxy_url, self.route(), self.family())
 
     def baseline(self, field: str) -> tuple[float | None, int]:
-        """Median of ``field`` over earlier healthy warm streamed records of the same model (and count):
-        the population of every latency figure (``queries.STREAMED``)."""
+        """Median of ``field`` over earlier healthy warm streamed records of the same model, route and
+        prompt-size band (and count): the population of every latency figure (``queries.STREAMED``);
+        a 40k-token prompt is never judged against 200-token ones, nor a gateway's route against the
+        direct one."""
         rec = self.rec
-        model, rid = rec.model, rec.id
+        group, rid = baseline_group(rec), rec.id
         if type(self._recent_of) is collections.deque:  # the analysis thread's: kept up to date, not rescanned
-            found = _baseline_of(self._recent_of, field, model, rid)
+            found = _baseline_of(self._recent_of, field, group, rid)
             if found is not None:
                 return found
         vals = []
         for r in self.recent:  # up to 500 records a call: plain attribute reads where they exist
             try:
-                if r.model != model or r.status != 200 or r.conn_reused is False or r.id == rid or not is_streamed(r):
+                if (r.status != 200 or r.conn_reused is False or r.id == rid or baseline_group(r) != group
+                        or not is_streamed(r)):
                     continue
                 v = getattr(r, field)
             except AttributeError:  # not a Record: a missing attribute counts as None
-                if (getattr(r, "model", None) != model or getattr(r, "status", None) != 200
-                        or getattr(r, "conn_reused", None) is False or getattr(r, "id", None) == rid
-                        or not is_streamed(r)):
+                if (getattr(r, "status", None) != 200 or getattr(r, "conn_reused", None) is False
+                        or getattr(r, "id", None) == rid or baseline_group(r) != group or not is_streamed(r)):
                     continue
                 v = getattr(r, field, None)
             if isinstance(v, (int, float)):
@@ -156,6 +158,20 @@ class Ctx:
         if len(vals) < BASELINE_MIN_SAMPLES:
             return None, len(vals)
         return float(statistics.median(vals)), len(vals)
+
+
+def prompt_band(tokens: Any) -> int:
+    """The prompt-size band a latency baseline compares within: 0 below the first of
+    PROMPT_BANDS (1k tokens), then one band per factor 4; -1 when the size is not known."""
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        return -1
+    return bisect.bisect_right(PROMPT_BANDS, tokens)
+
+
+def baseline_group(r: Any) -> tuple[Any, Any, Any, int]:
+    """What a record's latency is compared with: the same model, route (and upstream) and prompt-size band."""
+    return (getattr(r, "model", None), getattr(r, "route", None), getattr(r, "upstream", None),
+            prompt_band(getattr(r, "prompt_tokens_est", None)))
 
 
 @functools.lru_cache(maxsize=256)
@@ -254,13 +270,14 @@ class _Window:
 
     def _add(self, r: Any) -> None:
         self.records.append(r)
-        if type(r) is not Record or not isinstance(r.id, str) or (r.model is not None and type(r.model) is not str):
+        if type(r) is not Record or not isinstance(r.id, str) or (r.model is not None and type(r.model) is not str) \
+                or (r.route is not None and type(r.route) is not str) or (r.upstream is not None and type(r.upstream) is not str):
             self.keys.append(None)
             self.odd += 1
             for f in self.fields.values():
                 f.values.append(None)
             return
-        model, counted, rid = r.model, r.status == 200 and r.conn_reused is not False and is_streamed(r), r.id
+        model, counted, rid = baseline_group(r), r.status == 200 and r.conn_reused is not False and is_streamed(r), r.id
         self.keys.append((model, counted, rid))
         self.ids[rid] = self.ids.get(rid, 0) + 1
         for name, f in self.fields.items():
@@ -300,8 +317,9 @@ _WINDOWS_LOCK = threading.Lock()
 
 
 def _baseline_of(src: collections.deque, field: str, model: Any, rid: Any) -> tuple[float | None, int] | None:
-    """``Ctx.baseline`` from the window that follows ``src``; None when only the scan can tell."""
-    if (model is not None and type(model) is not str) or type(rid) is not str:
+    """``Ctx.baseline`` from the window that follows ``src``; None when only the scan can tell.
+    ``model`` is the record's ``baseline_group`` (the window keeps its values per group)."""
+    if any(v is not None and type(v) is not str for v in model[:3]) or type(rid) is not str:
         return None
     with _WINDOWS_LOCK:
         w = _WINDOWS.get(id(src))

@@ -3,12 +3,17 @@
 TTFB (headers) covers connecting, the network, gateways and queues; the gap after it
 (TTFT - TTFB) is the model reading the prompt (prefill) and, for reasoning models,
 thinking before the first visible token. One verdict per request: the largest part wins.
+
+Behind a hop that holds its headers until the first token (``rec.headers_held``, see
+addon/hops/held.py) TTFB contains the prefill: no ``latency.network`` from it; the route's
+TTFT-vs-input fit splits TTFT instead (``latency.headers_held``, ``latency.prefill`` variant ``fit``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from firsttoken.addon import hops  # the module, not its names: hops reads diagnose.thresholds (a cycle)
 from firsttoken.addon.diagnose.context import Ctx, largest_part
 from firsttoken.addon.diagnose.thresholds import (
     COLD_CONNECT_MS,
@@ -66,19 +71,66 @@ def rule_reasoning(rec: Any, c: Ctx) -> None:
               first_token_ms=rec.first_token_ms, reasoning_ms=round(gap, 1), reasoning_tokens=rec.usage_reasoning_tokens)
 
 
+def _route_fit(rec: Any, c: Ctx) -> hops.Fit | None:
+    """The route's TTFT-vs-input fit over its recent streams (what stays true through a hop that holds
+    headers); computed once per request (three rules ask)."""
+    cache = c.__dict__.setdefault("route_fit", {})
+    if rec.id not in cache:
+        cache[rec.id] = hops.fit_of_route(rec, c.recent)
+    return cache[rec.id]
+
+
+def rule_headers_held(rec: Any, c: Ctx) -> None:
+    if not _timed(rec) or getattr(rec, "headers_held", None) is not True or c.errors():
+        return
+    tokens = rec.prompt_tokens_est or 0
+    p = dict(c.common(), route=rec.route or "default", ttfb_ms=rec.ttfb_ms, ttft_ms=rec.ttft_ms,
+             gap_ms=rec.gap_ms or 0.0, prompt_tokens=tokens)
+    fit = _route_fit(rec, c) if tokens else None
+    if fit is None:
+        c.add("latency.headers_held", "info", variant="nofit", **p)
+        return
+    prefill = min(fit.prefill_ms(tokens), rec.ttft_ms)
+    c.add("latency.headers_held", "info", variant="fit", **p, fit_n=fit.n, intercept_ms=fit.intercept_ms,
+          ms_per_1k=fit.slope_ms_per_1k, prefill_ms=round(prefill, 1), before_ms=round(rec.ttft_ms - prefill, 1))
+
+
 def rule_prefill(rec: Any, c: Ctx) -> None:
     if not _timed(rec) or c.errors() or c.has("latency.reasoning") or _held_by_hop(c):
+        return
+    if getattr(rec, "headers_held", None):
+        _prefill_through_held(rec, c)
         return
     gap, tokens = rec.gap_ms or 0.0, rec.prompt_tokens_est or 0
     if gap < PREFILL_GAP_MS or gap <= 0.5 * rec.ttft_ms or tokens < PREFILL_MIN_TOKENS:
         return
     label, part = largest_part(rec)
-    c.add("latency.prefill", "warn", **c.common(), gap_ms=gap, ttft_ms=rec.ttft_ms, prompt_tokens=tokens,
+    c.add("latency.prefill", "warn", variant="gap", **c.common(), gap_ms=gap, ttft_ms=rec.ttft_ms, prompt_tokens=tokens,
           ms_per_1k=round(gap / (tokens / 1000.0), 1), largest=label, largest_tokens=part)
+
+
+def _prefill_through_held(rec: Any, c: Ctx) -> None:
+    """latency.prefill where the gap is hidden: the prefill the route's fit predicts for this prompt."""
+    tokens = rec.prompt_tokens_est or 0
+    if tokens < PREFILL_MIN_TOKENS:
+        return
+    fit = _route_fit(rec, c)
+    if fit is None:
+        return
+    prefill = min(fit.prefill_ms(tokens), rec.ttft_ms)
+    if prefill < PREFILL_GAP_MS or prefill <= 0.5 * rec.ttft_ms:
+        return
+    label, part = largest_part(rec)
+    c.add("latency.prefill", "warn", variant="fit", **c.common(), route=rec.route or "default", prefill_ms=round(prefill, 1),
+          ttft_ms=rec.ttft_ms, prompt_tokens=tokens, ms_per_1k=fit.slope_ms_per_1k, fit_n=fit.n,
+          largest=label, largest_tokens=part)
 
 
 def rule_network(rec: Any, c: Ctx) -> None:
     if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill") or _held_by_hop(c):
+        return
+    if getattr(rec, "headers_held", None):  # TTFB contains the prefill here: only the route's fit can split it
+        _network_through_held(rec, c)
         return
     ttfb, ttft = rec.ttfb_ms, rec.ttft_ms
     if ttfb < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * ttfb:
@@ -93,6 +145,21 @@ def rule_network(rec: Any, c: Ctx) -> None:
               ratio=round(ttfb / median, 1))
     elif ttfb > NETWORK_TTFB_MS:
         c.add("latency.network", "warn", variant="absolute", **p)
+
+
+def _network_through_held(rec: Any, c: Ctx) -> None:
+    """latency.network where TTFB holds the prefill: TTFT less the prefill the route's fit predicts."""
+    tokens = rec.prompt_tokens_est or 0
+    fit = _route_fit(rec, c) if tokens else None
+    if fit is None:
+        return
+    ttft = rec.ttft_ms
+    before = ttft - min(fit.prefill_ms(tokens), ttft)
+    if before <= NETWORK_TTFB_MS or before < 0.5 * ttft or _cold_ms(rec) > CONNECT_SHARE * before:
+        return
+    c.add("latency.network", "warn", variant="fit", **c.common(), ttfb_ms=rec.ttfb_ms, ttft_ms=ttft,
+          connect_ms=rec.connect_ms if rec.conn_reused is False else 0, model=rec.model or "?",
+          route=rec.route or "default", before_ms=round(before, 1), fit_n=fit.n, prompt_tokens=tokens)
 
 
 def rule_cold_connection(rec: Any, c: Ctx) -> None:
@@ -174,7 +241,7 @@ def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
           load_per_core=load, **extra)
 
 
-RULES = (rule_reasoning, rule_prefill, rule_network, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
+RULES = (rule_reasoning, rule_prefill, rule_network, rule_headers_held, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
          rule_proxy_saturated)
 
 
@@ -186,25 +253,41 @@ _E, _W, _I = "error", "warn", "info"
 ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, Any, Any]]]] = [
     ("latency.network", "latency", _W, (), {
         "en": ("Slow before the headers (network, gateway, queue)",
-               "TTFB is at least half of TTFT and either above {NETWORK_TTFB_MS:.0f} ms, or above {NETWORK_BASELINE_RATIO:.0f}x the median of the last {BASELINE_MIN_SAMPLES}+ warm requests to the same model (and above {NETWORK_BASELINE_FLOOR_MS:.0f} ms).",
+               "TTFB is at least half of TTFT and either above {NETWORK_TTFB_MS:.0f} ms, or above {NETWORK_BASELINE_RATIO:.0f}x the median of the last {BASELINE_MIN_SAMPLES}+ warm requests to the same model through the same route with a prompt of the same size band (and above {NETWORK_BASELINE_FLOOR_MS:.0f} ms). When the headers came with the first token (latency.headers_held) TTFB contains the prefill, so only TTFT less the prefill the route's TTFT-vs-input fit predicts counts (variant fit).",
                {"absolute": "TTFB was {ttfb_ms:,.0f} ms of a {ttft_ms:,.0f} ms TTFT: the time went before {host} sent response headers, not to generation.",
-                "baseline": "TTFB was {ttfb_ms:,.0f} ms, {ratio:.1f}x the median of the last {samples} requests to {model} ({median_ms:,.0f} ms): the extra wait came before the response headers."},
+                "baseline": "TTFB was {ttfb_ms:,.0f} ms, {ratio:.1f}x the median of the last {samples} requests to {model} with a prompt of this size through this route ({median_ms:,.0f} ms): the extra wait came before the response headers.",
+                "fit": "About {before_ms:,.0f} ms of this {ttft_ms:,.0f} ms TTFT came before the model (network, gateway, queue): TTFT less the prefill that the TTFT-vs-input fit of {fit_n} earlier requests through route {route} predicts for {prompt_tokens:,} prompt tokens (its hop holds the headers until the first token, so TTFB cannot tell)."},
                "Look before the model: the network path or region (connecting took {connect_ms:,.0f} ms), a gateway or proxy in between, or a provider-side queue (overload, rate-limit tier); compare with curl -w '%{{time_starttransfer}}' against the upstream directly."),
         "zh": ("响应头之前很慢（网络、网关、排队）",
-               "TTFB 至少占 TTFT 的一半，并且超过 {NETWORK_TTFB_MS:.0f} 毫秒，或超过同模型最近 {BASELINE_MIN_SAMPLES} 个以上热连接请求中位数的 {NETWORK_BASELINE_RATIO:.0f} 倍（且超过 {NETWORK_BASELINE_FLOOR_MS:.0f} 毫秒）。",
+               "TTFB 至少占 TTFT 的一半，并且超过 {NETWORK_TTFB_MS:.0f} 毫秒，或超过同模型、同路由、同提示词长度区间最近 {BASELINE_MIN_SAMPLES} 个以上热连接请求中位数的 {NETWORK_BASELINE_RATIO:.0f} 倍（且超过 {NETWORK_BASELINE_FLOOR_MS:.0f} 毫秒）。响应头随首 token 一起到达时（latency.headers_held）TTFB 包含了 prefill，只用 TTFT 减去该路由 TTFT-输入长度拟合预测的 prefill 来判定（变体 fit）。",
                {"absolute": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，TTFB 占了 {ttfb_ms:,.0f} 毫秒：时间花在 {host} 返回响应头之前，而不是生成上。",
-                "baseline": "TTFB 为 {ttfb_ms:,.0f} 毫秒，是最近 {samples} 个 {model} 请求中位数（{median_ms:,.0f} 毫秒）的 {ratio:.1f} 倍：多出的等待发生在响应头之前。"},
+                "baseline": "TTFB 为 {ttfb_ms:,.0f} 毫秒，是经同一路由、提示词长度相近的最近 {samples} 个 {model} 请求中位数（{median_ms:,.0f} 毫秒）的 {ratio:.1f} 倍：多出的等待发生在响应头之前。",
+                "fit": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，约 {before_ms:,.0f} 毫秒发生在模型之前（网络、网关、排队）：即 TTFT 减去路由 {route} 此前 {fit_n} 个请求的 TTFT-输入长度拟合对 {prompt_tokens:,} 个提示词 token 预测的 prefill（该路由上的中间层把响应头扣到首 token 才发送，TTFB 无法区分）。"},
                "问题在模型之前：网络路径或地区（建立连接用了 {connect_ms:,.0f} 毫秒）、中间的网关或代理，或服务商侧排队（过载、限流等级）；用 curl -w '%{{time_starttransfer}}' 直连上游对比。"),
     }),
     ("latency.prefill", "latency", _W, (), {
         "en": ("Slow prompt processing (prefill)",
-               "The gap between headers and first token is more than half of TTFT and above {PREFILL_GAP_MS:.0f} ms, for a prompt of at least {PREFILL_MIN_TOKENS} tokens.",
-               "{gap_ms:,.0f} ms passed between the headers and the first token (TTFT {ttft_ms:,.0f} ms) for {prompt_tokens:,} prompt tokens: {ms_per_1k:,.0f} ms per 1k tokens of prefill.",
+               "The gap between headers and first token is more than half of TTFT and above {PREFILL_GAP_MS:.0f} ms, for a prompt of at least {PREFILL_MIN_TOKENS} tokens; through a hop that holds the headers until the first token (latency.headers_held), the prefill the route's TTFT-vs-input fit predicts for the prompt instead (variant fit).",
+               {"gap": "{gap_ms:,.0f} ms passed between the headers and the first token (TTFT {ttft_ms:,.0f} ms) for {prompt_tokens:,} prompt tokens: {ms_per_1k:,.0f} ms per 1k tokens of prefill.",
+                "fit": "About {prefill_ms:,.0f} ms of this {ttft_ms:,.0f} ms TTFT was prefill of {prompt_tokens:,} prompt tokens ({ms_per_1k:,.0f} ms per 1k, from the TTFT-vs-input fit of {fit_n} earlier requests through route {route}, whose hop holds the headers until the first token)."},
                "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens) or reuse a cached prefix: keep the start of the prompt identical across calls (OpenAI caches prefixes of 1024+ tokens automatically; Anthropic needs cache_control on the last stable block)."),
         "zh": ("提示词处理（prefill）缓慢",
-               "响应头到首 token 的间隔超过 TTFT 的一半且超过 {PREFILL_GAP_MS:.0f} 毫秒，且提示词至少 {PREFILL_MIN_TOKENS} token。",
-               "响应头之后过了 {gap_ms:,.0f} 毫秒才出现首 token（TTFT {ttft_ms:,.0f} 毫秒），提示词 {prompt_tokens:,} token：prefill 约每 1k token {ms_per_1k:,.0f} 毫秒。",
+               "响应头到首 token 的间隔超过 TTFT 的一半且超过 {PREFILL_GAP_MS:.0f} 毫秒，且提示词至少 {PREFILL_MIN_TOKENS} token；经过把响应头扣到首 token 才发送的中间层时（latency.headers_held），改用该路由 TTFT-输入长度拟合预测的 prefill（变体 fit）。",
+               {"gap": "响应头之后过了 {gap_ms:,.0f} 毫秒才出现首 token（TTFT {ttft_ms:,.0f} 毫秒），提示词 {prompt_tokens:,} token：prefill 约每 1k token {ms_per_1k:,.0f} 毫秒。",
+                "fit": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，约 {prefill_ms:,.0f} 毫秒是 {prompt_tokens:,} 个提示词 token 的 prefill（每 1k 约 {ms_per_1k:,.0f} 毫秒，来自路由 {route} 此前 {fit_n} 个请求的 TTFT-输入长度拟合；该路由上的中间层把响应头扣到首 token 才发送）。"},
                "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或复用缓存前缀：让提示词开头在多次调用间保持完全一致（OpenAI 自动缓存 1024 token 以上的前缀；Anthropic 需要在最后一个稳定块上加 cache_control）。"),
+    }),
+    ("latency.headers_held", "latency", _I, (), {
+        "en": ("Headers held until the first token",
+               "The first visible token came at most {HELD_GAP_MS:.0f} ms (or {HELD_GAP_SHARE:.0%} of TTFT, up to {HELD_GAP_MAX_MS:.0f} ms) after the response headers, of a TTFT of at least {HELD_MIN_TTFT_MS:.0f} ms, and either the prompt had {PREFILL_MIN_TOKENS}+ tokens or at least {HELD_ROUTE_SHARE:.0%} of {HELD_ROUTE_SAMPLES}+ recent streams of the route did the same, one of them with {PREFILL_MIN_TOKENS}+ tokens: a hop holds the headers, so TTFB contains the prefill.",
+               {"fit": "The response headers came with the first token ({gap_ms:,.0f} ms apart, TTFT {ttft_ms:,.0f} ms): a hop on route {route} holds its headers until the model's first chunk, so TTFB includes the prefill and the TTFB/prefill split is not visible through this hop. The route's TTFT-vs-input fit ({fit_n} requests) splits it instead: ~{before_ms:,.0f} ms before the model (network, gateway, queue) and ~{prefill_ms:,.0f} ms of prefill for {prompt_tokens:,} prompt tokens ({ms_per_1k:,.0f} ms per 1k).",
+                "nofit": "The response headers came with the first token ({gap_ms:,.0f} ms apart, TTFT {ttft_ms:,.0f} ms): a hop on route {route} holds its headers until the model's first chunk, so TTFB includes the prefill and the TTFB/prefill split is not visible through this hop."},
+               "Judge this route by TTFT, not TTFB. To split it, send prompts of several sizes through the route (`firsttoken sweep`, or `firsttoken compare --route {route} --route ROUTE` against the upstream directly): the slope of TTFT against input is the prefill, the intercept the network, gateway and queue. LiteLLM's proxy always does this; a buffering proxy (nginx proxy_buffering) does it too."),
+        "zh": ("响应头被扣到首 token 才发送",
+               "首个可见 token 在响应头之后不超过 {HELD_GAP_MS:.0f} 毫秒（或 TTFT 的 {HELD_GAP_SHARE:.0%}，最多 {HELD_GAP_MAX_MS:.0f} 毫秒）到达，TTFT 至少 {HELD_MIN_TTFT_MS:.0f} 毫秒，并且提示词至少 {PREFILL_MIN_TOKENS} token，或该路由最近 {HELD_ROUTE_SAMPLES} 个以上流式请求中至少 {HELD_ROUTE_SHARE:.0%} 也是如此（其中一个提示词至少 {PREFILL_MIN_TOKENS} token）：有中间层扣住了响应头，所以 TTFB 包含了 prefill。",
+               {"fit": "响应头随首 token 一起到达（相隔 {gap_ms:,.0f} 毫秒，TTFT {ttft_ms:,.0f} 毫秒）：路由 {route} 上的某个中间层把响应头扣到模型的第一个数据块才发送，所以 TTFB 包含了 prefill，经过这个中间层看不到 TTFB 与 prefill 的划分。改用该路由的 TTFT-输入长度拟合（{fit_n} 个请求）来划分：模型之前（网络、网关、排队）约 {before_ms:,.0f} 毫秒，{prompt_tokens:,} 个提示词 token 的 prefill 约 {prefill_ms:,.0f} 毫秒（每 1k 约 {ms_per_1k:,.0f} 毫秒）。",
+                "nofit": "响应头随首 token 一起到达（相隔 {gap_ms:,.0f} 毫秒，TTFT {ttft_ms:,.0f} 毫秒）：路由 {route} 上的某个中间层把响应头扣到模型的第一个数据块才发送，所以 TTFB 包含了 prefill，经过这个中间层看不到 TTFB 与 prefill 的划分。"},
+               "在这个路由上看 TTFT，而不是 TTFB。要划分时间，请经该路由发送几种长度的提示词（`firsttoken sweep`，或 `firsttoken compare --route {route} --route ROUTE` 与直连上游对比）：TTFT 随输入增长的斜率是 prefill，截距是网络、网关和排队。LiteLLM 代理总是这样；开启缓冲的代理（nginx proxy_buffering）也会这样。"),
     }),
     ("latency.reasoning", "latency", _I, (), {
         "en": ("Reasoning before the answer",

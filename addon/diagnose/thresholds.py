@@ -55,6 +55,27 @@ CACHE_TTL_S = 300.0
 #: ... and the prompt has at least this many tokens (the providers' minimum cacheable prefix)
 CACHE_MIN_TOKENS = 1024
 
+#: latency.headers_held: the first visible token came at most this many ms after the headers ...
+HELD_GAP_MS = 15.0
+#: ... or this share of TTFT (a gateway's own work on the first chunks: ~10-30 ms for LiteLLM) ...
+HELD_GAP_SHARE = 0.15
+#: ... but never more than this many ms (the prefill of PREFILL_MIN_TOKENS takes longer) ...
+HELD_GAP_MAX_MS = 50.0
+#: ... of a TTFT of at least this many ms (below it a gap of ~0 tells nothing) ...
+HELD_MIN_TTFT_MS = 50.0
+#: ... and either the prompt had PREFILL_MIN_TOKENS (its prefill cannot take no time), or at least
+#: this many earlier timed streams of the same route ...
+HELD_ROUTE_SAMPLES = 3
+#: ... of which at least this share looked the same, one of them with PREFILL_MIN_TOKENS.
+HELD_ROUTE_SHARE = 0.8
+#: the route's TTFT-vs-input fit (through such a hop): at least this many earlier streams ...
+FIT_MIN_SAMPLES = 6
+#: ... whose prompts span at least this factor (largest / smallest)
+FIT_MIN_SPAN = 2.0
+#: latency baselines (latency.network's "N x the median") compare a request only with prompts of
+#: its own size band: the band edges, in prompt tokens (factor 4 apart)
+PROMPT_BANDS = (1024, 4096, 16384, 65536)
+
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("BUFFERED_CLUMP_GAP_MS", BUFFERED_CLUMP_GAP_MS, "stream.buffered: token events closer than this (ms) may belong to one release", "stream.buffered：间隔小于此值（毫秒）的 token 事件可能属于同一次放行"),
     ("BUFFERED_CLUMP_EVENTS", BUFFERED_CLUMP_EVENTS, "stream.buffered: a release has at least this many events", "stream.buffered：一次放行至少包含这么多事件"),
@@ -66,9 +87,18 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("BUFFERED_REF_ITL_MS", BUFFERED_REF_ITL_MS, "stream.buffered: not judged on a route whose unbuffered streams have a median ITL p50 below this (ms)", "stream.buffered：若同一路由未缓冲的流 ITL p50 中位数低于此值（毫秒），不做判定"),
     ("NETWORK_TTFB_MS", NETWORK_TTFB_MS, "latency.network: TTFB above this (ms) and at least half of TTFT", "latency.network：TTFB 超过此值（毫秒）且至少占 TTFT 的一半"),
     ("NETWORK_BASELINE_RATIO", NETWORK_BASELINE_RATIO, "latency.network: TTFB above this multiple of the model's recent median", "latency.network：TTFB 超过该模型近期中位数的倍数"),
-    ("BASELINE_MIN_SAMPLES", BASELINE_MIN_SAMPLES, "latency.network: earlier warm 200 requests of the same model needed for a median", "latency.network：计算中位数所需的同模型、已热连接的 200 请求数"),
+    ("BASELINE_MIN_SAMPLES", BASELINE_MIN_SAMPLES, "latency.network: earlier warm 200 requests of the same model, route and prompt-size band needed for a median", "latency.network：计算中位数所需的同模型、同路由、同提示词长度区间、已热连接的 200 请求数"),
     ("NETWORK_BASELINE_FLOOR_MS", NETWORK_BASELINE_FLOOR_MS, "latency.network: baseline verdicts only above this TTFB (ms)", "latency.network：基于基线的判定只在 TTFB 超过此值（毫秒）时给出"),
     ("CONNECT_SHARE", CONNECT_SHARE, "latency.network: not when connecting explains more than this share of TTFB", "latency.network：建立连接占 TTFB 超过此比例时不判定"),
+    ("HELD_GAP_MS", HELD_GAP_MS, "latency.headers_held: the first visible token came at most this long after the headers (ms) ...", "latency.headers_held：首个可见 token 在响应头之后不超过此时间（毫秒）到达……"),
+    ("HELD_GAP_SHARE", HELD_GAP_SHARE, "latency.headers_held: ... or this share of TTFT ...", "latency.headers_held：……或 TTFT 的这个比例……"),
+    ("HELD_GAP_MAX_MS", HELD_GAP_MAX_MS, "latency.headers_held: ... but never more than this (ms)", "latency.headers_held：……但不超过此值（毫秒）"),
+    ("HELD_MIN_TTFT_MS", HELD_MIN_TTFT_MS, "latency.headers_held: only for a TTFT of at least this long (ms)", "latency.headers_held：只在 TTFT 至少这么长（毫秒）时判定"),
+    ("HELD_ROUTE_SAMPLES", HELD_ROUTE_SAMPLES, "latency.headers_held: earlier timed streams of the same route needed (unless the prompt had PREFILL_MIN_TOKENS)", "latency.headers_held：同一路由此前需要的计时流式请求数（提示词达到 PREFILL_MIN_TOKENS 时不需要）"),
+    ("HELD_ROUTE_SHARE", HELD_ROUTE_SHARE, "latency.headers_held: share of them whose headers also came with the first token (one with PREFILL_MIN_TOKENS)", "latency.headers_held：其中响应头同样随首 token 到达的比例（其中一个提示词达到 PREFILL_MIN_TOKENS）"),
+    ("FIT_MIN_SAMPLES", FIT_MIN_SAMPLES, "the route's TTFT-vs-input fit: earlier streams needed", "路由的 TTFT-输入长度拟合：需要的此前流式请求数"),
+    ("FIT_MIN_SPAN", FIT_MIN_SPAN, "the route's TTFT-vs-input fit: largest / smallest prompt at least", "路由的 TTFT-输入长度拟合：最大与最小提示词之比至少为此值"),
+    ("PROMPT_BANDS", "1k/4k/16k/64k", "latency baselines: a request is compared only with prompts of its own size band (edges in tokens)", "延迟基线：请求只与同一长度区间的提示词比较（区间边界，单位 token）"),
     ("PREFILL_GAP_MS", PREFILL_GAP_MS, "latency.prefill: gap (TTFT - TTFB) above this (ms) and more than half of TTFT", "latency.prefill：间隔（TTFT - TTFB）超过此值（毫秒）且超过 TTFT 的一半"),
     ("PREFILL_MIN_TOKENS", PREFILL_MIN_TOKENS, "latency.prefill: prompt of at least this many tokens", "latency.prefill：提示词至少这么多 token"),
     ("REASONING_MS", REASONING_MS, "latency.reasoning: reasoning before the first visible token (ms)", "latency.reasoning：首个可见 token 之前的推理时间（毫秒）"),

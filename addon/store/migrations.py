@@ -326,6 +326,19 @@ def m015_who_answered(db: sqlite_utils.Database) -> None:
     t.add_column("hop", str)
 
 
+@migration
+def m016_headers_held(db: sqlite_utils.Database) -> None:
+    """Whether a stream's response headers came only with its first token (a hop such as
+    LiteLLM's proxy holds them): its TTFB then contains the prefill (``latency.headers_held``)."""
+    db["requests"].add_column("headers_held", int)
+
+
+@migration
+def m017_egress_proxy(db: sqlite_utils.Database) -> None:
+    """The egress proxy a request's upstream connection went through (issue 22): NULL when direct."""
+    db["requests"].add_column("egress_proxy", str)
+
+
 #: the columns of the readable ``findings`` table (m018), in the writer's insert order
 FINDING_COLUMNS = ("request_id", "code", "severity", "position", "message", "hint", "params")
 
@@ -368,12 +381,6 @@ def m020_proxy_start_wait(db: sqlite_utils.Database) -> None:
     proxy was still starting: `firsttoken run` starts its child beside the proxy, on a port that
     already listens, so a fast client's first request can wait for the proxy's start-up."""
     db["requests"].add_column("proxy_start_wait_ms", float)
-
-
-@migration
-def m017_egress_proxy(db: sqlite_utils.Database) -> None:
-    """The egress proxy a request's upstream connection went through (issue 22): NULL when direct."""
-    db["requests"].add_column("egress_proxy", str)
 
 
 #: the streamed population as m021 wrote it into the totals' triggers and the stats indexes (frozen:

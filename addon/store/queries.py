@@ -18,7 +18,7 @@ from typing import Any
 import sqlite_utils
 
 JSON_COLUMNS = ("event_offsets", "key_facts", "findings", "hop_headers")
-BOOL_COLUMNS = ("stream", "conn_reused", "stream_done", "client_aborted", "tokens_exact")
+BOOL_COLUMNS = ("stream", "conn_reused", "stream_done", "client_aborted", "tokens_exact", "headers_held")
 BODY_COLUMNS = ("request_body", "response_body")
 
 

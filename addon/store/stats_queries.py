@@ -617,3 +617,29 @@ def compare_routes(db: sqlite_utils.Database, experiment: str, routes: list[str]
         g["ttft_slope_se_ms_per_1k"] = slope_se(g)
         out[name] = g
     return out
+
+
+def compare_timings(db: sqlite_utils.Database, experiment: str, routes: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per route, the experiment's timed streams in the order they were sent: prompt tokens,
+    TTFB, TTFT and ``headers_held`` (for pairing the interleaved requests and telling a route
+    that holds its headers)."""
+    out: dict[str, list[dict[str, Any]]] = {r: [] for r in routes}
+    if not routes:
+        return out
+    held = "headers_held" if "headers_held" in db["requests"].columns_dict else "NULL"  # a database before m016
+    sql = (f"SELECT route, prompt_tokens_est, ttfb_ms, ttft_ms, {held} FROM requests "
+           "WHERE experiment = ? AND status = 200 AND ttft_ms IS NOT NULL AND route IN (%s) "
+           "ORDER BY started_at, rowid" % ",".join("?" * len(routes)))
+    for route, tokens, ttfb, ttft, held in db.execute(sql, [experiment, *routes]).fetchall():
+        out[route].append({"prompt_tokens": tokens, "ttfb_ms": ttfb, "ttft_ms": ttft,
+                           "headers_held": None if held is None else bool(held)})
+    return out
+
+
+def head_timings(db: sqlite_utils.Database, filters: Filters, limit: int = 200) -> list[tuple[Any, float, float]]:
+    """(prompt_tokens_est, ttfb_ms, ttft_ms) of the newest ``limit`` timed streams matching
+    ``filters``: whether a route's hop holds its headers until the first token (``hops.route_holds``)."""
+    where, params = filters.where()
+    sql = (f"SELECT prompt_tokens_est, ttfb_ms, ttft_ms FROM requests{_and(where, 'status = 200', 'ttft_ms IS NOT NULL', 'ttfb_ms IS NOT NULL')} "
+           "ORDER BY started_at DESC LIMIT ?")
+    return [tuple(r) for r in db.execute(sql, [*params, int(limit)]).fetchall()]

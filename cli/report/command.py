@@ -186,6 +186,7 @@ def _by_route(db, filters: Filters, by: str | None) -> bool:
 def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) -> str:
     """One curve per route on one chart (dots and fitted line), a table of per-route TTFB, TTFT
     and fit, and with two routes the bisection `firsttoken compare` prints."""
+    from firsttoken.addon.hops import route_holds
     from firsttoken.cli.compare import verdict
 
     shown = tuple(m for m in sq.METRICS if m[0] in ("ttfb", "gap", "ttft"))  # only what the table shows
@@ -216,7 +217,9 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str]) 
         a, b = groups
         served = [sq.group_values(db, dataclasses.replace(filters, route=g["group"]), "model", 10) for g in groups]
         if _same_models(*served):  # the bisection holds only for the same requests through both routes
-            text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b)["text"])}</b></p>'
+            held = {name(g["group"]): route_holds(sq.head_timings(db, dataclasses.replace(filters, route=g["group"])))
+                    for g in groups}  # behind a hop that holds headers, TTFB holds the prefill
+            text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b, held=held)["text"])}</b></p>'
         else:
             text = (f'<p class="dim">The routes served different models ({H.esc(name(a["group"]))}: '
                     f'{H.esc(", ".join(map(str, served[0])))}; {H.esc(name(b["group"]))}: '

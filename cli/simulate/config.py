@@ -33,6 +33,7 @@ DELIVERY_FAULTS: tuple[str, ...] = (
     "error_line",
     "slow_ttfb",
     "cache_hit",
+    "hold_headers",
 )
 
 FAULTS: tuple[str, ...] = ERROR_FAULTS + DELIVERY_FAULTS
@@ -61,6 +62,7 @@ FAULT_HELP: dict[str, str] = {
     "error_line": "some tokens, then a bare `error: {...}` SSE line and the end of the stream",
     "slow_ttfb": "response headers 1000 ms later than ttfb_ms",
     "cache_hit": "usage reports a prompt-cache read of 80% of the input (and prefill gets faster)",
+    "hold_headers": "stream headers held until the first token, as LiteLLM's proxy does (TTFB includes the prefill)",
 }
 
 assert set(FAULT_HELP) == set(FAULTS)

@@ -127,13 +127,18 @@ def _stream(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     faults = gen.faults
     if not sleep_until(sched.headers_at, h.sim.stop_event):
         return
+    hold = "hold_headers" in faults  # like LiteLLM's proxy: no headers before the first token is ready
+    if hold:
+        _plan(h, gen, sched)
+        if not sleep_until(sched.first_at, h.sim.stop_event):
+            return
     gzip = "gzip" in faults
     headers = success_headers(gen, sched, "text/event-stream; charset=utf-8")
     headers["Cache-Control"] = "no-cache"
     out = h.start_stream(200, headers, gzip=gzip, buffered="buffered" in faults,
                          block=4096 if "buffer_4k" in faults else 0)
-    # Headers are out: only now do the expensive part (the prefill sleep absorbs it).
-    _plan(h, gen, sched)
+    if not hold:  # headers are out: only now do the expensive part (the prefill sleep absorbs it)
+        _plan(h, gen, sched)
     stream_fn, _, error_fn = SHAPES[gen.api]
     evs = stream_fn(gen)
     if "truncated" in faults:

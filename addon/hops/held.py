@@ -1,0 +1,149 @@
+"""Headers held until the first token, and what stays true through a hop that holds them.
+
+A hop that sends its response headers only when the model's first chunk arrives (LiteLLM's
+proxy does; so does any hop that buffers the body) moves the prefill into TTFB: the gap after
+the headers is ~0, and a big TTFB no longer means "network". Two things stay true through it:
+the route's TTFT-vs-input fit (intercept = network + gateway + queue, slope = prefill) and
+timings the server reports itself.
+
+Pure functions of recorded timings; the analysis thread and `compare` both ask them (one rule).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from firsttoken.addon.diagnose.thresholds import (
+    FIT_MIN_SAMPLES,
+    FIT_MIN_SPAN,
+    HELD_GAP_MAX_MS,
+    HELD_GAP_MS,
+    HELD_GAP_SHARE,
+    HELD_MIN_TTFT_MS,
+    HELD_ROUTE_SAMPLES,
+    HELD_ROUTE_SHARE,
+    PREFILL_MIN_TOKENS,
+)
+
+#: earlier records of a route looked at, newest first (the analysis thread keeps 500)
+ROUTE_LOOKBACK = 50
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+
+
+def looks_held(ttfb_ms: Any, ttft_ms: Any) -> bool | None:
+    """One stream's own evidence: True when its first visible token came with the headers (a gap
+    of at most HELD_GAP_MS, or HELD_GAP_SHARE of TTFT but never over HELD_GAP_MAX_MS: a
+    gateway's own work on the first chunks), of a TTFT of at least HELD_MIN_TTFT_MS; False when
+    a gap after the headers shows they came early; None when it cannot tell."""
+    if not _num(ttfb_ms) or not _num(ttft_ms) or ttft_ms < HELD_MIN_TTFT_MS:
+        return None
+    return (ttft_ms - ttfb_ms) <= min(HELD_GAP_MAX_MS, max(HELD_GAP_MS, HELD_GAP_SHARE * ttft_ms))
+
+
+def route_holds(points: Iterable[tuple[Any, Any, Any]]) -> bool | None:
+    """Whether a route holds its headers, from its streams' (prompt tokens, ttfb_ms, ttft_ms):
+    True when at least HELD_ROUTE_SAMPLES of them can tell, HELD_ROUTE_SHARE of those look held
+    and one of those had PREFILL_MIN_TOKENS (so its TTFB is seen to hold a real prefill: a short
+    prompt behind a slow network looks the same otherwise); False when enough can tell and too
+    few look held; None when it cannot tell."""
+    seen = held = 0
+    big = False
+    for tokens, ttfb, ttft in points:
+        v = looks_held(ttfb, ttft)
+        if v is None:
+            continue
+        seen += 1
+        held += v
+        big = big or (v and _num(tokens) and tokens >= PREFILL_MIN_TOKENS)
+    if seen < HELD_ROUTE_SAMPLES:
+        return None
+    if held < HELD_ROUTE_SHARE * seen:
+        return False
+    return True if big else None
+
+
+def _timed(r: Any) -> bool:
+    return getattr(r, "status", None) == 200 and _num(getattr(r, "ttft_ms", None)) and _num(getattr(r, "ttfb_ms", None))
+
+
+def _same_route(r: Any, rec: Any) -> bool:
+    return getattr(r, "route", None) == rec.route and getattr(r, "upstream", None) == rec.upstream \
+        and getattr(r, "id", None) != rec.id
+
+
+def headers_held(rec: Any, earlier: Iterable[Any] = ()) -> bool | None:
+    """The record's ``headers_held``: True when this stream's first token came with its headers
+    and either its prompt was large enough that the prefill cannot have taken no time
+    (PREFILL_MIN_TOKENS), or its route did the same repeatedly (``route_holds`` over the
+    route's recent streams, ``earlier`` oldest first); False when the headers came early;
+    None when it cannot tell."""
+    if not _timed(rec):
+        return None
+    own = looks_held(rec.ttfb_ms, rec.ttft_ms)
+    if own is not True:
+        return own
+    if (rec.prompt_tokens_est or 0) >= PREFILL_MIN_TOKENS:
+        return True
+    pairs = []
+    for r in reversed(list(earlier)):
+        if _timed(r) and _same_route(r, rec):
+            pairs.append((getattr(r, "prompt_tokens_est", None), r.ttfb_ms, r.ttft_ms))
+            if len(pairs) >= ROUTE_LOOKBACK:
+                break
+    return route_holds(pairs) or None
+
+
+@dataclass(frozen=True)
+class Fit:
+    """TTFT = intercept + slope x input tokens over a route's streams."""
+    intercept_ms: float
+    slope_ms_per_1k: float
+    n: int
+    r2: float | None
+
+    def prefill_ms(self, tokens: int) -> float:
+        return max(0.0, self.slope_ms_per_1k * tokens / 1000.0)
+
+
+def route_fit(points: Iterable[tuple[Any, Any]]) -> Fit | None:
+    """Least squares of TTFT (ms) against prompt tokens over (tokens, ttft_ms) points; None with
+    fewer than FIT_MIN_SAMPLES points, prompts spanning less than FIT_MIN_SPAN, or a negative
+    slope (noise, not prefill)."""
+    pts = [(float(x), float(y)) for x, y in points if _num(x) and _num(y) and x > 0]
+    n = len(pts)
+    if n < FIT_MIN_SAMPLES:
+        return None
+    xs = [x for x, _ in pts]
+    if max(xs) < FIT_MIN_SPAN * min(xs):
+        return None
+    mx = sum(xs) / n
+    my = sum(y for _, y in pts) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx <= 0:
+        return None
+    sxy = sum((x - mx) * (y - my) for x, y in pts)
+    slope = sxy / sxx
+    if slope < 0 or not math.isfinite(slope):
+        return None
+    intercept = my - slope * mx
+    syy = sum((y - my) ** 2 for _, y in pts)
+    r2 = (sxy * sxy) / (sxx * syy) if syy > 0 else None
+    return Fit(round(intercept, 3), round(slope * 1000.0, 3), n, None if r2 is None else round(r2, 4))
+
+
+def fit_of_route(rec: Any, earlier: Iterable[Any] = ()) -> Fit | None:
+    """The fit over the route's (and model's) recent timed streams, this one excluded."""
+    pts = []
+    for r in reversed(list(earlier)):
+        if _timed(r) and _same_route(r, rec) and getattr(r, "model", None) == rec.model \
+                and getattr(r, "conn_reused", None) is not False:
+            pts.append((getattr(r, "prompt_tokens_est", None), r.ttft_ms))
+            if len(pts) >= ROUTE_LOOKBACK:
+                break
+    return route_fit(pts)
