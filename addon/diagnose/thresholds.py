@@ -7,6 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
+#: latency.headers_held and the route's fit: defined beside their rule (addon/hops/held.py)
+from firsttoken.addon.hops.held import (
+    FIT_MIN_SAMPLES,
+    FIT_MIN_SPAN,
+    HELD_GAP_MAX_MS,
+    HELD_GAP_MS,
+    HELD_GAP_SHARE,
+    HELD_MIN_TTFT_MS,
+    HELD_ROUTE_SAMPLES,
+    HELD_ROUTE_SHARE,
+    PREFILL_MIN_TOKENS,
+)
+
 #: stream.buffered: the stream-shape numbers, defined beside the shape rule (addon/hops/shape.py)
 from firsttoken.addon.hops.shape import CLUMP_GAP_MS as BUFFERED_CLUMP_GAP_MS
 from firsttoken.addon.hops.shape import CLUMP_MIN_EVENTS as BUFFERED_CLUMP_EVENTS
@@ -27,8 +40,7 @@ BASELINE_MIN_SAMPLES = 5
 NETWORK_BASELINE_FLOOR_MS = 300.0
 #: latency.prefill: gap (TTFT - TTFB) above this, more than half of TTFT ...
 PREFILL_GAP_MS = 1000.0
-#: ... for a prompt of at least this many tokens.
-PREFILL_MIN_TOKENS = 2000
+#: ... for a prompt of at least this many tokens (defined beside the held-headers rule, which needs it too)
 #: latency.reasoning: reasoning ran at least this long before the first visible token ...
 REASONING_MS = 500.0
 #: ... and took at least this share of TTFT.
@@ -55,23 +67,6 @@ CACHE_TTL_S = 300.0
 #: ... and the prompt has at least this many tokens (the providers' minimum cacheable prefix)
 CACHE_MIN_TOKENS = 1024
 
-#: latency.headers_held: the first visible token came at most this many ms after the headers ...
-HELD_GAP_MS = 15.0
-#: ... or this share of TTFT (a gateway's own work on the first chunks: ~10-30 ms for LiteLLM) ...
-HELD_GAP_SHARE = 0.15
-#: ... but never more than this many ms (the prefill of PREFILL_MIN_TOKENS takes longer) ...
-HELD_GAP_MAX_MS = 50.0
-#: ... of a TTFT of at least this many ms (below it a gap of ~0 tells nothing) ...
-HELD_MIN_TTFT_MS = 50.0
-#: ... and either the prompt had PREFILL_MIN_TOKENS (its prefill cannot take no time), or at least
-#: this many earlier timed streams of the same route ...
-HELD_ROUTE_SAMPLES = 3
-#: ... of which at least this share looked the same, one of them with PREFILL_MIN_TOKENS.
-HELD_ROUTE_SHARE = 0.8
-#: the route's TTFT-vs-input fit (through such a hop): at least this many earlier streams ...
-FIT_MIN_SAMPLES = 6
-#: ... whose prompts span at least this factor (largest / smallest)
-FIT_MIN_SPAN = 2.0
 #: latency baselines (latency.network's "N x the median") compare a request only with prompts of
 #: its own size band: the band edges, in prompt tokens (factor 4 apart)
 PROMPT_BANDS = (1024, 4096, 16384, 65536)

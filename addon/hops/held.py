@@ -16,17 +16,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from firsttoken.addon.diagnose.thresholds import (
-    FIT_MIN_SAMPLES,
-    FIT_MIN_SPAN,
-    HELD_GAP_MAX_MS,
-    HELD_GAP_MS,
-    HELD_GAP_SHARE,
-    HELD_MIN_TTFT_MS,
-    HELD_ROUTE_SAMPLES,
-    HELD_ROUTE_SHARE,
-    PREFILL_MIN_TOKENS,
-)
+# The numbers of the rule (diagnose/thresholds.py lists them with the others, for the catalog)
+#: latency.prefill: a prompt of at least this many tokens cannot take no time to prefill
+PREFILL_MIN_TOKENS = 2000
+#: latency.headers_held: the first visible token came at most this many ms after the headers ...
+HELD_GAP_MS = 15.0
+#: ... or this share of TTFT (a gateway's own work on the first chunks: ~10-30 ms for LiteLLM) ...
+HELD_GAP_SHARE = 0.15
+#: ... but never more than this many ms (the prefill of PREFILL_MIN_TOKENS takes longer) ...
+HELD_GAP_MAX_MS = 50.0
+#: ... of a TTFT of at least this many ms (below it a gap of ~0 tells nothing) ...
+HELD_MIN_TTFT_MS = 50.0
+#: ... and either the prompt had PREFILL_MIN_TOKENS (its prefill cannot take no time), or at least
+#: this many earlier timed streams of the same route ...
+HELD_ROUTE_SAMPLES = 3
+#: ... of which at least this share looked the same, one of them with PREFILL_MIN_TOKENS.
+HELD_ROUTE_SHARE = 0.8
+#: the route's TTFT-vs-input fit (through such a hop): at least this many earlier streams ...
+FIT_MIN_SAMPLES = 6
+#: ... whose prompts span at least this factor (largest / smallest)
+FIT_MIN_SPAN = 2.0
 
 #: earlier records of a route looked at, newest first (the analysis thread keeps 500)
 ROUTE_LOOKBACK = 50
