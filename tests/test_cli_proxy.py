@@ -20,6 +20,8 @@ from conftest import start_proxy_process
 from firsttoken.cli.proxy.state import read_states
 from firsttoken.cli.simulate import SimConfig, SimServer
 
+pytestmark = pytest.mark.slow  # `firsttoken proxy` as a process: signals, ports, drains (the slow tier)
+
 FT = str(Path(sys.executable).parent / "firsttoken")
 CHAT = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -43,6 +43,7 @@ def test_plan_interleaves_and_alternates_the_order():
     assert [r for r, _, _ in rounds[2]] == ["a", "b", "b", "a"]
 
 
+@pytest.mark.slow  # two routes, many paced requests: seconds
 def test_compare_recovers_the_added_ttfb_and_same_prefill(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-compare-secret-key-0123456789")
     db = tmp_path / "ft.db"
@@ -74,6 +75,7 @@ def test_compare_recovers_the_added_ttfb_and_same_prefill(tmp_path, monkeypatch)
     assert listed.exit_code == 0 and len(listed.output.strip().splitlines()) == 18
 
 
+@pytest.mark.slow  # two routes, many paced requests: seconds
 def test_compare_reports_a_different_prefill(tmp_path, monkeypatch):
     """Same TTFB, a third of the prefill cost behind the gateway; routes found in the proxy's state
     file, the gateway's upstream path holding the API version (base URL without /v1)."""

@@ -75,6 +75,7 @@ def routed(sim, db_path):
     p.stop()
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_openai_sdk_with_printed_settings_default_route(proxy, db_path, sim):
     out, _ = run_env("openai", "--shell", "--port", str(proxy.bound_port), "--upstream", sim.url)
     env = parse_exports(out)
@@ -86,6 +87,7 @@ def test_openai_sdk_with_printed_settings_default_route(proxy, db_path, sim):
     assert row["path"] == "/v1/chat/completions" and row["status"] == 200 and row["route"] == "default"
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_sdks_with_printed_settings_named_routes(routed, db_path):
     port = str(routed.bound_port)
     ups = ["--upstream", routed.upstreams[0], "--upstream", routed.upstreams[1]]

@@ -346,6 +346,7 @@ def _lines_with(text: str, needle: str) -> list[str]:
     return [ln for ln in text.split("\n") if needle in ln]
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_proxy_live_view_in_a_terminal(tmp_path):
     db = tmp_path / "live.db"
     port = free_port()
@@ -387,6 +388,7 @@ def test_proxy_live_view_in_a_terminal(tmp_path):
     assert any(ln.startswith("gpt-4o-mini") and output.ms(r["ttft_ms"]) in ln for ln in tail.split("\n"))
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_live_command_follows_a_database_being_written(tmp_path):
     db = tmp_path / "follow.db"
     with SimServer(SLOW_PREFILL) as sim, ProxyServer([sim.url], str(db), port=0) as p:

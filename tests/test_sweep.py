@@ -39,6 +39,7 @@ def _invoke(args):
     return res
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_inputs_sweep_recovers_the_prefill_slope(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-sweep-secret-key-0123456789")
     db = tmp_path / "ft.db"
@@ -65,6 +66,7 @@ def test_inputs_sweep_recovers_the_prefill_slope(tmp_path, monkeypatch):
     assert [int(r["input_tokens"]) for r in table] == [100, 500, 900, 1300]
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_outputs_sweep_keeps_ttft_flat(tmp_path):
     db = tmp_path / "ft.db"
     cfg = SimConfig(**{**PREFILL, "fill_max_tokens": True})
@@ -157,6 +159,7 @@ def test_default_tags_differ_within_one_second():
     assert all(t.startswith("sweep-inputs-20260102-030405-") for t in tags)
 
 
+@pytest.mark.slow  # real processes and paced requests: seconds
 def test_ctrl_c_shows_the_partial_table_and_keeps_the_rows(tmp_path):
     """On a real terminal: the progress shows the ETA and the size being sent; SIGINT prints the table of
     the points measured so far, says where the rows are, and exits 130 (no bare `Aborted!`)."""

@@ -29,6 +29,8 @@ from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
 from firsttoken.cli.terminal import PseudoTerminal
 
+pytestmark = pytest.mark.slow  # every view under a real pty at widths 60-200: the slow tier (`pytest -m slow`)
+
 WIDTHS = (60, 72, 80, 100, 120, 130, 140, 160, 200)
 FEW = (60, 100, 140, 200)
 CLI = [sys.executable, "-c", "from firsttoken.cli.main import cli; cli()"]
