@@ -10,8 +10,7 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from firsttoken.addon.analyzer import Settings
-from firsttoken.addon.diagnose import diagnose, lang, render, render_finding
+from firsttoken.addon.diagnose import DiagnosisInput, diagnose, lang, render, render_finding
 from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose.context import quote
 from firsttoken.addon.diagnose.limits import retry_after_s
@@ -45,9 +44,9 @@ def healthy(**kw) -> Record:
     return Record(**base)
 
 
-def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None):
-    s = Settings(warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang_)
-    return types.SimpleNamespace(settings=s, recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change)
+def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None, proxy_url=""):
+    return DiagnosisInput(stall_ms=stall_ms, warn_prompt_tokens=warn_prompt_tokens, lang=lang_, proxy_url=proxy_url,
+                          recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change)
 
 
 def codes(findings, severities=("error", "warn", "info")):
@@ -460,8 +459,7 @@ def test_double_v1_names_the_base_url():
     f = _run(with_(r, upstream="https://api.openai.com", path="/v1/v1/chat/completions"))
     assert f[0]["params"]["variant"] == "client" and "OPENAI_BASE_URL=http://127.0.0.1:8787/v1 (not" in f[0]["hint"]
     # a named route and the proxy's real address
-    c = ctx()
-    c.settings.proxy_url = "http://127.0.0.1:9999"
+    c = ctx(proxy_url="http://127.0.0.1:9999")
     f = diagnose(healthy(**with_(r, route="oai", upstream="https://api.openai.com", path="/oai/v1/v1/chat/completions")), c)
     assert f[0]["params"]["base"] == "http://127.0.0.1:9999/oai/v1"
     # Anthropic SDK always adds /v1: fix the upstream
@@ -751,10 +749,10 @@ def _golden_sequence(maxlen: int, n: int, seed: int) -> list:
         if i == n // 2:
             recent.clear()  # a new history: nothing of the old one counts
         lang_ = "zh" if i % 7 == 0 else "en"
-        c = types.SimpleNamespace(settings=Settings(lang=lang_), recent=recent, prompt_change=None)
+        c = DiagnosisInput(lang=lang_, recent=recent)
         found = diagnose(rec, c)
         # the same history as a plain list (read afresh every time) says the same
-        assert diagnose(rec, types.SimpleNamespace(settings=c.settings, recent=list(recent), prompt_change=None)) == found
+        assert diagnose(rec, DiagnosisInput(lang=lang_, recent=list(recent))) == found
         out.append(_golden_findings(found))
         recent.append(rec)
         if i % 89 == 0:
