@@ -20,7 +20,7 @@ from typing import Any
 
 from firsttoken.addon import tokens
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
-from firsttoken.addon.diagnose import diagnose
+from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
 from firsttoken.addon.hops import clean_hop_headers, headers_held, name_hop
@@ -69,8 +69,6 @@ class Analyzer:
         self.conversations = ConversationIndex(history=self._recorded_turn)
         #: record id -> (conversation, prompt change) between a request's parse and its finish
         self._pending: collections.OrderedDict[str, tuple[Any, dict[str, Any]]] = collections.OrderedDict()
-        #: the prompt change of the record being diagnosed (read by the cache rules through Ctx)
-        self.prompt_change: dict[str, Any] | None = None
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
         self.q: queue.Queue[Any] = queue.Queue()
@@ -285,28 +283,32 @@ class Analyzer:
         if self.settings.save_bodies:
             self._save_bodies(flight)
         rec.state, rec.phase = "done", "done"
-        conv, self.prompt_change = self._pending.pop(rec.id, (None, None))
+        conv, change = self._pending.pop(rec.id, (None, None))
         route = rec.route or "default"
-        if self.prompt_change is not None:
-            self.prompt_change["route_cached"] = route in self.routes_cached
+        route_cached = route in self.routes_cached  # before this request's own report
         if rec.usage_cached_tokens:
             self.routes_cached.add(route)
         if conv is not None:
-            if self.prompt_change.get("now_side"):
+            if change.get("now_side"):
                 rec.request_kind = "side"
             rec.client_gap_ms = self.conversations.client_gap_ms(conv, flight.clock.t0)
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
             failed = abnormal_end or rec.status is None or rec.status >= 400
             self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed)
         rec.headers_held = headers_held(rec, self.recent)  # before diagnosing: the latency rules read it
-        try:
-            rec.findings = diagnose(rec, self)
-        finally:
-            self.prompt_change = None
+        rec.findings = diagnose(rec, self.diagnosis_input(change, route_cached))
         if rec.findings:
             rec.top_code = rec.findings[0]["code"]
             rec.top_severity = rec.findings[0]["severity"]
         self._write(flight)
+
+    def diagnosis_input(self, prompt_change: dict[str, Any] | None = None,
+                        route_cached: bool = False) -> DiagnosisInput:
+        """What the rules read besides the record, fixed now: the settings as they are, this
+        thread's recent records, the request's prompt change (docs/architecture.md)."""
+        s = self.settings
+        return DiagnosisInput(stall_ms=s.stall_ms, warn_prompt_tokens=s.warn_prompt_tokens, proxy_url=s.proxy_url,
+                              lang=s.lang, recent=self.recent, prompt_change=prompt_change, route_cached=route_cached)
 
     def _calibrate(self, rec) -> None:
         """Reconcile our estimate with the server's count, and learn a per-model factor."""
@@ -361,7 +363,7 @@ class Analyzer:
                 values = decode_row(row)
                 rec = Record(**{k: values[k] for k in FIELDS if k in values and values[k] is not None})
                 rec.error = rec.error or f"{INTERRUPTED_ERROR} (pid {rec.proxy_pid or 'unknown'})"
-                rec.findings = diagnose(rec, self)
+                rec.findings = diagnose(rec, self.diagnosis_input())
                 rec.top_code = rec.findings[0]["code"] if rec.findings else None
                 rec.top_severity = rec.findings[0]["severity"] if rec.findings else None
                 self.writer.put({"id": rec.id, "state": "done", "phase": "done", "error": rec.error,

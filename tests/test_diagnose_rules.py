@@ -10,8 +10,7 @@ import types
 import pytest
 from click.testing import CliRunner
 
-from firsttoken.addon.analyzer import Settings
-from firsttoken.addon.diagnose import diagnose, lang, render, render_finding
+from firsttoken.addon.diagnose import DiagnosisInput, diagnose, lang, render, render_finding
 from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose.context import quote
 from firsttoken.addon.diagnose.limits import retry_after_s
@@ -45,9 +44,9 @@ def healthy(**kw) -> Record:
     return Record(**base)
 
 
-def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None):
-    s = Settings(warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang_)
-    return types.SimpleNamespace(settings=s, recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change)
+def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None, proxy_url=""):
+    return DiagnosisInput(stall_ms=stall_ms, warn_prompt_tokens=warn_prompt_tokens, lang=lang_, proxy_url=proxy_url,
+                          recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change)
 
 
 def codes(findings, severities=("error", "warn", "info")):
@@ -460,8 +459,7 @@ def test_double_v1_names_the_base_url():
     f = _run(with_(r, upstream="https://api.openai.com", path="/v1/v1/chat/completions"))
     assert f[0]["params"]["variant"] == "client" and "OPENAI_BASE_URL=http://127.0.0.1:8787/v1 (not" in f[0]["hint"]
     # a named route and the proxy's real address
-    c = ctx()
-    c.settings.proxy_url = "http://127.0.0.1:9999"
+    c = ctx(proxy_url="http://127.0.0.1:9999")
     f = diagnose(healthy(**with_(r, route="oai", upstream="https://api.openai.com", path="/oai/v1/v1/chat/completions")), c)
     assert f[0]["params"]["base"] == "http://127.0.0.1:9999/oai/v1"
     # Anthropic SDK always adds /v1: fix the upstream
@@ -702,6 +700,47 @@ def test_cache_miss_needs_a_recent_repeat_and_a_reported_zero():
     assert "cache.miss" in codes(both) and "prompt.repeated_prefix" not in codes(both)
 
 
+
+def test_the_cache_verdict_says_whether_the_route_ever_cached_from_the_input():
+    change = dict(CHANGE, divergence={}, cache_marker=True, id="r1")
+    never = diagnose(healthy(**CACHE_MISS), ctx(prompt_change=change))
+    before = diagnose(healthy(**CACHE_MISS), DiagnosisInput(lang="en", prompt_change=change, route_cached=True))
+    assert [f["params"]["variant"] for f in never if f["code"] == "cache.miss"] == ["same_prefix_never"]
+    assert [f["params"]["variant"] for f in before if f["code"] == "cache.miss"] == ["same_prefix"]
+
+
+def test_the_diagnosis_input_is_frozen_normalised_and_required():
+    import dataclasses
+
+    inp = DiagnosisInput(stall_ms=None, warn_prompt_tokens="x", proxy_url="http://127.0.0.1:9/", lang="zh_CN.UTF-8",
+                         recent=None, prompt_change={"id": "r1", "previous": True})
+    assert (inp.stall_ms, inp.warn_prompt_tokens, inp.proxy_url, inp.lang, inp.recent) == (
+        1000.0, 0, "http://127.0.0.1:9", "zh", ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        inp.stall_ms = 5.0
+    with pytest.raises(TypeError):
+        inp.prompt_change["previous"] = False  # read-only for the rules too
+    with pytest.raises(TypeError):
+        diagnose(healthy(), types.SimpleNamespace(settings=None, recent=[]))  # the old duck-typed context
+
+
+def test_the_analyzer_builds_the_input_from_its_settings_as_they_are_now(tmp_path):
+    from firsttoken.addon.analyzer import Analyzer, Settings
+    from firsttoken.addon.store.writer import Writer
+
+    w = Writer(str(tmp_path / "d.db"))
+    an = Analyzer(w, Settings(stall_ms=250.0, warn_prompt_tokens=9000, lang="zh", proxy_url="http://127.0.0.1:9999/"))
+    try:
+        inp = an.diagnosis_input({"id": "r1"}, route_cached=True)
+        assert (inp.stall_ms, inp.warn_prompt_tokens, inp.lang, inp.proxy_url) == (250.0, 9000, "zh", "http://127.0.0.1:9999")
+        assert inp.recent is an.recent and inp.route_cached and inp.prompt_change["id"] == "r1"
+        an.settings.lang = "en"  # an option changed (capture.configure): the next input has it, this one not
+        assert an.diagnosis_input().lang == "en" and inp.lang == "zh" and an.diagnosis_input().prompt_change is None
+        assert not hasattr(an, "prompt_change")  # nothing set before a diagnosis and cleared after
+    finally:
+        an.close()
+        w.close()
+
 # ---- golden findings: what the rules and the renderer said before they were made faster ---------------------
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "fixtures" / "diagnose_golden.json"
@@ -751,10 +790,10 @@ def _golden_sequence(maxlen: int, n: int, seed: int) -> list:
         if i == n // 2:
             recent.clear()  # a new history: nothing of the old one counts
         lang_ = "zh" if i % 7 == 0 else "en"
-        c = types.SimpleNamespace(settings=Settings(lang=lang_), recent=recent, prompt_change=None)
+        c = DiagnosisInput(lang=lang_, recent=recent)
         found = diagnose(rec, c)
         # the same history as a plain list (read afresh every time) says the same
-        assert diagnose(rec, types.SimpleNamespace(settings=c.settings, recent=list(recent), prompt_change=None)) == found
+        assert diagnose(rec, DiagnosisInput(lang=lang_, recent=list(recent))) == found
         out.append(_golden_findings(found))
         recent.append(rec)
         if i % 89 == 0:

@@ -416,7 +416,7 @@ def test_forward_mode_ca_and_state(home, cwd, tmp_path, listener):
 def test_doctor_and_the_auth_finding_word_a_key_fact_the_same_way(home, cwd):
     """One wording per key fact: what doctor says of $OPENAI_API_KEY is what the finding says
     of the key the proxy saw."""
-    from firsttoken.addon.diagnose import diagnose
+    from firsttoken.addon.diagnose import DiagnosisInput, diagnose
     from firsttoken.addon.record import Record
     from firsttoken.addon.secrets import key_fact_text
 
@@ -427,7 +427,7 @@ def test_doctor_and_the_auth_finding_word_a_key_fact_the_same_way(home, cwd):
     rec = Record(id="r", started_at="2026-01-01T00:00:00+00:00", status=401, api="openai.chat", key_header="authorization", key_fingerprint="sk-…kkkk",
                  key_scheme="Bearer", key_length=len(key), key_facts=["newline"], upstream="https://api.openai.com",
                  upstream_url="https://api.openai.com/v1/chat/completions", path="/v1/chat/completions")
-    (f,) = [f for f in diagnose(rec) if f["code"] == "auth.whitespace"]
+    (f,) = [f for f in diagnose(rec, DiagnosisInput()) if f["code"] == "auth.whitespace"]
     assert words in f["message"]
 
 

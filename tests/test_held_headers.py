@@ -11,13 +11,11 @@ import collections
 import io
 import subprocess
 import sys
-import types
 
 import pytest
 from rich.console import Console
 
-from firsttoken.addon.analyzer import Settings
-from firsttoken.addon.diagnose import diagnose
+from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.hops import fit_of_route, headers_held, looks_held, route_fit, route_holds
 from firsttoken.addon.record import Record
 from firsttoken.cli import show
@@ -56,7 +54,7 @@ def history(spec=THROUGH, where=GW, start=0) -> list[Record]:
 
 
 def ctx(recent):
-    return types.SimpleNamespace(settings=Settings(), recent=collections.deque(recent, maxlen=500), prompt_change=None)
+    return DiagnosisInput(recent=collections.deque(recent, maxlen=500))
 
 
 def codes(findings):
@@ -169,7 +167,7 @@ def test_baselines_are_per_route_and_prompt_size_band():
     assert "latency.network" not in codes(diagnose(rec(99, 200, 0, 0, GW, **slow), ctx(same)))
     assert "latency.network" not in codes(diagnose(rec(99, 40_000, 0, 0, DIRECT, **slow), ctx(same)))
     # ... also through the plain-list path (no deque window)
-    c = types.SimpleNamespace(settings=Settings(), recent=list(same), prompt_change=None)
+    c = DiagnosisInput(recent=list(same))
     assert "latency.network" not in codes(diagnose(rec(99, 40_000, 0, 0, DIRECT, **slow), c))
     assert "latency.network" in codes(diagnose(rec(99, 200, 0, 0, DIRECT, **slow), c))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from firsttoken.addon.diagnose import diagnose
+from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.hops import buffer_shape, clumps, fix_code, name_hop, who_answered
 from firsttoken.addon.hops.headers import MAX_HEADERS, TOTAL_MAX, VALUE_MAX
 from firsttoken.addon.record import Record
@@ -189,30 +189,30 @@ def _rec(ttfb: float, offs: list[float], id: str = "r1", **kw) -> Record:
 def test_whole_stream_with_the_headers_is_buffering_named_by_its_hop_not_network():
     offs = _rep(1060.0, 32)
     rec = _rec(1058.0, offs, server="nginx/1.22.1", hop="nginx/1.22.1")
-    found = diagnose(rec)
+    found = diagnose(rec, DiagnosisInput())
     codes = [f["code"] for f in found]
     assert "stream.buffered" in codes and "latency.network" not in codes and "latency.prefill" not in codes
     b = found[codes.index("stream.buffered")]
     assert b["message"].startswith("nginx/1.22.1 held this stream for 1,060 ms")
     assert "proxy_buffering off" in b["hint"] and "gzip_types" in b["hint"]
     assert b["params"]["hop_kind"] == "nginx" and b["params"]["hop_fix"] == "hop_fix.nginx"
-    zh = diagnose(rec, type("C", (), {"settings": type("S", (), {"lang": "zh"})(), "recent": []})())
+    zh = diagnose(rec, DiagnosisInput(lang="zh"))
     zb = next(f for f in zh if f["code"] == "stream.buffered")
     assert "nginx/1.22.1" in zb["message"] and "proxy_buffering off" in zb["hint"] and "扣住" in zb["message"]
 
 
 def test_unnamed_hop_gets_the_generic_fix_and_the_same_record_unbuffered_gets_network():
     rec = _rec(1058.0, _rep(1060.0, 32))
-    b = next(f for f in diagnose(rec) if f["code"] == "stream.buffered")
+    b = next(f for f in diagnose(rec, DiagnosisInput()) if f["code"] == "stream.buffered")
     assert b["message"].startswith("A hop between the model and firsttoken held") and "proxy_buffering" in b["hint"]
     paced = _rec(1058.0, [1060.0 + 20 * i for i in range(32)])
-    codes = [f["code"] for f in diagnose(paced)]
+    codes = [f["code"] for f in diagnose(paced, DiagnosisInput())]
     assert "stream.buffered" not in codes and "latency.network" in codes  # the verdict it stands in for
 
 
 def test_a_cdn_that_passes_streams_through_is_not_said_to_have_held_it():
     rec = _rec(1058.0, _rep(1060.0, 32), server="cloudflare", hop_headers={"cf-ray": "8f1a-FRA"}, hop="Cloudflare")
-    b = next(f for f in diagnose(rec) if f["code"] == "stream.buffered")
+    b = next(f for f in diagnose(rec, DiagnosisInput()) if f["code"] == "stream.buffered")
     assert b["message"].startswith("A hop between the model and firsttoken held") and b["params"]["hop"] == "Cloudflare"
     assert "Cloudflare" in b["hint"] and "origin" in b["hint"]  # its own advice: where to look behind it
 
@@ -221,7 +221,7 @@ def test_a_route_whose_unbuffered_streams_clump_takes_the_verdict_back():
     recent = [_rec(100.0, [200.0 + 0.1 * i for i in range(20)], id=f"o{i}", findings=[]) for i in range(6)]
     for r in recent:
         r.itl_p50_ms = 0.1
-    ctx = type("C", (), {"settings": None, "recent": recent})()
+    ctx = DiagnosisInput(recent=recent)
     assert "stream.buffered" not in [f["code"] for f in diagnose(_rec(300.0, _rep(301.0, 20)), ctx)]
     for r in recent:
         r.itl_p50_ms = 20.0

@@ -3,7 +3,7 @@ server read nothing from its cache, and where the prompt stopped matching.
 
 The analysis thread compares each request with the previous one of its conversation
 (``conversations.divergence``: system prompt, tools, messages, in cache order) and hands the
-result to the rules as ``Ctx.prompt_change``; nothing of the prompts is stored.
+result to the rules as ``DiagnosisInput.prompt_change`` (with ``route_cached``); nothing of the prompts is stored.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def rule_cache_miss(rec: Any, c: Ctx) -> None:
               previous_messages=d.get("previous_messages"))
     else:
         # the prompt a cache would see is the same: the upstream did not cache it
-        ever = change.get("route_cached")
+        ever = c.route_cached
         c.add("cache.miss", "warn", variant="same_prefix" if ever else "same_prefix_never", **p,
               route=rec.route or "default", model=rec.model or "?", markers=change.get("cache_markers") or 0)
 

@@ -1,4 +1,4 @@
-"""What every rule family shares: the per-request context and small helpers.
+"""What every rule family shares: the frozen input, the per-request context and small helpers.
 
 Rules are pure functions ``rule(rec, c) -> None`` that call ``c.add(code, severity, **params)``;
 ``c`` also answers what earlier rules already found (one root cause -> one error).
@@ -14,12 +14,15 @@ import html
 import re
 import statistics
 import threading
+import types
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
+from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, PROMPT_BANDS
 from firsttoken.addon.record import Record
 from firsttoken.addon.secrets import redact_text
@@ -38,24 +41,52 @@ SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 QUOTE_CHARS = 300
 
 
-class Ctx:
-    """One request's diagnosis in progress: settings, history, and the findings so far."""
+@dataclass(frozen=True)
+class DiagnosisInput:
+    """Everything the rules read besides the record, fixed before they run (built per request by
+    the analysis thread, ``Analyzer.diagnosis_input``; tests build their own). Values are
+    normalised here, so a missing or odd setting means the documented default."""
 
-    def __init__(self, rec: Any, context: Any = None) -> None:
+    stall_ms: float = 1000.0  # a silence longer than this inside a stream is a stall
+    warn_prompt_tokens: int = 0  # prompt.large threshold (0: from the model's context window)
+    proxy_url: str = DEFAULT_PROXY_URL  # the proxy's own base URL, for the base-URL hints
+    lang: str = ""  # language of the findings; "" → $FIRSTTOKEN_LANG, then the locale (lang.resolve)
+    #: earlier finished records, newest last; the analysis thread passes its own deque (only that
+    #: thread appends to it, and it is the one diagnosing), which the baselines follow incrementally
+    recent: Sequence[Any] = ()
+    #: where this request's prompt stopped matching the previous one of its conversation
+    #: (``conversations.divergence``); applied only when its ``id`` is the record's
+    prompt_change: Mapping[str, Any] | None = None
+    route_cached: bool = False  # this request's route reported cached prompt tokens before it
+
+    def __post_init__(self) -> None:
+        fix = functools.partial(object.__setattr__, self)
+        fix("stall_ms", float(_num(self.stall_ms, 1000.0)))
+        fix("warn_prompt_tokens", int(_num(self.warn_prompt_tokens, 0)))
+        fix("proxy_url", (self.proxy_url or DEFAULT_PROXY_URL).rstrip("/"))
+        fix("lang", resolve_lang(self.lang))
+        fix("recent", () if self.recent is None else self.recent)
+        if isinstance(self.prompt_change, dict):
+            fix("prompt_change", types.MappingProxyType(self.prompt_change))
+        elif not isinstance(self.prompt_change, Mapping):
+            fix("prompt_change", None)
+        fix("route_cached", bool(self.route_cached))
+
+
+class Ctx:
+    """One request's diagnosis in progress: its input (``DiagnosisInput``) and the findings so far."""
+
+    def __init__(self, rec: Any, inp: DiagnosisInput) -> None:
         self.rec = rec
-        settings = getattr(context, "settings", None)
-        self.settings = settings
-        self.stall_ms = float(_num(getattr(settings, "stall_ms", None), 1000.0))
-        self.warn_prompt_tokens = int(_num(getattr(settings, "warn_prompt_tokens", None), 0))
-        self.proxy_url = (getattr(settings, "proxy_url", None) or getattr(context, "proxy_url", None)
-                          or DEFAULT_PROXY_URL).rstrip("/")
-        self._recent_of = getattr(context, "recent", None)
+        self.stall_ms = inp.stall_ms
+        self.warn_prompt_tokens = inp.warn_prompt_tokens
+        self.proxy_url = inp.proxy_url
+        self.route_cached = inp.route_cached
+        self._recent_of = inp.recent
         self._recent: list[Any] | None = None
-        # where this request's prompt stopped matching the previous one of its conversation
-        # (the analysis thread's ``prompt_change``, only for this very record)
-        change = getattr(context, "prompt_change", None)
-        self.prompt_change: dict[str, Any] | None = (
-            change if isinstance(change, dict) and change.get("id") == getattr(rec, "id", None) else None)
+        change = inp.prompt_change  # only for this very record
+        self.prompt_change: Mapping[str, Any] | None = (
+            change if change is not None and change.get("id") == getattr(rec, "id", None) else None)
         self.findings: list[dict[str, Any]] = []
         self._common: dict[str, Any] | None = None
 
@@ -64,7 +95,7 @@ class Ctx:
         """Earlier finished records, newest last (copied on first use: most requests never ask)."""
         if self._recent is None:
             try:
-                self._recent = list(self._recent_of) if self._recent_of is not None else []
+                self._recent = list(self._recent_of)
             except Exception:
                 self._recent = []
         return self._recent

@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams
-from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx
-from firsttoken.addon.diagnose.lang import resolve
+from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx, DiagnosisInput
 from firsttoken.addon.hops import HOP_LABELS
 from firsttoken.addon.secrets import KEY_FACT_TEXT
 
@@ -258,9 +257,9 @@ ORDER: tuple[Rule, ...] = (
 )
 
 
-def collect(rec: Any, context: Any = None) -> list[dict[str, Any]]:
+def collect(rec: Any, inp: DiagnosisInput) -> list[dict[str, Any]]:
     """Raw findings (code, severity, params) in rule order; a failing rule is logged and skipped."""
-    c = Ctx(rec, context)
+    c = Ctx(rec, inp)
     for rule in ORDER:
         try:
             rule(rec, c)
@@ -269,12 +268,13 @@ def collect(rec: Any, context: Any = None) -> list[dict[str, Any]]:
     return c.findings
 
 
-def run_rules(rec: Any, context: Any = None, lang: str | None = None) -> list[dict[str, Any]]:
-    """Findings with message and hint rendered, most severe first (stable within a severity)."""
-    if lang is None:
-        lang = resolve(getattr(getattr(context, "settings", None), "lang", None))
+def run_rules(rec: Any, inp: DiagnosisInput) -> list[dict[str, Any]]:
+    """Findings with message and hint rendered in ``inp.lang``, most severe first (stable within a severity)."""
+    if not isinstance(inp, DiagnosisInput):
+        raise TypeError(f"diagnose needs a DiagnosisInput, not {type(inp).__name__}")
+    lang = inp.lang
     out = []
-    for f in collect(rec, context):
+    for f in collect(rec, inp):
         message, hint = render(f["code"], f["params"], lang)
         out.append({"code": f["code"], "severity": f["severity"], "message": message, "hint": hint,
                     "params": f["params"]})
