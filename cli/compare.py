@@ -144,6 +144,16 @@ def holds_headers(rows: list[dict[str, Any]]) -> bool | None:
     return route_holds((r.get("prompt_tokens"), r["ttfb_ms"], r["ttft_ms"]) for r in rows)
 
 
+def same_or_adds(d: float, tol: float, a: str, b: str, same: str, adds: str) -> tuple[str, str]:
+    """The verdict on what route b adds (d ms, b minus a): "same" within tol ms, else "adds" or "saves"
+    (from b's side), with its text: `same`, or `adds` said from the slower route's side with {slow}
+    and {fast} filled in (pure)."""
+    if abs(d) <= tol:
+        return "same", same
+    slow, fast = (b, a) if d > 0 else (a, b)
+    return ("adds" if d > 0 else "saves"), adds.format(slow=slow, fast=fast)
+
+
 def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[str, Any] | None = None,
             held: dict[str, bool | None] | None = None) -> dict[str, Any]:
     """The bisection on two routes' figures: what route b adds to TTFT, and where it went, from
@@ -162,13 +172,9 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         spread = f"middle half of {added['pairs']} paired requests {lo:+.0f} to {hi:+.0f} ms"
         base = min(v for v in (_p(ga, "ttft"), _p(gb, "ttft"), math.inf) if v is not None)
         tol = max(TTFB_ABS_MS, TTFB_REL * base) if math.isfinite(base) else TTFB_ABS_MS
-        if abs(d) <= tol:
-            out["ttft"] = "same"
-            head = f"TTFT is the same on both routes ({d:+.0f} ms on {b}, within {tol:.0f} ms; {spread})"
-        else:
-            out["ttft"] = "adds" if d > 0 else "saves"
-            slow, fast = (b, a) if d > 0 else (a, b)
-            head = f"route {slow} adds {abs(d):.0f} ms to TTFT over {fast} ({spread})"
+        out["ttft"], head = same_or_adds(
+            d, tol, a, b, f"TTFT is the same on both routes ({d:+.0f} ms on {b}, within {tol:.0f} ms; {spread})",
+            f"route {{slow}} adds {abs(d):.0f} ms to TTFT over {{fast}} ({spread})")
     if holding:
         names = " and ".join(holding)
         held_text = (f"{'route ' + names + ' holds its' if len(holding) == 1 else 'routes ' + names + ' hold their'} "
@@ -194,13 +200,9 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         d = tb - ta
         tol = max(TTFB_ABS_MS, TTFB_REL * min(ta, tb))
         out["ttfb_delta_ms"], out["ttfb_tolerance_ms"] = round(d, 1), round(tol, 1)
-        if abs(d) <= tol:
-            out["ttfb"] = "same"
-            ttfb_text = f"TTFB is the same on both routes ({ta:.0f} vs {tb:.0f} ms, within {tol:.0f} ms)"
-        else:
-            out["ttfb"] = "adds" if d > 0 else "saves"
-            slow, fast = (b, a) if d > 0 else (a, b)
-            ttfb_text = f"route {slow} adds {abs(d):.0f} ms of TTFB over {fast} (network/gateway)"
+        out["ttfb"], ttfb_text = same_or_adds(
+            d, tol, a, b, f"TTFB is the same on both routes ({ta:.0f} vs {tb:.0f} ms, within {tol:.0f} ms)",
+            f"route {{slow}} adds {abs(d):.0f} ms of TTFB over {{fast}} (network/gateway)")
 
     sa, sb = ga.get("ttft_slope_ms_per_1k"), gb.get("ttft_slope_ms_per_1k")
     if sa is None or sb is None:

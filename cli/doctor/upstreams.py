@@ -127,20 +127,30 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str
     if scheme != "https":
         sock.close()
         return Check(cid, "upstreams", PASS, f"{title} is reachable", f"{timing} ({addrs[0]})")
+    return tls_check(net, sock, host, cid, title, timing, t2, WARN,
+                     untrusted_why=f" ({timing}): a corporate TLS inspection proxy?",
+                     untrusted_fix="trust its CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
+                                   "REQUESTS_CA_BUNDLE), or --insecure-upstream to test",
+                     reached=f", {addrs[0]}")
+
+
+def tls_check(net: Net, sock: Any, host: str, cid: str, title: str, timing: str, t0: float, severity: str, *,
+              untrusted_why: str, untrusted_fix: str, reached: str = "") -> Check:
+    """The TLS handshake with the upstream on a connected socket (closed here), direct or through a
+    proxy's CONNECT tunnel: a failure is `severity`; the callers say why a certificate may not be
+    trusted and what to do (`untrusted_why` follows the verifier's message), and `reached` follows
+    the TLS version on success."""
     try:
         version = net.tls(sock, host)
     except ssl.SSLCertVerificationError as e:
-        return Check(cid, "upstreams", WARN, f"{title}: TLS certificate not trusted",
-                     f"{e.verify_message or e} ({timing}): a corporate TLS inspection proxy?",
-                     "trust its CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
-                     "REQUESTS_CA_BUNDLE), or --insecure-upstream to test")
+        return Check(cid, "upstreams", severity, f"{title}: TLS certificate not trusted",
+                     f"{e.verify_message or e}{untrusted_why}", untrusted_fix)
     except Exception as e:  # noqa: BLE001
-        return Check(cid, "upstreams", WARN, f"{title}: TLS handshake failed", f"{describe_oserror(e)} ({timing})", None)
+        return Check(cid, "upstreams", severity, f"{title}: TLS handshake failed", f"{describe_oserror(e)} ({timing})", None)
     finally:
         sock.close()
-    t3 = time.perf_counter()
     return Check(cid, "upstreams", PASS, f"{title} is reachable",
-                 f"{timing}, TLS {1000 * (t3 - t2):.0f} ms ({version}, {addrs[0]})")
+                 f"{timing}, TLS {1000 * (time.perf_counter() - t0):.0f} ms ({version}{reached})")
 
 
 def probe_via_proxy(net: Net, scheme: str, host: str, port: int, way: Any) -> Check:
@@ -188,19 +198,10 @@ def probe_via_proxy(net: Net, scheme: str, host: str, port: int, way: Any) -> Ch
     if scheme != "https":
         sock.close()
         return Check(cid, "upstreams", PASS, f"{title} is reachable", f"{timing}; the upstream answered {answer}")
-    try:
-        version = net.tls(sock, host)
-    except ssl.SSLCertVerificationError as e:
-        return Check(cid, "upstreams", FAIL, f"{title}: TLS certificate not trusted",
-                     f"{e.verify_message or e}: a TLS-inspecting proxy signs it with its own CA?",
-                     "trust that CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
-                     "REQUESTS_CA_BUNDLE)")
-    except Exception as e:  # noqa: BLE001
-        return Check(cid, "upstreams", FAIL, f"{title}: TLS handshake failed", f"{describe_oserror(e)} ({timing})", None)
-    finally:
-        sock.close()
-    return Check(cid, "upstreams", PASS, f"{title} is reachable",
-                 f"{timing}, TLS {1000 * (time.perf_counter() - t2):.0f} ms ({version})")
+    return tls_check(net, sock, host, cid, title, timing, t2, FAIL,
+                     untrusted_why=": a TLS-inspecting proxy signs it with its own CA?",
+                     untrusted_fix="trust that CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
+                                   "REQUESTS_CA_BUNDLE)")
 
 
 def check_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[Check]:
