@@ -73,6 +73,7 @@ def test_garbage_stream_is_forwarded_recorded_and_never_crashes(db_path):
     assert row["malformed_events"] >= 1 and row["stream_done"] == 0
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_sim_timings_match_the_schedule(sim, proxy, db_path):
     import openai
 

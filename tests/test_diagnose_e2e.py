@@ -606,6 +606,7 @@ def test_client_stops_reading_mid_stream(slow_sim, make_proxy, db_path):
     no_problems(row)
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_client_read_timeout_during_a_stall_is_the_stall(make_proxy, db_path):
     """The openai SDK's read timeout ends a stream that went silent: the record ends when the
     client hung up (not at the last byte) and names the silence, which no gap between two token
@@ -629,6 +630,7 @@ def test_client_read_timeout_during_a_stall_is_the_stall(make_proxy, db_path):
     assert not is_error(row)
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_client_gives_up_after_headers_and_nothing_more(make_proxy, db_path):
     """Headers and one keep-alive, then silence until the client's timeout: the record says how
     long it really waited, not the 50 ms the headers took."""
@@ -723,6 +725,7 @@ def test_buffered_stream(slow_sim, make_proxy, db_path):
     assert "stream.stall" not in [x["code"] for x in findings(row)]
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_unbuffered_slow_stream_is_not_buffered(slow_sim, make_proxy, db_path):
     p = make_proxy([slow_sim.url])
     assert chat(oai(p.url + "/v1"))
@@ -950,6 +953,7 @@ def _quiet_post(url, body, fault):
         pass
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_proxy_saturated_when_the_proxy_itself_held_the_request(proxy, db_path):
     """The proxy's event loop is busy (CPU) when the request arrives: it lies unread, and the
     record says so instead of blaming the upstream; the client's TTFT is recovered."""

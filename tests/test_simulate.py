@@ -419,6 +419,7 @@ def test_prefix(make_sim):
 # ---- timing --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_stream_timing_follows_the_schedule(hx):
     hx.get("/v1/models")  # warm the connection
     r, t_headers, lines = timed_stream(hx, "/v1/chat/completions", {**CHAT, "stream": True})
@@ -482,6 +483,7 @@ def test_fill_max_tokens(make_sim):
 # ---- delivery faults -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_buffered_delivers_everything_at_the_end(hx):
     t0 = time.monotonic()
     arrivals = []
@@ -604,6 +606,7 @@ def test_error_line_is_a_bare_sse_field(hx):
     assert 0 < r.text.count('"content":"') < NOUT
 
 
+@pytest.mark.slow  # timing bounds: they want the machine to themselves
 def test_slow_ttfb_and_cache_hit(hx):
     t0 = time.monotonic()
     with hx.stream("POST", "/v1/chat/completions", json={**CHAT, "stream": True}, headers={"x-sim-fault": "slow_ttfb"}) as r:
