@@ -12,10 +12,10 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import sqlite_utils
-
-from firsttoken.addon.store.migrations import MIGRATIONS, migrate
+if TYPE_CHECKING:  # imported where used: `firsttoken run` reads this module before its child starts
+    import sqlite_utils
 
 
 class StoreError(Exception):
@@ -91,6 +91,10 @@ def open_db(path: str | os.PathLike, *, write: bool = True) -> sqlite_utils.Data
     if str(p) != ":memory:":
         private_files(p)
     conn = sqlite3.connect(str(p), check_same_thread=False, timeout=10)
+    import sqlite_utils
+
+    from firsttoken.addon.store.migrations import migrate
+
     db = sqlite_utils.Database(conn)
     try:
         db.execute("PRAGMA busy_timeout = 10000")
@@ -193,12 +197,16 @@ def connect_reader(path: str | os.PathLike) -> sqlite3.Connection:
 
 def open_reader(path: str | os.PathLike) -> sqlite_utils.Database:
     """A read-only handle: never creates, migrates or writes the file (see ``connect_reader``)."""
+    import sqlite_utils
+
     return sqlite_utils.Database(connect_reader(path))
 
 
 def schema_current(db: sqlite_utils.Database | sqlite3.Connection) -> bool:
     """Whether every migration of this version has been applied (older databases are read as they are)."""
-    conn = db.conn if isinstance(db, sqlite_utils.Database) else db
+    from firsttoken.addon.store.migrations import MIGRATIONS
+
+    conn = db if isinstance(db, sqlite3.Connection) else db.conn
     try:
         done = {r[0] for r in conn.execute("SELECT name FROM _migrations")}
     except sqlite3.DatabaseError:
