@@ -11,6 +11,7 @@ Pure functions of recorded timings; the analysis thread and `compare` both ask t
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -100,7 +101,8 @@ def headers_held(rec: Any, earlier: Iterable[Any] = ()) -> bool | None:
     if (rec.prompt_tokens_est or 0) >= PREFILL_MIN_TOKENS:
         return True
     pairs = []
-    for r in reversed(list(earlier)):
+    # newest first, without copying the window (the analysis thread's deque supports reversed())
+    for r in (reversed(earlier) if isinstance(earlier, (list, tuple, collections.deque)) else reversed(list(earlier))):
         if _timed(r) and _same_route(r, rec):
             pairs.append((getattr(r, "prompt_tokens_est", None), r.ttfb_ms, r.ttft_ms))
             if len(pairs) >= ROUTE_LOOKBACK:
