@@ -11,9 +11,8 @@ Pure functions of recorded timings; the analysis thread and `compare` both ask t
 
 from __future__ import annotations
 
-import collections
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Reversible
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +101,7 @@ def headers_held(rec: Any, earlier: Iterable[Any] = ()) -> bool | None:
         return True
     pairs = []
     # newest first, without copying the window (the analysis thread's deque supports reversed())
-    for r in (reversed(earlier) if isinstance(earlier, (list, tuple, collections.deque)) else reversed(list(earlier))):
+    for r in reversed(earlier) if isinstance(earlier, Reversible) else reversed(list(earlier)):
         if _timed(r) and _same_route(r, rec):
             pairs.append((getattr(r, "prompt_tokens_est", None), r.ttfb_ms, r.ttft_ms))
             if len(pairs) >= ROUTE_LOOKBACK:
