@@ -112,7 +112,25 @@ def start_proxy_process(args: list[str], **popen) -> tuple[subprocess.Popen, int
             raise AssertionError(p.communicate()[1]) from None
         p.kill()
         raise AssertionError("proxy did not listen") from None
+    wait_registered(port, p, (popen.get("env") or os.environ).get("FIRSTTOKEN_STATE_DIR"))
     return p, port
+
+
+def wait_registered(port: int, p: subprocess.Popen, state_dir: str | None, timeout: float = 30) -> None:
+    """Until the proxy's registry entry is written: it registers just after its port opens (a
+    busy machine can run a command such as `firsttoken env` in between, which would not find it)."""
+    if not state_dir:
+        return
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not list((Path(state_dir) / "proxies").glob(f"*-{port}.json")):
+        if p.poll() is not None:
+            raise AssertionError(p.communicate()[1])
+        if time.monotonic() > deadline:
+            p.kill()
+            raise AssertionError(f"the proxy on port {port} never registered in {state_dir}")
+        time.sleep(0.01)
 
 
 def dump_db(path) -> tuple[list, list, list]:
