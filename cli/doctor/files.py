@@ -4,53 +4,34 @@
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from firsttoken.cli.doctor.core import FAIL, KEY_VARS, PASS, WARN, Check, Context
 from firsttoken.cli.doctor.env import check_base_url, check_key
+from firsttoken.cli.run.clients import claude, codex
 
-CODEX_BUILTIN_PROVIDERS = ("openai", "ollama", "lmstudio", "oss")
+CODEX_BUILTIN_PROVIDERS = codex.BUILTIN_PROVIDERS
+CLAUDE_SETTINGS = claude.SETTINGS_FILES  # where they are: the adapter's rule (cli/run/clients/claude.py)
 
 
 # -- Claude Code ---------------------------------------------------------------------------------
 
-CLAUDE_SETTINGS = (("~/.claude/settings.json", "home"), ("./.claude/settings.json", "cwd"),
-                   ("./.claude/settings.local.json", "cwd"))
-
-
-def _claude_path(label: str, ctx: Context) -> Path:
-    rel = label.split("/", 1)[1]
-    return (ctx.home if label.startswith("~") else ctx.cwd) / rel
-
-
 def read_claude_settings(ctx: Context) -> tuple[list[Check], list[tuple[str, dict[str, Any]]]]:
     """Parse errors as checks, and the `env` blocks found."""
-    checks, blocks = [], []
-    for label, _ in CLAUDE_SETTINGS:
-        path = _claude_path(label, ctx)
-        if not path.is_file():
-            continue
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
+    problems, blocks = claude.read_settings_env(ctx.home, ctx.cwd)
+    checks = []
+    for label, kind, detail in problems:
+        if kind == "json":
             checks.append(Check(f"claude.{label}", "claude_code", FAIL, f"{label} is not valid JSON",
-                                str(e), "fix the syntax (a trailing comma? a comment?): Claude Code ignores the file"))
-            continue
-        block = doc.get("env") if isinstance(doc, dict) else None
-        if block is None:
-            continue
-        if not isinstance(block, dict):
+                                str(detail), "fix the syntax (a trailing comma? a comment?): Claude Code ignores the file"))
+        elif kind == "env_not_object":
             checks.append(Check(f"claude.{label}.env", "claude_code", FAIL, f"{label}: \"env\" is not an object",
-                                repr(block)[:80], 'write it as "env": {"ANTHROPIC_BASE_URL": "…"}'))
-            continue
-        nonstr = [k for k, v in block.items() if not isinstance(v, str)]
-        if nonstr:
+                                repr(detail)[:80], 'write it as "env": {"ANTHROPIC_BASE_URL": "…"}'))
+        else:
             checks.append(Check(f"claude.{label}.env_types", "claude_code", WARN,
-                                f"{label}: env values must be strings", ", ".join(nonstr), "quote them"))
-        blocks.append((label, block))
+                                f"{label}: env values must be strings", ", ".join(detail), "quote them"))
     return checks, blocks
 
 
@@ -66,8 +47,7 @@ def check_claude_code(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) ->
 # -- Codex ---------------------------------------------------------------------------------------
 
 def codex_config_path(ctx: Context) -> Path:
-    base = ctx.env.get("CODEX_HOME")
-    return (Path(base).expanduser() if base else ctx.home / ".codex") / "config.toml"
+    return codex.config_path(ctx.env, ctx.home)
 
 
 def check_codex(ctx: Context) -> list[Check]:

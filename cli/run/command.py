@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import shlex
 import socket
 import sys
@@ -95,7 +94,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
         for line in _print_env(plan, db, forward_reason, env, join, any_db=db_path is None):
             click.echo(line)
         return
-    run_id = secrets.token_hex(4)
+    run_id = os.urandom(4).hex()  # (the secrets module costs an import before the child starts)
     egress = {"upstream_proxy": upstream_proxy, "no_upstream_proxy": no_upstream_proxy}
     # a joined proxy goes its own way out: with an explicit egress choice, start our own
     join = join and not (upstream_proxy or no_upstream_proxy)

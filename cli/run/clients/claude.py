@@ -7,15 +7,47 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from firsttoken.cli.doctor.core import Context as DoctorContext
-from firsttoken.cli.doctor.files import read_claude_settings
 from firsttoken.cli.run.clients.base import Client, Context, Plan, Redirect, Upstream
 
 #: Claude Code's managed (policy) settings: they beat even --settings
 MANAGED_SETTINGS = (Path("/etc/claude-code/managed-settings.json"),
                     Path("/Library/Application Support/ClaudeCode/managed-settings.json"))
 DEFAULT = "https://api.anthropic.com"
+#: Claude Code's settings files, in the order it reads them (the last one wins): (label, relative to)
+SETTINGS_FILES = (("~/.claude/settings.json", "home"), ("./.claude/settings.json", "cwd"),
+                  ("./.claude/settings.local.json", "cwd"))
+
+
+def settings_path(label: str, home: Path, cwd: Path) -> Path:
+    return (home if label.startswith("~") else cwd) / label.split("/", 1)[1]
+
+
+def read_settings_env(home: Path, cwd: Path) -> tuple[list[tuple[str, str, Any]], list[tuple[str, dict[str, Any]]]]:
+    """The ``env`` blocks of Claude Code's settings files, in its order, and what is wrong with
+    the others: ``(label, "json" | "env_not_object" | "env_not_strings", detail)``."""
+    problems, blocks = [], []
+    for label, _ in SETTINGS_FILES:
+        path = settings_path(label, home, cwd)
+        if not path.is_file():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as e:
+            problems.append((label, "json", e))
+            continue
+        block = doc.get("env") if isinstance(doc, dict) else None
+        if block is None:
+            continue
+        if not isinstance(block, dict):
+            problems.append((label, "env_not_object", block))
+            continue
+        nonstr = [k for k, v in block.items() if not isinstance(v, str)]
+        if nonstr:
+            problems.append((label, "env_not_strings", nonstr))
+        blocks.append((label, block))
+    return problems, blocks
 
 
 class ClaudeCode(Client):
@@ -32,7 +64,7 @@ class ClaudeCode(Client):
         plan.upstreams["anthropic"] = Upstream("anthropic", v or DEFAULT, "$ANTHROPIC_BASE_URL" if v else "default")
         plan.key_source = ("ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN (environment or the \"env\" block of "
                            "~/.claude/settings.json), apiKeyHelper, or the login of `claude /login`")
-        _, blocks = read_claude_settings(DoctorContext(env=ctx.env, home=ctx.home, cwd=ctx.cwd))
+        _, blocks = read_settings_env(ctx.home, ctx.cwd)
         for label, block in blocks:  # user, then project, then local: the last one wins
             v = block.get("ANTHROPIC_BASE_URL")
             if isinstance(v, str) and v.strip():

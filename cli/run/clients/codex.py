@@ -7,15 +7,23 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Mapping
+from pathlib import Path
 
-from firsttoken.cli.doctor.core import Context as DoctorContext
-from firsttoken.cli.doctor.files import CODEX_BUILTIN_PROVIDERS, codex_config_path
 from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Redirect, Upstream
 
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")  # a provider id Codex's dotted -c path can name
 DEFAULT = "https://api.openai.com/v1"
 #: Codex's built-in providers that reach a model server on this machine (Ollama, LM Studio)
 LOCAL_BUILTINS = ("ollama", "lmstudio", "oss")
+#: the providers Codex knows without a [model_providers.ID] table
+BUILTIN_PROVIDERS = ("openai", *LOCAL_BUILTINS)
+
+
+def config_path(env: Mapping[str, str], home: Path) -> Path:
+    """Codex's config.toml: ``$CODEX_HOME/config.toml``, else ``~/.codex/config.toml``."""
+    base = env.get("CODEX_HOME")
+    return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
 
 
 class Codex(Client):
@@ -28,7 +36,7 @@ class Codex(Client):
         env_var = next((n for n in ("OPENAI_BASE_URL", "OPENAI_API_BASE") if ctx.var(n)), None)
         plan.upstreams["openai"] = (Upstream("openai", ctx.var(env_var), f"${env_var}") if env_var
                                     else Upstream("openai", DEFAULT, "default"))
-        path = codex_config_path(DoctorContext(env=ctx.env, home=ctx.home, cwd=ctx.cwd))
+        path = config_path(ctx.env, ctx.home)
         try:
             cfg = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
@@ -59,7 +67,7 @@ class Codex(Client):
             plan.upstreams.clear()
             plan.cannot = (f"Codex's built-in provider {chosen!r} talks plain HTTP to a local model server, which "
                            "no Codex setting firsttoken knows relocates and HTTPS_PROXY does not carry")
-        elif chosen in CODEX_BUILTIN_PROVIDERS:
+        elif chosen in BUILTIN_PROVIDERS:
             plan.forward_reason = (f"Codex's built-in provider {chosen!r} has no base URL firsttoken can override: "
                                    "Codex runs through HTTPS_PROXY instead (only known LLM API hosts are recorded)")
         else:
