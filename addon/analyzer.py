@@ -23,7 +23,7 @@ from firsttoken.addon.conversations import ConversationIndex, divergence, prompt
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.flight import Flight
-from firsttoken.addon.hops import clean_hop_headers, headers_held, name_hop
+from firsttoken.addon.hops import RouteWindows, clean_hop_headers, headers_held, name_hop
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
 from firsttoken.addon.routing import family_of_api
 from firsttoken.addon.secrets import body_secrets, redact_text
@@ -71,6 +71,7 @@ class Analyzer:
         self._pending: collections.OrderedDict[str, tuple[Any, dict[str, Any]]] = collections.OrderedDict()
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
+        self.route_windows = RouteWindows()  # each route's recent timed streams (headers_held)
         self.q: queue.Queue[Any] = queue.Queue()
         self.pause: Callable[[], float] | None = None  # s to step aside before a job (the loop is busy)
         self._procs = None  # the helper process for very large bodies, started on first use
@@ -295,7 +296,7 @@ class Analyzer:
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
             failed = abnormal_end or rec.status is None or rec.status >= 400
             self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed)
-        rec.headers_held = headers_held(rec, self.recent)  # before diagnosing: the latency rules read it
+        rec.headers_held = headers_held(rec, self.route_windows)  # before diagnosing: the latency rules read it
         rec.findings = diagnose(rec, self.diagnosis_input(change, route_cached))
         if rec.findings:
             rec.top_code = rec.findings[0]["code"]
@@ -379,6 +380,7 @@ class Analyzer:
         rec.state, rec.phase = "done", "done"
         self.writer.put(rec.row())
         self.recent.append(rec)
+        self.route_windows.add(rec)
         flight.body = None
         if self.on_done is not None:
             try:

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
-from firsttoken.addon.hops import fit_of_route, headers_held, looks_held, route_fit, route_holds
+from firsttoken.addon.hops import RouteWindows, fit_of_route, headers_held, looks_held, route_fit, route_holds
 from firsttoken.addon.record import Record
 from firsttoken.cli import show
 from firsttoken.cli.compare import added_ttft, paired_deltas, verdict
@@ -101,6 +101,23 @@ def test_the_record_says_held_from_the_route_or_from_a_large_prompt():
     # another route's history does not count for this one
     small = rec(98, 200, 86.0, 86.5, DIRECT)
     assert headers_held(small, history()) is None
+
+
+def test_the_analysis_threads_route_windows_answer_as_the_records_do():
+    """The analysis thread keeps each route's recent streams as they finish (RouteWindows) rather
+    than scanning its 500 records per request: the same answer, routes interleaved."""
+    windows, seen = RouteWindows(), []
+    spec = [(n, b, t, GW) for n, b, t in THROUGH] + [(n, b, t, DIRECT) for n, b, t in DIRECT_T]
+    spec = [x for pair in zip(spec[:len(THROUGH)], spec[len(THROUGH):] + spec[:2]) for x in pair]
+    answers = []
+    for i, (n, b, t, where) in enumerate(spec * 3):
+        r = rec(i, n, b, t, where)
+        r.headers_held = headers_held(r, windows)
+        assert r.headers_held == headers_held(r, seen), i
+        answers.append(r.headers_held)
+        seen.append(r)
+        windows.add(r)
+    assert True in answers and False in answers and None in answers  # every kind of answer was compared
 
 
 def test_the_fit_recovers_what_a_held_ttfb_hides():

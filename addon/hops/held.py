@@ -11,6 +11,7 @@ Pure functions of recorded timings; the analysis thread and `compare` both ask t
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Iterable, Reversible
 from dataclasses import dataclass
@@ -86,12 +87,38 @@ def _same_route(r: Any, rec: Any) -> bool:
         and getattr(r, "id", None) != rec.id
 
 
-def headers_held(rec: Any, earlier: Iterable[Any] = ()) -> bool | None:
+class RouteWindows:
+    """Each route's last ROUTE_LOOKBACK timed streams, kept as records finish: what
+    :func:`headers_held` reads on the analysis thread without scanning its 500 recent records."""
+
+    MAX_ROUTES = 256  # (forward mode sees one upstream per host: the oldest are let go)
+
+    def __init__(self) -> None:
+        self._by: dict[tuple[Any, Any], collections.deque] = {}
+
+    def add(self, rec: Any) -> None:
+        if not _timed(rec):
+            return
+        key = (rec.route, rec.upstream)
+        d = self._by.get(key)
+        if d is None:
+            if len(self._by) >= self.MAX_ROUTES:
+                del self._by[next(iter(self._by))]
+            d = self._by[key] = collections.deque(maxlen=ROUTE_LOOKBACK + 1)  # (+1: a record seen again)
+        d.append((rec.id, getattr(rec, "prompt_tokens_est", None), rec.ttfb_ms, rec.ttft_ms))
+
+    def points(self, rec: Any) -> list[tuple[Any, Any, Any]]:
+        """(prompt tokens, ttfb_ms, ttft_ms) of the record's route, newest first, itself excluded."""
+        d = self._by.get((rec.route, rec.upstream), ())
+        return [(t, b, f) for rid, t, b, f in reversed(d) if rid != rec.id][:ROUTE_LOOKBACK]
+
+
+def headers_held(rec: Any, earlier: Iterable[Any] | RouteWindows = ()) -> bool | None:
     """The record's ``headers_held``: True when this stream's first token came with its headers
     and either its prompt was large enough that the prefill cannot have taken no time
     (PREFILL_MIN_TOKENS), or its route did the same repeatedly (``route_holds`` over the
-    route's recent streams, ``earlier`` oldest first); False when the headers came early;
-    None when it cannot tell."""
+    route's recent streams: ``earlier``, records oldest first, or a :class:`RouteWindows`);
+    False when the headers came early; None when it cannot tell."""
     if not _timed(rec):
         return None
     own = looks_held(rec.ttfb_ms, rec.ttft_ms)
@@ -99,8 +126,10 @@ def headers_held(rec: Any, earlier: Iterable[Any] = ()) -> bool | None:
         return own
     if (rec.prompt_tokens_est or 0) >= PREFILL_MIN_TOKENS:
         return True
+    if isinstance(earlier, RouteWindows):
+        return route_holds(earlier.points(rec)) or None
     pairs = []
-    # newest first, without copying the window (the analysis thread's deque supports reversed())
+    # newest first, without copying the window where it supports reversed()
     for r in reversed(earlier) if isinstance(earlier, Reversible) else reversed(list(earlier)):
         if _timed(r) and _same_route(r, rec):
             pairs.append((getattr(r, "prompt_tokens_est", None), r.ttfb_ms, r.ttft_ms))
