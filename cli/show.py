@@ -14,6 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from firsttoken.addon.hops import reported_timings
 from firsttoken.addon.safe_text import printable_data, printable_json
 from firsttoken.cli import output
 from firsttoken.cli.labels import label, severity
@@ -159,6 +160,10 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
                   list(hop_headers.items()) if isinstance(hop_headers, dict) else []):
         if line := _kv(pairs):  # who answered, and the gateway/provider headers that identify or time it
             parts += output.wrap(line, width)
+    reported = [f"{L('rep.' + x.what, who=x.who or L('rep.hop'))} {output.ms(x.ms)} ({x.header})"
+                for x in reported_timings(hop_headers)]
+    if reported:  # what the hops say about themselves: the split a held TTFB hides, where they tell
+        parts += output.wrap(_kv([(L("reported"), " · ".join(reported))]), width)
     parts.append(Text(""))
     parts.append(timeline(r, lang))
     parts += output.wrap(_kv([

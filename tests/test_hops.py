@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
-from firsttoken.addon.hops import buffer_shape, clumps, fix_code, name_hop, who_answered
+from firsttoken.addon.hops import buffer_shape, clumps, fix_code, name_hop, reported_timings, who_answered
 from firsttoken.addon.hops.headers import MAX_HEADERS, TOTAL_MAX, VALUE_MAX
 from firsttoken.addon.record import Record
 
@@ -127,6 +127,36 @@ def test_who_answered_keeps_the_allow_list_and_never_a_credential():
     assert {"cf-ray", "x-envoy-upstream-service-time", "openai-processing-ms", "server-timing", "x-litellm-version",
             "x-litellm-key-spend", "x-kong-upstream-latency", "x-request-id"} == set(kept)
     assert not any("secret" in v or "sk-" in v for v in kept.values())
+
+
+def test_the_upstreams_headers_litellm_passes_on_are_kept_and_its_cost_bookkeeping_is_not():
+    """LiteLLM 1.108 as recorded: its own timing headers, the upstream's passed on under
+    llm_provider-, eight cost headers that say nothing about the hop."""
+    _, _, kept = who_answered({
+        **{f"x-litellm-response-cost{s}": "0.0" for s in ("", "-original", "-input", "-output", "-margin-amount",
+                                                           "-margin-percent", "-discount-amount", "-tool-usage")},
+        "x-litellm-version": "1.108.7", "x-litellm-response-duration-ms": "48.59614372253418",
+        "x-litellm-overhead-duration-ms": "15.3241", "x-litellm-callback-duration-ms": "0.0",
+        "llm_provider-server": "cloudflare", "llm_provider-openai-processing-ms": "30",
+        "llm_provider-x-request-id": "req_1", "llm_provider-set-cookie": "__cf_bm=abc",
+        "llm_provider-authorization": "Bearer sk-1234567890abcdef1234567890", "llm_provider-date": "today"})
+    assert set(kept) == {"x-litellm-version", "x-litellm-response-duration-ms", "x-litellm-overhead-duration-ms",
+                         "x-litellm-callback-duration-ms", "llm_provider-server", "llm_provider-openai-processing-ms",
+                         "llm_provider-x-request-id"}
+
+
+def test_what_the_hops_report_about_their_own_time():
+    got = reported_timings({"x-litellm-overhead-duration-ms": "15.3241", "x-litellm-response-duration-ms": "48.596",
+                            "llm_provider-openai-processing-ms": "30", "x-kong-proxy-latency": "None",
+                            "server-timing": 'cache;desc="hit", upstream;dur=401.5, db;dur="12"',
+                            "x-envoy-upstream-service-time": "-3"})
+    assert [(x.what, x.ms, x.header, x.who) for x in got] == [
+        ("gateway_overhead", 15.3, "x-litellm-overhead-duration-ms", "LiteLLM"),
+        ("gateway_waited", 48.6, "x-litellm-response-duration-ms", "LiteLLM"),
+        ("provider_processing", 30.0, "llm_provider-openai-processing-ms", None),
+        ("server_timing", 401.5, "server-timing upstream", None),
+        ("server_timing", 12.0, "server-timing db", None)]
+    assert reported_timings(None) == [] and reported_timings({"server-timing": "garbage;;;dur="}) == []
 
 
 def test_who_answered_caps_and_cleans_what_it_keeps():

@@ -30,6 +30,7 @@ from conftest import rows
 from firsttoken.cli.compare import compare
 from firsttoken.cli.loopback import free_port
 from firsttoken.cli.proxy.server import ProxyServer
+from firsttoken.cli.show import show
 from firsttoken.cli.simulate import SimConfig, SimServer
 from firsttoken.cli.sweep import build_prompt
 
@@ -183,6 +184,14 @@ def test_compare_through_litellm_states_the_added_ttft(litellm, tmp_path, monkey
     ll = rows(db, "WHERE experiment = 'll' AND route = 'litellm'")
     assert ll and sum(r["headers_held"] == 1 for r in ll) >= 0.8 * len(ll)
     assert all(r["headers_held"] != 1 for r in rows(db, "WHERE experiment = 'll' AND route = 'direct'"))
+    # what LiteLLM reports about its own time, and the upstream's processing time it passes on, are
+    # on the record and in `show` (the split its held headers hide)
+    hop = json.loads(ll[-1]["hop_headers"])
+    assert {"x-litellm-overhead-duration-ms", "x-litellm-response-duration-ms",
+            "llm_provider-openai-processing-ms"} <= set(hop), hop
+    assert not any(k.startswith("x-litellm-response-cost") for k in hop), hop
+    shown = CliRunner(env={"COLUMNS": "200"}).invoke(show, [ll[-1]["id"], "--db", str(db)]).output
+    assert "LiteLLM's own time" in shown and "the provider's processing 30.0ms" in shown, shown
 
     assert big, "the 40k-token request was not recorded"
     rec = big[0]

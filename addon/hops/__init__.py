@@ -17,8 +17,9 @@ from firsttoken.addon.hops.headers import pick as pick_hop_headers
 from firsttoken.addon.hops.headers import who_answered
 from firsttoken.addon.hops.held import Fit, RouteWindows, fit_of_route, headers_held, looks_held, route_fit, route_holds
 from firsttoken.addon.hops.names import PASS_THROUGH, Hop, name_hop
+from firsttoken.addon.hops.reported import Reported, reported_timings
 from firsttoken.addon.hops.shape import buffer_shape, clumps
 
 __all__ = ["HOP_LABELS", "PASS_THROUGH", "Fit", "Hop", "buffer_shape", "clean_hop_headers", "clumps", "fit_of_route",
-           "RouteWindows", "fix_code", "headers_held", "looks_held", "name_hop", "pick_hop_headers", "route_fit", "route_holds",
+           "Reported", "RouteWindows", "fix_code", "headers_held", "looks_held", "name_hop", "pick_hop_headers", "reported_timings", "route_fit", "route_holds",
            "who_answered"]

@@ -34,6 +34,11 @@ EXACT = frozenset({
 #: header families kept by prefix
 PREFIXES = ("x-litellm-", "x-kong-", "x-envoy-", "x-portkey-", "helicone-", "x-helicone-", "x-openrouter-",
             "x-cache-", "x-akamai-")
+#: LiteLLM passes the upstream's own headers on under this prefix (``llm_provider-openai-processing-ms``):
+#: kept when the name after it would be kept (or is the upstream's Server or Via)
+PASSED_ON = "llm_provider-"
+#: bookkeeping that says nothing about the hop (LiteLLM's eight cost headers): not kept
+SKIP_PREFIXES = ("x-litellm-response-cost",)
 #: at most this many headers besides Server and Via, each value at most VALUE_MAX characters,
 #: and at most TOTAL_MAX characters of names and values together
 MAX_HEADERS = 24
@@ -50,6 +55,10 @@ def _clean(value: str) -> str:
     return v if len(v) <= VALUE_MAX else v[: VALUE_MAX - 1] + "\u2026"
 
 
+def _passed_on(name: str) -> bool:
+    return name in EXACT or name in ("server", "via") or (name.startswith(PREFIXES) and not name.startswith(SKIP_PREFIXES))
+
+
 def pick(headers: dict[str, str]) -> tuple[str | None, str | None, dict[str, str]]:
     """(Server, Via, the allow-listed headers) as they came, bounded in number and length but not yet
     cleaned: the event loop's part (a dict walk, no regex). ``clean`` finishes the job off the loop;
@@ -57,7 +66,8 @@ def pick(headers: dict[str, str]) -> tuple[str | None, str | None, dict[str, str
     out: dict[str, str] = {}
     cap = 4 * VALUE_MAX
     for name, value in headers.items():
-        if name in EXACT or name.startswith(PREFIXES):
+        if name in EXACT or (name.startswith(PREFIXES) and not name.startswith(SKIP_PREFIXES)) or (
+                name.startswith(PASSED_ON) and _passed_on(name[len(PASSED_ON):])):
             out[name] = value if len(value) <= cap else value[:cap]
             if len(out) >= MAX_HEADERS:
                 break
