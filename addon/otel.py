@@ -117,15 +117,6 @@ def _require_sdk(signal: str = "metrics") -> None:
         ) from None
 
 
-def otel_available() -> bool:
-    try:
-        _require_sdk("metrics")
-        _require_sdk("traces")
-    except OtelMissing:
-        return False
-    return True
-
-
 def check_url(url: str) -> str:
     """``url`` (stripped) when it is an http(s) URL with a host; ValueError otherwise."""
     url = url.strip()
@@ -158,11 +149,6 @@ def signal_url(endpoint: str, signal: str) -> str:
 def metrics_url(endpoint: str) -> str:
     """The ``--otlp-endpoint`` as a metrics URL: a bare ``http://host:4318`` gets ``/v1/metrics``."""
     return signal_url(endpoint, "metrics")
-
-
-def traces_url(endpoint: str) -> str:
-    """The ``--otlp-endpoint`` as a traces URL: a bare ``http://host:4318`` gets ``/v1/traces``."""
-    return signal_url(endpoint, "traces")
 
 
 def signal_disabled(signal: str, environ: dict[str, str] | None = None) -> bool:

@@ -67,11 +67,6 @@ def count_cached(enc: Any, s: str) -> int:
     return n
 
 
-def count_cache_size() -> tuple[int, int]:
-    """(texts, characters) the count cache holds."""
-    return len(_counts), _cached_chars
-
-
 def clear_count_cache() -> None:
     """Forget every remembered count (benchmarks time the tokenizer, not the cache)."""
     global _cached_chars
