@@ -2,8 +2,7 @@
 
 :class:`ShapeCounter` walks one request body's pieces with one encoding (OpenAI chat and
 Responses shapes, Anthropic shapes, tool definitions) and tallies the images it meets.
-The per-API assembly into a :class:`~.token_count.TokenCount` is :mod:`.token_count`; what
-is counted, and the formulas, are described there.
+:mod:`.count` assembles them per API; the formulas: docs/record.md ("How the prompt is counted").
 """
 
 from __future__ import annotations
