@@ -1,22 +1,8 @@
 """Conversations and turns: which requests belong together, and where a prompt changed.
 
-Pure and in memory (runs on the analysis thread). Two steps:
-
-* :func:`prompt_parts` reads one parsed request body into a small :class:`Parts`: the session id
-  the client sent (Claude Code's ``metadata.user_id``, Codex's ``prompt_cache_key`` /
-  ``client_metadata``, a ``session_id`` / ``conversation_id`` in ``metadata``), a hash per
-  message (cache hints stripped), the system text, the tool names, whether the request carries a
-  ``cache_control`` marker, and whether its last message is a new user message (not a tool result).
-* :class:`ConversationIndex` assigns each request a conversation (by session id, else by the
-  message prefix chain: a request whose messages extend an earlier request's continues it), a
-  turn number (a new user message starts one; tool results continue it), a kind (``main``,
-  ``side`` for small-model calls without the conversation's tools, ``count_tokens``) and the
-  client-side time since the previous request of the conversation ended.
-
-It keeps, per conversation, only the last request's parts (system text, tool names, message
-hashes), so :func:`divergence` can say where a prompt stopped matching the previous one. Nothing
-here is written to disk; a client session met for the first time is looked up in what was
-recorded (``history``), so after a proxy restart its turns go on rather than start at 1 again.
+Pure and in memory (runs on the analysis thread): :func:`prompt_parts` reads a request body,
+:class:`ConversationIndex` places it, :func:`divergence` says where it stopped matching the
+previous one. How requests are grouped: docs/conversations.md.
 """
 
 from __future__ import annotations

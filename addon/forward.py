@@ -1,14 +1,7 @@
-"""Forward-proxy mode: for clients that cannot change their base URL, only an HTTPS proxy.
+"""Forward-proxy mode (``firsttoken proxy --forward``): record LLM API hosts, tunnel every other host untouched.
 
-``firsttoken proxy --forward`` runs mitmproxy in ``regular`` mode. Only LLM API hosts are
-intercepted (TLS terminated with mitmproxy's CA) and recorded; every other host is tunnelled
-untouched: mitmproxy's ``allow_hosts`` turns a CONNECT to any other host into a plain TCP
-pipe, so its TLS is never opened and the client sees the real server's certificate.
-Plain-HTTP requests to other hosts are proxied but not recorded (:class:`Forward` marks them
-and Capture passes them on).
-
-The same table names each host's ``gen_ai.provider.name`` (OpenTelemetry GenAI semantic
-conventions) for the metrics.
+The table of LLM hosts also names each host's ``gen_ai.provider.name`` for the metrics.
+How the mode works and what a client must trust: docs/clients.md ("Forward-proxy mode").
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """How busy the proxy itself is: its event loop's lag and its CPU use, measured continuously.
 
-A request that waits inside a busy proxy before any hook runs is invisible to the hooks;
-so is the wait before its bytes are even read when the event loop is late. ``LoadWatch``
-wakes every ``INTERVAL`` seconds (one timer, two clock reads: cheap) and notes how late
-it woke (the loop's lag: every ready socket waits about as long) and the process's CPU
-time. ``first_bytes`` turns mitmproxy's wall-clock ``timestamp_start`` (set when the
-request head was read) into the perf_counter clock the record uses.
-
-How long a request's bytes lay in the kernel before the busy proxy read them is measured,
-not guessed, where the kernel tells: Linux's TCP_INFO says how long ago the socket last
-received data (``received_ago``, millisecond resolution). Elsewhere ``wait_before`` estimates
-it from the lag samples (off by up to one ``INTERVAL``; it cannot tell a request read just
-after a stall from one that waited through it). ``Capture`` asks ``lag_max`` / ``cpu_between``
-when a request ends for the rest of its proxy_* columns.
+A request that waits inside a busy proxy is invisible to the hooks; ``LoadWatch`` (one cheap
+timer) and the kernel's TCP_INFO say how long it waited, for the ``proxy_*`` columns.
+See docs/record.md ("The proxy's own load").
 """
 
 from __future__ import annotations

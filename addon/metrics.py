@@ -1,28 +1,8 @@
-"""Prometheus metrics of the proxied LLM calls, fed by finished records.
+"""Prometheus metrics of the proxied LLM calls (OpenTelemetry GenAI names), fed by finished records.
 
-Runs in the proxy process: :meth:`Metrics.attach` adds a Capture listener (called on the
-analysis thread with each finished Record) and :meth:`Metrics.serve` exposes
-``/metrics`` on its own port. :class:`MetricsAddon` does both from the mitmproxy option
-``firsttoken_metrics_port`` (embedded proxy and ``mitmdump -s`` alike).
-
-Names follow the OpenTelemetry GenAI semantic conventions (client metrics), translated the
-way OpenTelemetry's Prometheus exporter does (dots to underscores, unit ``s`` -> ``_seconds``):
-
-================================================  =============================================
-``gen_ai_client_operation_duration_seconds``        whole request, client's view (semconv: required)
-``gen_ai_client_operation_time_to_first_chunk_seconds``  first response chunk (streaming calls only)
-``gen_ai_client_operation_time_per_output_chunk_seconds``  each gap between token events (streaming)
-``gen_ai_client_token_usage``                      tokens, ``gen_ai_token_type`` = input | output
-``firsttoken_ttfb_seconds``                        response headers (firsttoken's own)
-``firsttoken_time_to_first_token_seconds``         first visible token (firsttoken's own)
-``firsttoken_gap_seconds``                         TTFT - TTFB: model-side time (prefill, reasoning)
-``firsttoken_requests_total``                      every record, by route/api/model/status class
-``firsttoken_findings_total``                      diagnosis findings by code and severity
-================================================  =============================================
-
-Labels are the semconv attributes: ``gen_ai_operation_name``, ``gen_ai_provider_name``,
-``gen_ai_request_model``, ``server_address``, ``server_port`` and ``error_type`` (only on the
-duration). Bucket boundaries are the semconv's recommended ones.
+:meth:`Metrics.attach` listens to Capture (analysis thread), :meth:`Metrics.serve` exposes
+``/metrics`` on its own port; :class:`MetricsAddon` does both from ``firsttoken_metrics_port``.
+The metrics and labels: docs/clients.md ("Prometheus metrics").
 """
 
 from __future__ import annotations

@@ -1,16 +1,13 @@
-"""What firsttoken knows about models by id: how many tokens a context window holds, for the models people commonly point
-clients at. A prompt is "large" relative to its model's window, not to a fixed number: 21k
-tokens of Claude Code system prompt and tools is a normal request to a 200k-token model.
+"""What firsttoken knows about models by id: how many tokens their context window holds.
 
-The table is by id prefix, longest match first, after the same normalisation as
-:func:`firsttoken.addon.tokens.encoding_for_model` (kept free of tiktoken: the diagnosis imports it) (provider prefixes, ``@version`` and
-``:tag`` suffixes removed). Figures are the providers' documented input windows; a model
-not listed has no known window (None) and callers fall back to a fixed floor.
+A prompt is "large" relative to its model's window, not to a fixed number (21k tokens of Claude
+Code's system prompt and tools is a normal request to a 200k-token model). Looked up by id
+prefix, longest first; an unknown model has no window (None) and callers use a fixed floor.
 """
 
 from __future__ import annotations
 
-#: id prefix -> context window in tokens
+#: id prefix -> context window in tokens: the providers' documented input windows
 WINDOWS: dict[str, int] = {
     "gpt-3.5-turbo": 16_385,
     "gpt-4-turbo": 128_000,
@@ -66,6 +63,8 @@ def context_window(model: str | None) -> int | None:
     """The model's context window in tokens, or None when it is not known."""
     if not isinstance(model, str) or not model.strip():
         return None
+    # tokens.encoding_for_model's normalisation (provider prefix, @version and :tag removed), without
+    # importing tiktoken: the diagnosis imports this module
     m = model.strip().lower().rsplit("/", 1)[-1].split("@", 1)[0]
     if not m.startswith("ft:"):
         m = m.split(":", 1)[0]

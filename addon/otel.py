@@ -1,50 +1,8 @@
-"""OpenTelemetry metrics and trace spans of the proxied LLM calls, pushed over OTLP/HTTP (optional).
+"""OpenTelemetry metrics and GenAI trace spans of the proxied LLM calls, pushed over OTLP/HTTP (optional).
 
-For a team that already runs an OpenTelemetry collector (docs/otel.md)::
-
-    pip install 'firsttoken[otel]'
-    firsttoken proxy --upstream https://api.openai.com --otlp-endpoint http://127.0.0.1:4318
-
-The endpoint is a base URL: metrics go to ``/v1/metrics``, spans to ``/v1/traces`` (the rule
-of ``OTEL_EXPORTER_OTLP_ENDPOINT``). A URL already ending in ``/v1/metrics`` or ``/v1/traces``
-(the form firsttoken documented first) names that signal's URL; the other one sits beside it.
-
-Spans (:class:`OtelTraces`): one per finished LLM call, after the GenAI semantic conventions:
-name ``"{gen_ai.operation.name} {gen_ai.request.model}"``, kind CLIENT, from the request's
-wall-clock start to its last byte; the ``gen_ai.*``, ``server.*`` and ``error.type``
-attributes, firsttoken's timings and findings as ``firsttoken.*`` attributes, and the events
-``response.headers`` (at TTFB) and ``first_token`` (at TTFT); a child span ``time_to_first_token``
-(start to TTFT) that a backend charts. Status ERROR when it failed. OpenInference attributes
-(``openinference.span.kind`` LLM, ``llm.model_name``, ``llm.token_count.*``) and the resource's
-``openinference.project.name`` file them in Phoenix. Token counts: the provider's usage only;
-firsttoken's estimates go under ``firsttoken.estimated.*``, never as usage.
-
-An endpoint that answers a signal with 404/405/501 (Phoenix and Langfuse take no metrics) gets it
-once: one warning (and ``OtelAddon.notices``), then no more (:class:`Refusal`).
-
-Metrics (:class:`OtelMetrics`): the same GenAI client instruments as the Prometheus endpoint (metrics.py):
-
-* ``gen_ai.client.operation.duration`` (s): each LLM call; ``error.type`` on failures
-* ``gen_ai.client.operation.time_to_first_chunk`` (s): first response chunk, streaming calls only
-* ``gen_ai.client.operation.time_per_output_chunk`` (s): each gap between output chunks, streaming
-* ``gen_ai.client.token.usage`` ({token}): ``gen_ai.token.type`` = input | output, the API's usage
-* ``firsttoken.client.token.estimated`` ({token}): firsttoken's estimate, for calls without usage
-
-Attributes (``gen_ai.operation.name``, ``gen_ai.provider.name``, ``gen_ai.request.model``,
-``server.address``, ``server.port``, ``error.type``) come from metrics.py's own extraction
-(:meth:`Metrics.labels`, :func:`error_type`, :func:`is_streaming`), so both exports always
-agree; an empty value is left out rather than sent as "". Histograms use the semconv's
-explicit bucket boundaries through Views.
-
-Threads: :meth:`OtelMetrics.observe` and :meth:`OtelTraces.observe` are Capture listeners, so
-they run on the analysis thread with each finished Record (never on the event loop); the SDK's
-PeriodicExportingMetricReader exports from its own daemon thread every
-``OTEL_METRIC_EXPORT_INTERVAL`` ms (default 60 s), its BatchSpanProcessor every
-``OTEL_BSP_SCHEDULE_DELAY`` ms (default 5 s); ``close`` exports what is left, then stops.
-
-opentelemetry is imported only when an export is set up: without the extra, firsttoken runs
-as before and asking for OTLP fails with :class:`OtelMissing` (an option error in mitmproxy)
-naming ``pip install 'firsttoken[otel]'``.
+Capture listeners (analysis thread) feed the SDK, which exports from its own threads; opentelemetry
+is imported only when an export is set up (else :class:`OtelMissing` names ``pip install
+'firsttoken[otel]'``). The spans, endpoints and refusals: docs/otel.md; the metrics: docs/clients.md.
 """
 
 from __future__ import annotations
@@ -117,15 +75,6 @@ def _require_sdk(signal: str = "metrics") -> None:
         ) from None
 
 
-def otel_available() -> bool:
-    try:
-        _require_sdk("metrics")
-        _require_sdk("traces")
-    except OtelMissing:
-        return False
-    return True
-
-
 def check_url(url: str) -> str:
     """``url`` (stripped) when it is an http(s) URL with a host; ValueError otherwise."""
     url = url.strip()
@@ -158,11 +107,6 @@ def signal_url(endpoint: str, signal: str) -> str:
 def metrics_url(endpoint: str) -> str:
     """The ``--otlp-endpoint`` as a metrics URL: a bare ``http://host:4318`` gets ``/v1/metrics``."""
     return signal_url(endpoint, "metrics")
-
-
-def traces_url(endpoint: str) -> str:
-    """The ``--otlp-endpoint`` as a traces URL: a bare ``http://host:4318`` gets ``/v1/traces``."""
-    return signal_url(endpoint, "traces")
 
 
 def signal_disabled(signal: str, environ: dict[str, str] | None = None) -> bool:

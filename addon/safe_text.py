@@ -1,14 +1,8 @@
-"""Text from requests and responses, made safe for a terminal.
+"""Text from requests and responses, made safe for a terminal: shown, never obeyed.
 
-An upstream (or anything between it and the client) controls error messages, model names,
-finish reasons and bodies. Printed raw, an ``ESC ] 0 ; … BEL`` retitles the user's
-terminal, ``ESC [ 2 J`` clears it, and a bare ``CR`` rewrites the line. :func:`printable`
-is the one function every terminal-bound piece of such text goes through: each C0/C1
-control character (and DEL, and the Unicode bidi overrides that reorder what is shown)
-becomes a visible escape such as ``\\x1b``, so the text is shown, never obeyed.
-
-Data keeps its exact values: :func:`printable_json` writes JSON whose control characters are
-all JSON escapes (``\\u009b``), so it is safe on a terminal and decodes to the very same text.
+An upstream controls error messages, model names and bodies; :func:`printable` turns their
+control characters into visible escapes, :func:`printable_json` into JSON escapes that decode
+to the same text. See docs/faults.md (escape sequences from an upstream).
 """
 
 from __future__ import annotations

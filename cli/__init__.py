@@ -1,0 +1,1 @@
+"""firsttoken's commands: what a person types. See docs/cli.md and docs/architecture.md."""

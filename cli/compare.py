@@ -1,27 +1,8 @@
 """`firsttoken compare --route a --route b`: how much does one route (a gateway) add over another?
 
-Both routes are upstreams of one running proxy (``firsttoken proxy --upstream direct=URL
---upstream gateway=URL``). The same request shapes as `sweep` (prompts of exactly N tokens,
-streaming, a unique tag each so no prompt cache answers) go through both, interleaved — the
-order alternates every round, so a drift in the provider's load hits both alike — ``--warmup``
-rounds first (tagged ``EXPERIMENT/warmup``, dropped), then ``--runs`` rounds.
-
-The field guides' bisection then reads the two routes side by side:
-
-* TTFB (request -> response headers) covers connection, routing, authentication, queueing:
-  what a gateway or a longer network path adds shows up here, and in TTFT by the same amount;
-* the gap (TTFT - TTFB) and its growth with the input (the slope of TTFT against input
-  tokens) are the model's prefill: the same model behind both routes has the same slope.
-
-So: "route b adds X ms of TTFB (network/gateway); prefill is the same", or "prefill differs"
-(another deployment, hardware, model version or cache behaviour behind the route).
-
-The headline is what route b adds to TTFT: the median of the paired differences (each request
-and its twin through the other route, sent back to back), with the middle half of them as its
-spread. Where it went is said only from evidence that holds on both routes: a route whose hop
-holds its headers until the first token (LiteLLM's proxy does; ``hops.route_holds``) has the
-prefill inside its TTFB, so there the TTFB/gap split is not used; the TTFT-vs-input fits are
-(intercept = network + gateway + queue, slope = prefill).
+Both routes of one running proxy get `sweep`'s requests, interleaved; the verdict is the median of
+the paired TTFT differences, then where it went (TTFB, or the prefill slope; behind a hop that
+holds its headers, only the fits). See docs/stats.md ("firsttoken compare").
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """`firsttoken export --csv|--json [filters]`: every column of the matching requests, oldest first.
 
-Rows are streamed from a cursor (``queries.iter_rows``), so an export of a large database never
-sits in memory. CSV: one header line, JSON columns (findings, event_offsets, key_facts, hop_headers) as JSON
-text. JSON: JSON Lines, one object per request (like `logs --json`). With no format flag the
-format follows the --output file's extension (.jsonl / .json: JSON Lines), else CSV, and a note
-on stderr says which was chosen. The values are exact; what a terminal would obey is escaped
-(``output.write_rows``: JSON escapes in JSON, and in CSV on a terminal only).
+Rows are streamed from a cursor (``queries.iter_rows``), so a large export never sits in memory;
+values are exact, escaped only where a terminal would obey them (``output.write_rows``).
+See docs/stats.md ("firsttoken export").
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The words of every reading view (`logs`, `show`, `stats`, the live view, `sessions`): one
 table of UI labels per language, so a view is in one language.
 
-``label(lang, key)`` falls back to English, then to the key itself. The language itself is
-decided once, by ``addon.diagnose.lang.resolve`` (``cli.options.resolve_lang``); findings are
-rendered in it by ``output.localize``. Keys: ``col.*`` table columns, ``phase.*`` the live
-view's request phases, ``show.*`` the one-request view, ``stats.*`` the percentile tables,
-``sev.*`` severities, ``conv.*`` the conversation line; the rest the live view's header.
+``label(lang, key)`` falls back to English, then to the key. The language is decided once, by
+``addon.diagnose.lang.resolve``. Adding a label: docs/architecture.md ("Where a new thing goes").
 """
 
 from __future__ import annotations

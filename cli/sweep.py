@@ -1,13 +1,8 @@
 """`firsttoken sweep`: the field guides' experiment, automated.
 
-Vary the input length with the output fixed (``--inputs``), or the output with the input fixed
-(``--outputs``); every point is sent ``--warmup`` + ``--runs`` times, round-robin, streaming,
-through the proxy, each request tagged ``x-firsttoken-experiment``. The proxy times them; the
-rows are read back from its database and summarised: median TTFT / TTFB / gap and P95 TTFT per
-point, and the least-squares TTFT = a + b x input tokens.
-
-Prompts are exactly N tokens by firsttoken's own counter (``addon.tokens.count_request``), and
-start with a unique tag so a provider's prompt cache cannot serve a repeated prefix.
+Vary the input (or output) length, send each point round-robin through the proxy, tagged, and
+summarise the rows the proxy recorded: medians per point and the TTFT-vs-input fit. Prompts are
+exactly N tokens by firsttoken's own counter. See docs/stats.md ("firsttoken sweep").
 """
 
 from __future__ import annotations

@@ -21,7 +21,20 @@ from firsttoken.addon.capture import Capture
 from firsttoken.addon.record import Record
 from firsttoken.cli.proxy.server import ProxyServer
 
-HAVE_OTEL = O.otel_available()
+
+def otel_available() -> bool:
+    """Whether the `otel` extra is installed: the SDK and the OTLP/HTTP exporter of both signals."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.metric_exporter  # noqa: F401
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.sdk.metrics  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+HAVE_OTEL = otel_available()
 needs_otel = pytest.mark.skipif(
     not HAVE_OTEL, reason="opentelemetry-sdk / opentelemetry-exporter-otlp-proto-http not installed "
                           "(pip install 'firsttoken[otel]')")
@@ -366,7 +379,7 @@ def test_missing_sdk_is_a_clear_option_error(monkeypatch):
     from mitmproxy.test import taddons
 
     _hide_otel(monkeypatch)
-    assert not O.otel_available()
+    assert not otel_available()
     with pytest.raises(O.OtelMissing, match=r"pip install 'firsttoken\[otel\]'"):
         O.OtelMetrics([])
     cap = Capture()

@@ -195,14 +195,18 @@ def test_span_attributes_conversation_and_failure_without_response():
     assert len(mem.get_finished_spans()) == 1
 
 
+def traces_url(endpoint: str) -> str:
+    return O.signal_url(endpoint, "traces")
+
+
 def test_endpoint_rules_for_both_signals():
-    assert O.traces_url("http://c:4318") == "http://c:4318/v1/traces"
-    assert O.traces_url("http://c:4318/") == "http://c:4318/v1/traces"
+    assert traces_url("http://c:4318") == "http://c:4318/v1/traces"
+    assert traces_url("http://c:4318/") == "http://c:4318/v1/traces"
     # the form documented for metrics first: spans go beside it
-    assert O.traces_url("http://c:4318/v1/metrics") == "http://c:4318/v1/traces"
+    assert traces_url("http://c:4318/v1/metrics") == "http://c:4318/v1/traces"
     assert O.metrics_url("http://c:4318/v1/traces") == "http://c:4318/v1/metrics"
     # a base with a path (a gateway's /otlp): both signals under it, as OTEL_EXPORTER_OTLP_ENDPOINT does
-    assert O.traces_url("https://gw.example/otlp") == "https://gw.example/otlp/v1/traces"
+    assert traces_url("https://gw.example/otlp") == "https://gw.example/otlp/v1/traces"
     assert O.metrics_url("https://gw.example/otlp") == "https://gw.example/otlp/v1/metrics"
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}
     assert O.env_endpoint(env, signal="traces") == "http://c:4318/v1/traces"

@@ -815,17 +815,27 @@ def test_count_cache_is_bounded(monkeypatch):
     shapes.clear_count_cache()
     monkeypatch.setattr(shapes, "CACHE_MAX_CHARS", 1000)
 
+    counted = []
+
     class Enc:
         name = "bounded"
 
         def encode_ordinary(self, s):
+            counted.append(s)
             return [0] * len(s)
 
-    for i in range(100):
-        shapes.count_cached(Enc(), f"{i:03d}" + "x" * 97)
-    texts, chars = shapes.count_cache_size()
-    assert texts <= 10 and chars <= 1000
-    assert shapes.count_cached(Enc(), "099" + "x" * 97) == 100  # the newest is kept
+    texts = [f"{i:03d}" + "x" * 97 for i in range(100)]
+    for t in texts:
+        shapes.count_cached(Enc(), t)
+    counted.clear()
+    # newest first: each text still held costs no tokenizer call; the first one forgotten ends the run
+    kept = 0
+    for t in reversed(texts):
+        assert shapes.count_cached(Enc(), t) == 100
+        if counted:
+            break
+        kept += 1
+    assert 1 <= kept <= 10  # 1000 characters hold at most ten 100-character texts; the newest is kept
     shapes.clear_count_cache()
 
 

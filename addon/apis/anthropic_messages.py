@@ -1,26 +1,6 @@
-"""Anthropic Messages (``POST .../messages``).
+"""Anthropic Messages (``POST .../messages``): its stream events and body as token deltas and usage.
 
-Stream (the type is the JSON ``type`` field; the SSE ``event:`` name is the fallback):
-
-* ``message_start``: model, id, usage (``input_tokens``, ``cache_read_input_tokens``,
-  ``cache_creation_input_tokens``, ``output_tokens``);
-* ``content_block_start``: a ``tool_use`` / ``server_tool_use`` / ``mcp_tool_use`` block ->
-  TOOL with the tool's name (as for OpenAI); text/thinking already present in the start
-  block (normally empty) -> TEXT/REASONING;
-* ``content_block_delta``: ``text_delta`` -> TEXT, ``thinking_delta`` -> REASONING,
-  ``input_json_delta`` (``partial_json``) -> TOOL; ``signature_delta`` and
-  ``citations_delta`` are not tokens;
-* ``message_delta``: ``delta.stop_reason`` -> finish_reason; ``usage`` holds cumulative
-  totals, so present values overwrite (input/cache counts too, some servers only send them
-  here) and absent ones keep the ``message_start`` value;
-* ``message_stop`` -> done; ``ping`` ignored; ``error`` (``{"type": "error", "error":
-  {"type": "overloaded_error", "message"}}``) -> error fields.
-
-Usage mapping: usage_prompt_tokens = input + cache read + cache creation (Anthropic's
-``input_tokens`` excludes cached tokens); usage_cached_tokens = cache read;
-usage_cache_creation_tokens = cache creation; usage_reasoning_tokens =
-``output_tokens_details.thinking_tokens`` when sent.
-Body: a Message object (``content`` blocks give the deltas; tool input as compact JSON).
+Which event counts as what, and the usage mapping: docs/record.md ("What counts as a token").
 """
 
 from __future__ import annotations
@@ -138,6 +118,8 @@ class AnthropicMessages(JsonInterpreter):
                     block_deltas(block, out, whole=True)
 
     def _usage(self, u: dict) -> None:
+        # message_delta's usage holds totals: a present value overwrites (some servers send the input
+        # and cache counts only there), an absent one keeps message_start's
         f = self.facts
         v = as_int(u.get("input_tokens"))
         if v is not None:
@@ -150,6 +132,7 @@ class AnthropicMessages(JsonInterpreter):
         if v is not None:
             self._cache_creation = v
             f.usage_cache_creation_tokens = v
+        # Anthropic's input_tokens leaves the cached tokens out
         if self._input is not None or self._cache_read is not None or self._cache_creation is not None:
             f.usage_prompt_tokens = (self._input or 0) + (self._cache_read or 0) + (self._cache_creation or 0)
         v = as_int(u.get("output_tokens"))

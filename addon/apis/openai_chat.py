@@ -1,25 +1,6 @@
 """OpenAI Chat Completions (``POST .../chat/completions``) and the many servers that copy it.
 
-Stream: ``data: {chat.completion.chunk}`` events, then ``data: [DONE]``.
-
-* ``choices[].delta.content`` -> TEXT (a string, or a list of ``{"type": "text", "text"}``
-  parts; ``{"type": "thinking"}`` parts -> REASONING);
-* reasoning -> REASONING: ``delta.reasoning_content`` (DeepSeek, vLLM) or ``delta.reasoning``
-  (OpenRouter, newer vLLM); only when neither carries text, ``delta.reasoning_details[]``
-  (``text`` or ``summary``), because OpenRouter sends the same text in both;
-* ``delta.refusal`` -> REFUSAL;
-* tool calls -> TOOL: the function name, the first time a name is seen for a tool call
-  (keyed by choice and tool-call index), then every ``function.arguments`` fragment; custom
-  tools' ``custom.name`` / ``custom.input`` and the legacy ``delta.function_call`` likewise.
-  The model generates the name, so a name-only first fragment is output (it stops the TTFT
-  clock); an id-only fragment or empty arguments are not;
-* ``finish_reason`` (the last non-null one), ``usage`` (a final ``choices: []`` chunk or the
-  finish chunk; values are totals, so they overwrite), ``model`` / ``id`` (first non-empty);
-* ``{"error": {...}}`` mid-stream -> error fields; a chunk with none of ``choices``,
-  ``usage``, ``error`` -> ``no_choices``.
-
-Role-only deltas (``{"role": "assistant", "content": ""}``), empty and null content are not
-tokens.
+Which delta counts as what (text, reasoning, refusal, tool calls): docs/record.md ("What counts as a token").
 """
 
 from __future__ import annotations
@@ -77,6 +58,7 @@ def _reasoning(d: dict, out: list[Delta]) -> None:
     if type(r) is str and r:
         out.append(Delta(REASONING, r))
         return
+    # only when neither carries text: OpenRouter sends the same text in both
     details = d.get("reasoning_details")
     if type(details) is list:
         for item in details:
@@ -151,7 +133,7 @@ class OpenAIChat(JsonInterpreter):
             self._tool(choice, "function_call", fc.get("name"), fc.get("arguments"), out)
 
     def _tool(self, choice: Any, idx: Any, name: Any, args: Any, out: list[Delta]) -> None:
-        if type(name) is str and name:
+        if type(name) is str and name:  # the model generates the name: output, so it stops the TTFT clock
             key = (choice if type(choice) is int else 0, idx if type(idx) in (int, str) else 0)
             if key not in self._named:
                 self._named.add(key)

@@ -1,21 +1,8 @@
 """Connectivity: the upstream could not be reached, hung up, or the client left.
 
-Sub-causes are read from mitmproxy's error text (``rec.error``). Texts observed with
-mitmproxy 11 against real sockets:
-
-* refused: ``[Errno 111] Connect call failed ('127.0.0.1', 5)``
-* DNS: ``[Errno -2] Name or service not known`` (macOS: ``nodename nor servname provided``)
-* TLS: ``Certificate verify failed: self-signed certificate``
-* https:// to a plain-HTTP server: ``The remote server does not speak TLS.``
-* closed before answering: ``server closed connection`` (also http:// to a TLS port)
-* closed mid-body: ``HTTP/1 protocol error: peer closed connection without sending complete message body ...``
-* not HTTP: ``Cannot parse HTTP response: Bad HTTP response line: b'...'``
-* client gone: ``Client disconnected.``
-* client's body cut short (read by the proxy, before any answer): ``HTTP/1 protocol error: peer closed
-  connection without sending complete message body (received 40 bytes, expected 187)`` or ``(incomplete
-  chunked read)``; bad chunk framing: ``HTTP/1 protocol error: illegal chunk header: ...``. mitmproxy
-  reports these with the same words as the upstream's, so the proxy prefixes them with
-  :data:`CLIENT_REQUEST_ERROR` when they happened while the request body was still being read.
+Sub-causes are read from mitmproxy's error text (``rec.error``); the fragments below were
+matched against texts observed with mitmproxy 11 on real sockets. The findings: docs/diagnoses.md
+("Connectivity").
 """
 
 from __future__ import annotations
@@ -26,7 +13,11 @@ from typing import Any
 from firsttoken.addon.diagnose.context import Ctx, quote
 from firsttoken.addon.safe_text import clause
 
-#: (variant, lower-case fragments of the error text), first match wins
+#: (variant, lower-case fragments of the error text), first match wins. Texts seen: refused
+#: "[Errno 111] Connect call failed ('127.0.0.1', 5)"; DNS "[Errno -2] Name or service not known"
+#: (macOS "nodename nor servname provided"); TLS "Certificate verify failed: self-signed certificate";
+#: https:// to plain HTTP "The remote server does not speak TLS."; not HTTP "Cannot parse HTTP
+#: response: Bad HTTP response line: b'...'"
 UNREACHABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("dns", ("name or service not known", "nodename nor servname", "getaddrinfo failed", "no address associated",
              "temporary failure in name resolution", "name resolution", "errno -2]", "errno -3]", "errno -5]",
@@ -40,6 +31,8 @@ UNREACHABLE: tuple[tuple[str, tuple[str, ...]], ...] = (
                  "errno 51]", "errno 65]")),
     ("not_http", ("cannot parse http response", "bad http response", "invalid http")),
 )
+#: closed before answering "server closed connection" (also http:// to a TLS port); mid-body "HTTP/1
+#: protocol error: peer closed connection without sending complete message body ..."
 CLOSED = ("server closed connection", "peer closed connection", "server disconnected", "connection reset",
           "connection closed by peer", "errno 104]", "errno 54]", "broken pipe", "eof occurred",
           "incomplete message body", "remote end closed", "connection aborted")
@@ -47,7 +40,10 @@ CLOSED = ("server closed connection", "peer closed connection", "server disconne
 SHUTDOWN_ERROR = "the proxy shut down before this request finished"
 #: ... and of an in-flight row a later proxy found left behind by a dead one
 INTERRUPTED_ERROR = "the proxy process ended before this request finished"
-#: prefix of the error of a request whose client broke it while sending it (Capture.error)
+#: prefix of the error of a request whose client broke it while sending it (Capture.error): mitmproxy
+#: words a client's body cut short ("peer closed connection without sending complete message body
+#: (received 40 bytes, expected 187)", "(incomplete chunked read)", "illegal chunk header: ...") as it
+#: words the upstream's, so only this prefix tells them apart
 CLIENT_REQUEST_ERROR = "the client did not send a complete request: "
 #: the error of a request refused for a bare CR or an obs-fold line in its headers (Capture)
 BAD_HEADER_ERROR = ("firsttoken answered 400 Bad Request: the request header {name} contains {what} "

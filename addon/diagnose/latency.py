@@ -1,12 +1,8 @@
 """Latency verdicts: which part of TTFT was slow (the "TTFT - TTFB" bisection), and prompt size.
 
-TTFB (headers) covers connecting, the network, gateways and queues; the gap after it
-(TTFT - TTFB) is the model reading the prompt (prefill) and, for reasoning models,
-thinking before the first visible token. One verdict per request: the largest part wins.
-
-Behind a hop that holds its headers until the first token (``rec.headers_held``, see
-addon/hops/held.py) TTFB contains the prefill: no ``latency.network`` from it; the route's
-TTFT-vs-input fit splits TTFT instead (``latency.headers_held``, ``latency.prefill`` variant ``fit``).
+TTFB covers the network, gateways and queues, the gap after it the prefill; behind a hop that
+holds its headers (``rec.headers_held``) the route's TTFT-vs-input fit splits TTFT instead.
+The verdicts and their thresholds: docs/diagnoses.md ("Latency verdicts").
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """The egress addon: firsttoken's upstream connections go the way the user's clients go.
 
-Options (also ``mitmdump -s … --set``): ``firsttoken_upstream_proxy`` (a URL; replaces the
-proxy variables), ``firsttoken_no_upstream_proxy`` (connect directly), ``firsttoken_upstream_ca``
-(one more CA file to trust). The proxy variables and ``NO_PROXY`` are read from the environment
-when the options are configured (:mod:`firsttoken.addon.egress.rules` decides).
-
-mitmproxy's own upstream-proxy machinery does the work:
-
-* an https:// upstream: the flow's server connection gets ``via = ("http", proxy)``, so
-  mitmproxy's HTTP layer opens it through ``HttpUpstreamProxy`` with a CONNECT (and TLS to the
-  upstream inside the tunnel, verified as usual); credentials go on that CONNECT in the
-  ``http_connect_upstream`` hook, as mitmproxy's ``upstream_auth`` addon does;
-* a plain http:// upstream through an http:// proxy: the request is sent to the proxy in
-  absolute-form (``POST http://host/path``), mitmproxy's upstream mode's way for plain HTTP
-  (in reverse mode its layer would tunnel even plain HTTP with CONNECT, which proxies refuse
-  for ports other than 443), with ``Proxy-Authorization`` on the request.
-
-Capture asks :meth:`Egress.apply` once it has routed a request (the route decides the
-upstream), so the record says which way it went (``egress_proxy``).
+It applies :func:`rules.decide` and the trusted CAs with mitmproxy's own upstream-proxy machinery
+(``via`` + CONNECT for https://, absolute-form for plain http://); Capture calls :meth:`Egress.apply`
+once a request is routed. Options and behaviour: docs/clients.md ("Behind a proxy").
 """
 
 from __future__ import annotations
@@ -138,7 +123,9 @@ class Egress:
         p = d.proxy
         via = None
         if p is not None and req.scheme == "http" and p.scheme == "http":
-            # absolute-form to the proxy: mitmproxy's own request-line form when authority is set
+            # absolute-form to the proxy: mitmproxy's own request-line form when authority is set (in
+            # reverse mode its `via` layer would CONNECT even for plain HTTP, which proxies refuse
+            # for ports other than 443)
             target = req.host if ":" not in req.host else f"[{req.host}]"
             req.authority = target if req.port == 80 else f"{target}:{req.port}"
             req.data.host, req.data.port = p.host, p.port
@@ -192,7 +179,8 @@ class Egress:
         nextlayer.layer = stack[0]
 
     def http_connect_upstream(self, flow: Any) -> None:
-        """mitmproxy is about to send CONNECT to an upstream proxy: add its credentials."""
+        """mitmproxy is about to send CONNECT to an upstream proxy: add its credentials (as
+        mitmproxy's own ``upstream_auth`` addon does)."""
         try:
             addr = (flow.server_conn.address[0], flow.server_conn.address[1])
         except (AttributeError, TypeError, IndexError):

@@ -1,29 +1,8 @@
 """THE egress rule: which proxy (if any) an upstream connection goes through.
 
-firsttoken's own upstream leg must go the way the user's clients go, or putting it in between
-breaks what worked. The rule is the one curl, Python (requests/httpx/urllib) and Go share:
-
-* ``https_proxy`` / ``HTTPS_PROXY`` for https:// upstreams, ``http_proxy`` / ``HTTP_PROXY`` for
-  http://, ``all_proxy`` / ``ALL_PROXY`` when the scheme's own is unset. The lower-case
-  variable wins over the upper-case one (curl and Python; an empty value counts as unset).
-* ``no_proxy`` / ``NO_PROXY`` (lower case first): a comma- or space-separated list of host
-  names (``example.com`` also matches its sub-domains; a leading ``.`` or ``*.`` means the
-  same), IP addresses, CIDR ranges (``10.0.0.0/8``, matched against IP literals only: no DNS
-  lookup), each optionally with ``:port`` (then only that port), and ``*`` for every host.
-* loopback upstreams (``localhost``, ``*.localhost``, 127.0.0.0/8, ``::1``) never use a proxy
-  from the environment (Go's rule): a Clash or company proxy exported for the internet is not
-  meant for a model server on this machine. An explicit ``--upstream-proxy`` applies to them.
-* ``--upstream-proxy URL`` replaces the environment's proxy variables (``NO_PROXY`` still
-  applies); ``--no-upstream-proxy`` connects directly whatever the environment says.
-
-A proxy URL without a scheme is ``http://``; its port defaults to 80 (http) or 443 (https), as
-in Python and Go. ``user:password@`` in it is sent as Basic ``Proxy-Authorization``; the
-password lives only in memory (:class:`Proxy` never shows it: ``str``/``repr`` and
-:attr:`Proxy.display` leave it out). SOCKS proxies are refused with :class:`EgressError`
-(mitmproxy has no SOCKS upstream).
-
-Pure functions: ``env`` is passed in (a mapping like ``os.environ``), nothing is read or
-resolved here. The proxy, ``env``, ``doctor``, ``run`` and the banner all ask :func:`decide`.
+The rule curl, Python and Go share (``HTTPS_PROXY`` / ``HTTP_PROXY`` / ``ALL_PROXY`` / ``NO_PROXY``,
+loopback never proxied from the environment), docs/clients.md ("Behind a proxy"). Pure: ``env`` is
+passed in; the proxy, ``env``, ``doctor``, ``run`` and the banner all ask :func:`decide`.
 """
 
 from __future__ import annotations

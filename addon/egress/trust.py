@@ -1,10 +1,7 @@
 """The CAs an upstream's TLS certificate is verified against: what the user's clients trust.
 
-mitmproxy verifies upstreams against certifi's bundle alone. A client on this machine trusts
-the system store too, and whatever ``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE`` name (a company's
-TLS-inspecting proxy signs with a private CA installed there), so firsttoken verifies against
-all of them, plus ``--upstream-ca FILE``: one PEM bundle, written once per proxy start to a
-private folder and handed to mitmproxy's ``ssl_verify_upstream_trusted_ca``.
+mitmproxy alone trusts certifi's bundle; firsttoken adds the system store, the CA variables and
+``--upstream-ca``, written once per start as one PEM bundle. See docs/clients.md ("TLS: the CAs your clients trust").
 """
 
 from __future__ import annotations

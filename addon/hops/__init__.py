@@ -1,14 +1,8 @@
 """The hops between firsttoken and the model: who answered, and what they do to the timings.
 
-- ``who_answered(headers)``: the response's ``Server``, ``Via`` and allow-listed gateway/provider
-  headers (bounded, capped, never a credential), as the record keeps them; ``pick_hop_headers``
-  (on the event loop) and ``clean_hop_headers`` (off it) are its two halves.
-- ``name_hop(server, via, headers)``: the hop that answered (``Hop(kind, name)``), e.g. "nginx/1.22.1".
-- ``buffer_shape(offsets, ttfb_ms, ...)``: the facts of a stream a hop buffered, from its token times.
-- ``fix_code(kind)`` / ``HOP_LABELS``: each hop's own fix for buffering, in English and Chinese.
-- ``looks_held`` / ``headers_held`` / ``route_holds``: a hop that sends its response headers only with
-  the model's first chunk (LiteLLM's proxy does), so TTFB contains the prefill and the gap is ~0;
-  ``route_fit``: the route's TTFT-vs-input fit, what stays true through such a hop.
+``who_answered`` / ``name_hop``: the hop's headers and name; ``buffer_shape``: a stream a hop
+buffered; ``looks_held`` / ``headers_held`` / ``route_holds`` / ``route_fit``: a hop that holds its
+headers until the first token; ``fix_code``: each hop's own fix. See docs/gateways.md.
 """
 
 from firsttoken.addon.hops.fixes import HOP_LABELS, fix_code

@@ -1,13 +1,8 @@
 """Who answered: the response headers that identify or time the hops between firsttoken and the model.
 
-``who_answered(headers)`` picks, from a response's headers (a dict of lower-case names, as the
-capture hook already builds it), ``Server``, ``Via`` and a bounded, allow-listed set of gateway,
-CDN and provider headers (``cf-ray``, ``x-envoy-upstream-service-time``, ``openai-processing-ms``,
-``server-timing``, ``x-litellm-*``, ``x-kong-*``, request-id families, ...). It never keeps a header
-whose name says it carries a credential (``addon.secrets.is_secret_header``), redacts key-like
-values, strips control characters and caps every value, the number of headers and their total
-size. ``pick`` runs on the event loop once per response (a dict walk, no regex); ``clean`` (the
-credential check, redaction, caps) runs on the analysis thread.
+``pick`` runs on the event loop once per response (a dict walk, no regex); ``clean`` (the
+credential check, redaction, caps) runs on the analysis thread. Which headers are kept and
+why: docs/gateways.md ("Who answered").
 """
 
 from __future__ import annotations

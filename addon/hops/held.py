@@ -1,12 +1,8 @@
 """Headers held until the first token, and what stays true through a hop that holds them.
 
-A hop that sends its response headers only when the model's first chunk arrives (LiteLLM's
-proxy does; so does any hop that buffers the body) moves the prefill into TTFB: the gap after
-the headers is ~0, and a big TTFB no longer means "network". Two things stay true through it:
-the route's TTFT-vs-input fit (intercept = network + gateway + queue, slope = prefill) and
-timings the server reports itself.
-
-Pure functions of recorded timings; the analysis thread and `compare` both ask them (one rule).
+Such a hop (LiteLLM's proxy) moves the prefill into TTFB; the route's TTFT-vs-input fit still
+splits it. Pure functions of recorded timings: the analysis thread and `compare` both ask them.
+See docs/gateways.md ("Headers held until the first token").
 """
 
 from __future__ import annotations

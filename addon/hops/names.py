@@ -1,11 +1,8 @@
 """Naming the hop that answered, from ``Server``, ``Via`` and the allow-listed headers.
 
-``name_hop(server, via, headers)`` is pure and cheap: it returns a ``Hop`` (a ``kind`` that
-findings and docs key their advice on, and the ``name`` a person reads, such as "nginx/1.22.1",
-"Cloudflare", "Envoy", "LiteLLM 1.74.3") or None when nothing says who answered. The
-``Server`` header names the nearest hop that rewrites it (nginx and Cloudflare replace the
-upstream's), so it is asked first; a gateway's own headers (LiteLLM's, Kong's, one-api's) win
-over the plain app server under it (uvicorn, gunicorn); ``Via`` names proxies that kept it.
+``name_hop`` is pure and cheap: a ``Hop`` (``kind`` for findings and docs, ``name`` for people,
+e.g. "nginx/1.22.1") or None. A gateway's own headers win over the app server under it; which
+hop each header names: docs/gateways.md ("Who answered").
 """
 
 from __future__ import annotations

@@ -1,27 +1,17 @@
 """Buffering, read from the stream's own shape: pure functions over a record's token-event times.
 
-A model makes tokens one after another (a few ms each at the very fastest); a hop that buffers
-(nginx's default ``proxy_buffering on``, gzip of ``text/event-stream``, CDNs, a gateway that reads
-the whole answer) holds them and lets them go together: after a silence, many token events arrive
-within a fraction of a millisecond, in one read of the socket. That shows whether or not the
-headers waited too: the whole stream may come with the headers (nginx sends them with its first
-buffer), in buffer-sized bursts, or at the very end after the headers came early.
-
-``clumps`` groups the event times; ``buffer_shape`` says whether the stream was buffered and
-gives the facts a finding states. The thresholds are chosen so that a stream a model paces itself,
-however fast (a fast small model, a stream whose events TCP coalesced in reads a few ms apart),
-never qualifies: what qualifies is a *silence* of at least ``HOLD_MIN_MS`` followed by at least
-``CLUMP_MIN_EVENTS`` events arriving ``RELEASE_GAP_MS`` apart on average (5,000 a second: faster than
-any model streams), and such releases carrying most of the stream. One network stall in a paced stream
-releases one clump and does not carry most of it. The diagnosis thresholds re-export these
-numbers as ``BUFFERED_*`` (``addon/diagnose/thresholds.py``, docs/diagnoses.md); they are defined
-here so that this module needs nothing of the diagnosis package.
+A hop that buffers lets held tokens go together: after a silence, many events within a fraction
+of a millisecond. ``clumps`` groups the times, ``buffer_shape`` judges them; the thresholds below
+are explained in docs/gateways.md ("Buffering").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+# The thresholds live here, not in diagnose/thresholds.py (which re-exports them as BUFFERED_*), so
+# that hops needs nothing of the diagnosis package.
 
 #: consecutive token events closer than this (ms) may belong to one release (firsttoken stamps each
 #: HTTP chunk of a read as it processes it: a few hundred us apart, the first visible token, decoded

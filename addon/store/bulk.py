@@ -1,10 +1,8 @@
 """Loading many request rows at once (`firsttoken bench-db`'s synthetic month of traffic).
 
-``BulkLoad`` inserts rows into a migrated database in big transactions with ``executemany``.
-Loading into indexed tables row by row is slow, so on an empty database it takes the secondary
-indexes (and the ``stats_totals`` triggers) off first and, in ``finish()``, rebuilds them from
-their own CREATE statements (one sort each) and recomputes the running totals in one pass: the
-database ends up exactly as if every row had been written by the proxy.
+``BulkLoad`` inserts in big transactions; on an empty database it drops the secondary indexes
+and the ``stats_totals`` triggers first and rebuilds them in ``finish()``, so the database ends
+up exactly as if the proxy had written every row. See docs/stats.md ("firsttoken bench-db").
 """
 
 from __future__ import annotations

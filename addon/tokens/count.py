@@ -1,29 +1,7 @@
 """Prompt and output token counting for one request body, per API.
 
-Nothing here starts a download: encodings come from :func:`.encodings.load_encoding`.
-
-What is counted, per API (all of it lands in ``prompt_tokens_est``):
-
-* messages: OpenAI's chat format (openai-cookbook "How to count tokens with tiktoken"):
-  3 tokens per message + the tokens of its role, content and name, +1 per ``name``, +3 for
-  the reply priming ``<|start|>assistant<|message|>``. Applied to every API as the estimate of
-  the chat template (Responses items and Anthropic messages too).
-* tool calls in history: name + arguments; Anthropic ``tool_use``: name + JSON of input.
-* tools (approximate): OpenAI function tools use the cookbook formula (per function 10 tokens
-  on cl100k / 7 on o200k, +3 per property set, +3 per property, enum -3 +3 per item, 12 at
-  the end, plus the ``name:description`` and ``key:type:description`` lines); schema parts
-  the formula ignores (nested ``properties``, ``items``, ``anyOf``, ``$defs`` ...) add the
-  tokens of their compact JSON. Other tools (built-ins, custom, all Anthropic tools) count the
-  compact JSON of their definition. Structured-output schemas (``response_format`` /
-  ``text.format``) count their JSON and are reported under ``tools_tokens``. Anthropic's
-  hidden tool-use system prompt (a few hundred tokens) is NOT added.
-* images (approximate; each also counts in ``images``): OpenAI formats use the GPT-4o tile
-  formula: ``detail: low`` = 85; otherwise fit in 2048x2048, shortest side down to 768, then
-  85 + 170 per 512px tile. Sizes are read from base64 data-URL headers (PNG, JPEG, GIF,
-  WebP); remote URLs / file ids are assumed 1024x1024 (765 tokens). Anthropic: w*h/750 after
-  fitting the long edge to 1568, capped at 1600; unknown size = 1600.
-* not counted: audio and file/PDF parts, encrypted reasoning, Anthropic ``redacted_thinking``,
-  server-side state (``previous_response_id``, ``item_reference``).
+Nothing here starts a download: encodings come from :func:`.encodings.load_encoding`. What is
+counted per API, and the formulas: docs/record.md ("How the prompt is counted").
 """
 
 from __future__ import annotations

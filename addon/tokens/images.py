@@ -1,6 +1,6 @@
 """What an image in a prompt costs (approximate): its size read from the PNG / JPEG / GIF /
 WebP header of a base64 data URL, then OpenAI's GPT-4o tile formula or Anthropic's w*h/750.
-The formulas are spelled out in :mod:`.token_count`'s docstring.
+The formulas: docs/record.md ("How the prompt is counted").
 """
 
 from __future__ import annotations

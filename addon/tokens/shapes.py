@@ -2,8 +2,7 @@
 
 :class:`ShapeCounter` walks one request body's pieces with one encoding (OpenAI chat and
 Responses shapes, Anthropic shapes, tool definitions) and tallies the images it meets.
-The per-API assembly into a :class:`~.token_count.TokenCount` is :mod:`.token_count`; what
-is counted, and the formulas, are described there.
+:mod:`.count` assembles them per API; the formulas: docs/record.md ("How the prompt is counted").
 """
 
 from __future__ import annotations
@@ -65,11 +64,6 @@ def count_cached(enc: Any, s: str) -> int:
             _counts[key] = n
             _cached_chars += len(s)
     return n
-
-
-def count_cache_size() -> tuple[int, int]:
-    """(texts, characters) the count cache holds."""
-    return len(_counts), _cached_chars
 
 
 def clear_count_cache() -> None:

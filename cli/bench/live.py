@@ -1,11 +1,7 @@
 """`firsttoken bench-live`: what the live view costs the traffic it watches.
 
-The simulated upstream and two ``firsttoken proxy`` processes run side by side, each on its
-own pseudo-terminal (160x50, drained like a real terminal would): one with ``--no-live``
-(plain lines), one drawing the live view. Bursts of N concurrent streaming requests go directly
-to the upstream, through the proxy without the view and through the proxy with it, in
-alternating order; the client measures TTFB and TTFT (first content event) of each stream.
-Nothing is asserted: it prints the numbers.
+Two ``firsttoken proxy`` processes on pseudo-terminals, one with ``--no-live``, one drawing the
+view, against the simulated upstream. How it measures: docs/performance.md.
 """
 
 from __future__ import annotations

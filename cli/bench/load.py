@@ -1,13 +1,7 @@
 """`firsttoken bench --concurrency 1,10,50,200`: the proxy under load.
 
-The simulated upstream, bare mitmproxy (streaming on) and firsttoken run as their own
-processes; this process is only the client: one asyncio loop speaking raw HTTP/1.1, cheap
-enough that 200 concurrent streams cost it little. For each concurrency level, bursts of N
-concurrent streaming requests go directly to the upstream, through bare mitmproxy and through
-firsttoken, in alternating order. Per path and level it reports client TTFT p50/p99 and the
-p99 gap between chunks; per proxy the CPU time per forwarded chunk and the RSS; and for
-firsttoken how far its recorded TTFT (plus the wait it measured before it could read the
-request) is from what the client saw, request by request (matched by a tag header).
+This process is only the client: one asyncio loop speaking raw HTTP/1.1 to the simulated upstream,
+bare mitmproxy and firsttoken, each in its own process. What it reports: docs/performance.md.
 """
 
 from __future__ import annotations

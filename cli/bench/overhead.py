@@ -1,10 +1,7 @@
 """`firsttoken bench`: what the proxy itself costs, measured on loopback.
 
-Against the simulated upstream (no prefill cost, so the numbers are the path's own), the
-same streaming request is sent directly, through bare mitmproxy with streaming on, and
-through firsttoken; the client measures TTFB (response headers) and TTFT (first content
-event). Then a 200k-token prompt against a 10-token one, to show prompt size costs the
-proxy nothing on the request path (tokenizing runs off the event loop).
+One streaming request directly, through bare mitmproxy and through firsttoken, then a 200k-token
+prompt against a 10-token one. How it measures: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """`firsttoken bench --wrapper`: what `firsttoken run` adds to a client's wall time.
 
-`run` binds its port, starts the command at once and starts the proxy beside it (cli/run/startup.py).
-For a client whose own start-up (Node loading its bundle, reading its config) is longer than the
-proxy's, the proxy is ready before the client's first request, so `run` should add only its own
-Python start-up before the child and the summary after it. This measures it: pairs of runs of the
-same client with and without `run`, in alternating order (so a machine getting busier does not
-favour one side), against the simulated upstream, and prints the medians.
-
-The default client is a small Python program that sleeps ``--client-startup-ms`` (standing in for a
-real client's start-up) and then streams one chat request from ``OPENAI_BASE_URL``; it reports when
-it started and the TTFT it saw, and each `run`'s record says whether its first request waited for
-the proxy (``proxy_start_wait_ms``). Any other command (``-- claude -p hi``) is timed by its wall
-time only, with ANTHROPIC_BASE_URL / OPENAI_BASE_URL pointed at the simulator.
+`run` starts the command at once and the proxy beside it (cli/run/startup.py), so for a client that
+starts slower than the proxy it should add only its own start-up and summary. Pairs of runs with and
+without it, against the simulated upstream; how it measures: docs/performance.md.
 """
 
 from __future__ import annotations

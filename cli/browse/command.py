@@ -1,11 +1,7 @@
 """`firsttoken browse [--db FILE] [--port N]`: the database in Datasette, read-only, on 127.0.0.1.
 
-Datasette is an optional extra (``pip install 'firsttoken[browse]'``). It serves the live
-database while a proxy writes it: Datasette's connections to a (non-immutable) file are opened
-``?mode=ro``, which reads a WAL database as it grows; ``-i`` / immutable would tell SQLite the
-file never changes, which is wrong for a live database (stale pages, or a torn read), so it is
-not used. No canned query writes, and arbitrary SQL runs on those read-only connections.
-A database of an older schema is upgraded once first (as the proxy does when it opens it).
+Datasette is an optional extra; it reads the live database through ``?mode=ro`` connections,
+never immutable (``-i``), which would be wrong for a file the proxy writes. See docs/browse.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The Datasette plugin `firsttoken browse` registers for its own server only (never installed as
-an entry point, so a user's other Datasette instances are untouched):
+"""The Datasette plugin `firsttoken browse` registers for its own server only (never an entry point).
 
-* only requests addressed to 127.0.0.1 / localhost are answered (no DNS rebinding);
-* the bare ``requests`` table page opens with the columns a person reads first (``READ_FIRST``),
-  newest first; any page with a query string (a facet, "show all columns") is left as asked;
-* 0/1 columns read yes/no; a request's ``top_code`` links to its findings; an ``id`` in a
-  canned query's result links to its request.
+It answers only requests addressed to 127.0.0.1 / localhost, opens the bare ``requests`` page with
+the columns read first (``READ_FIRST``), shows 0/1 columns as yes/no and links findings and
+requests. See docs/browse.md.
 """
 
 from __future__ import annotations

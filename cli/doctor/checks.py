@@ -1,18 +1,8 @@
-"""The checks of `firsttoken doctor`: pure functions of (env, home, cwd, a few options) that
-return :class:`Check` results; the network goes through a :class:`Net` object (short
-timeouts, never raises) so every trap can be rebuilt in a test with a fake home directory.
+"""The checks of `firsttoken doctor`, re-exported from one module per subject and put in order by run_checks.
 
-No check sends a prompt, and no check prints a key: only fingerprints (``sk-…a1b2``).
-
-The checks live in one module per subject and are re-exported here, where run_checks
-puts them in order:
-
-* doctor_core.py      Check, Context, the variable names, fingerprints
-* doctor_net.py       Net: DNS / TCP / TLS probes with short timeouts
-* doctor_env.py       1-3. proxy variables, keys, base URLs in the environment
-* doctor_files.py     3. Claude Code settings.json files, Codex config.toml
-* doctor_upstreams.py 4. the proxy (listening? forward-mode CA) and the upstreams
-* doctor_install.py   5. tokenizers, the database, mitmproxy
+Each is a pure function of (env, home, cwd, a few options) returning :class:`Check` results; the
+network goes through a :class:`Net` (short timeouts, never raises), so a test rebuilds every trap
+with a fake home. No check sends a prompt or prints a key. What they check: docs/clients.md.
 """
 
 from __future__ import annotations

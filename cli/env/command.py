@@ -1,19 +1,8 @@
 """`firsttoken env CLIENT`: exactly what to set so a client goes through the proxy.
 
-The proxy's address and routes come from ``--upstream`` (same syntax as ``firsttoken
-proxy``), else from the per-user registry of running proxies (whatever database they write,
-see cli/proxy/state.py), else the defaults (port 8787, one route at the root).
-
-The base URL each client sets follows the one rule in ``firsttoken.addon.routing``
-(``pick_route``, ``client_base_url``: ``/v1`` for OpenAI-style clients unless the upstream's
-path already holds a version; never a version for Anthropic clients). The proxy's banner, the
-live header, the diagnoses and ``doctor`` ask the same functions, so they all agree.
-
-Keys are never printed: the client keeps its own, the proxy forwards it unchanged.
-
-The pieces live in their own modules and are re-exported here: the registry in
-cli/proxy/state.py, the target and its routes in cli/env/target.py, the per-client plans in
-cli/env/clients.py. This module renders a plan and holds the click command.
+The proxy's routes come from ``--upstream``, else the registry of running proxies, else the
+defaults; base URLs from the one rule in ``firsttoken.addon.routing``. This module renders a plan
+(target.py, clients.py) and holds the click command. See docs/clients.md.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""The live view: snapshots, pure rendering, and the refresh thread. See docs/cli.md."""

@@ -1,12 +1,8 @@
 """Laying text out for the live view: small formatters, and lines that never exceed a width.
 
-Tables use the one column-fitting scheme of ``cli/output.py`` (``fit_columns`` drops columns
-by priority, ``table_lines`` wraps a cell that is wider than its column: no character is cut).
-Here the columns are chosen from the *width alone* (``stable_columns`` measures a nominal row,
-not the data), so a frame never shows other columns than the one before it just because other
-requests are in flight. Free text wraps with an indent (``wrap_text``); the live area caps a
-finding at two lines (its full text is in the scrollback above and in ``firsttoken show ID``,
-and the row shows the ID).
+Tables use ``cli/output.py``'s column fitting; here the columns are chosen from the *width alone*
+(``stable_columns`` measures a nominal row, not the data), so frames do not change columns, and
+free text wraps with an indent (``wrap_text``). See docs/cli.md (the live view).
 """
 
 from __future__ import annotations

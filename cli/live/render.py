@@ -1,15 +1,8 @@
 """The live terminal view, as a pure function: ``render(snapshot, width, lang)``.
 
-Everything is laid out into lines that are never wider than ``width`` and never lose a
-character: tables use the one column-fitting scheme (``output.fit_columns``: columns dropped
-by priority, cells wrapped), with columns chosen from the width alone so they do not change
-from frame to frame; the header's routes, base URLs and database path wrap with an indent.
-With a ``height``, the in-flight and the finished lists share the room, so neither is ever
-reduced to an empty header. Colours are styles only; with NO_COLOR the text is the same.
-
-Also here, because the runner and the tests share them: ``scroll_entry`` (one finished
-request as printed into the scrollback above the live area) and ``summary`` (the per-model
-table printed when the proxy stops).
+Lines never wider than ``width`` and never losing a character; with a ``height`` the in-flight and
+finished lists share the room. Also ``scroll_entry`` (a finished request in the scrollback) and
+``summary`` (the per-model table at exit), shared by the runner and the tests. See docs/cli.md.
 """
 
 from __future__ import annotations

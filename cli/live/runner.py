@@ -1,13 +1,8 @@
-"""Running the live view: a refresh thread (≤ 4 Hz) around ``rich.live.Live``.
+"""Running the live view: a refresh thread (≤ 4 Hz) around ``rich.live.Live``, off the proxy's event loop.
 
-The thread never touches the proxy's event loop. Each frame it builds a ``LiveSnapshot``
-(``Capture.snapshot()`` copies, or a read-only DB poll), renders it for the terminal's
-current size and prints the requests that finished since the last frame into the
-scrollback above the live area. Finished records reach it through ``push`` (a queue put,
-cheap enough for the analyzer thread that calls it).
-
-``serve_with_live`` runs ``firsttoken proxy`` with the view; ``live`` is the
-``firsttoken live`` command, which attaches to a proxy running elsewhere through its DB.
+Each frame builds a ``LiveSnapshot``, renders it for the terminal's size and prints the requests
+that finished (``push``: a queue put) into the scrollback. ``serve_with_live`` runs ``firsttoken
+proxy`` with the view; ``live`` is ``firsttoken live``, attached to another proxy through its DB.
 """
 
 from __future__ import annotations

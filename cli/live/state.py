@@ -1,12 +1,8 @@
 """What the live view shows, as plain data: ``LiveSnapshot`` and the two ways to build one.
 
-* ``from_capture`` (here): inside ``firsttoken proxy``, from ``Capture.snapshot()`` (cheap
-  copies, taken on the view thread; nothing here touches the proxy's event loop).
-* ``DbSource`` (in ``live_db``): for ``firsttoken live``, by polling the SQLite file read-only.
-  In-flight rows are those with ``state='in_flight'``; their elapsed time comes from ``started_at``.
-
-The snapshot types, per-model rolling statistics and the session ``Tally`` are in ``live_data``.
-This module re-exports all of them, so ``from .live_state import ...`` gets the whole API.
+``from_capture`` (here) copies ``Capture.snapshot()`` inside ``firsttoken proxy``; ``DbSource``
+(``db.py``) polls the SQLite file read-only for ``firsttoken live``. The snapshot types and rolling
+statistics are in ``data.py``; this module re-exports them.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The tables of the live view, as lines of ``Text``: finished requests, in flight, per model.
 
-Each table is built the same way: cells per row, ``stable_columns`` for the width (the columns
-depend on the width only, never on which requests are shown), then ``table_lines`` per row (a
-cell wider than its column wraps; nothing is cut). A finished request's top finding (and its
-hint) goes in a last column when the terminal is wide enough, else on indented lines under
-its row; in the live area each is capped at two lines (the scrollback and ``show ID`` have it all).
+Columns depend on the width only (``stable_columns``); a wide cell wraps, nothing is cut. A finished
+request's top finding goes in a last column when there is room, else on indented lines under its
+row, capped at two lines in the live area. See docs/cli.md (the live view).
 """
 
 from __future__ import annotations

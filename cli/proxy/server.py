@@ -1,14 +1,8 @@
 """Embedding mitmproxy: the firsttoken proxy as an object (for the CLI, the demo and tests).
 
-mitmproxy runs without its own terminal output (no termlog, no dumper); its warnings are
-kept in ``self.messages`` and startup errors become a ``ProxyStartError`` with a plain
-sentence.
-
-Stopping (SIGINT/SIGTERM with ``handle_signals``, or :meth:`ProxyServer.drain`) drains: the
-listening sockets close at once (new connections are refused), requests in flight get up to
-``drain_seconds`` to finish, then the rest are cut (recorded with ``proxy.shutdown`` by
-``Capture.done``). A second signal cuts at once. Every pending record is written either way,
-and the cancelled connection tasks never print a traceback.
+mitmproxy runs without its own terminal output (its warnings land in ``self.messages``; start-up
+errors become a plain ``ProxyStartError``). Stopping drains the requests in flight; how, and what
+a second signal does: docs/faults.md (Ctrl-C / SIGTERM).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The per-user registry of running proxies: ``<state dir>/proxies/<pid>-<port>.json``.
 
-`firsttoken proxy` registers itself there once it listens (:func:`write_state`) and removes
-its entry on exit (:func:`clear_state`); `firsttoken env`, `doctor`, `run` and `live` read it
-(:func:`read_states`) to find the running proxies, their address, routes and database —
-whichever database they write, so a proxy started with ``--db sweep.db`` is found by commands
-that were given no ``--db``. The directory is 0700 and each entry 0600 (entries name routes and
-databases); entries of processes that are gone are dropped when read.
-
-The state directory is ``platformdirs.user_state_dir("firsttoken")`` (``~/.local/state/firsttoken``
-on Linux), or ``$FIRSTTOKEN_STATE_DIR``.
+`firsttoken proxy` registers once it listens and removes its entry on exit; `env`, `doctor`, `run`
+and `live` read it, so a proxy writing any database is found. Owner-only files; entries of dead
+processes are dropped when read. See docs/clients.md (where the proxy's routes come from).
 """
 
 from __future__ import annotations

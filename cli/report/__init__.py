@@ -1,0 +1,1 @@
+"""`firsttoken report --html`: the command and its self-contained HTML page. See docs/stats.md."""

@@ -1,16 +1,8 @@
 """`firsttoken report --html FILE [filters]`: a single self-contained HTML page.
 
-TTFT against prompt tokens per model with the least-squares line, percentile bars of TTFT, TTFB
-and gap side by side (never added up), the slowest requests split into their own TTFB and gap,
-requests per finding code (table
-``findings``), the slowest and the latest failed requests with their top findings, each id
-linked to a details section further down. When the requests went through more than one route
-(or with ``--by route``, or ``--experiment`` as `firsttoken compare` tags its rows), one curve
-per route on one chart with a table of TTFB, TTFT and fit per route. When servers reported cache
-reads, TTFT is also fitted against the uncached input tokens, with R² for both fits and which one
-explains TTFT better. Charts are inline SVG drawn by report.html; nothing
-is loaded from anywhere. Nothing to report (an empty database, or filters matching nothing)
-is an error, and no file is written.
+The command reads the rows and builds the sections; html.py draws them as inline SVG (nothing is
+loaded from anywhere). Nothing to report is an error, and no file is written. What the page
+shows: docs/stats.md ("firsttoken export and firsttoken report").
 """
 
 from __future__ import annotations

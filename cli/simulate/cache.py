@@ -1,10 +1,8 @@
-"""The simulator's prompt cache (``SimConfig.prompt_cache``): cached tokens only for a prefix
-that an earlier request sent, like the providers' content-addressed prompt caches.
-
-A prompt is cut into units in cache order (system / instructions, tools, then each message);
-the longest run of leading units some earlier request also sent is "cached", reported as that
-share of the prompt's tokens. Anthropic caches only up to the last block carrying
-``cache_control``; OpenAI shapes cache any prefix.
+"""The simulator's prompt cache (``SimConfig.prompt_cache``): cached tokens only for a prefix an
+earlier request sent, like the providers' content-addressed caches. A prompt is cut into units in
+cache order (system / instructions, tools, then each message); the longest run of leading units
+some earlier request also sent is "cached", as that share of the prompt's tokens. Anthropic caches
+only up to the last block carrying ``cache_control``; OpenAI shapes cache any prefix.
 """
 
 from __future__ import annotations
