@@ -1,35 +1,7 @@
-"""Incremental Server-Sent Events decoder (WHATWG EventSource parsing rules).
+"""Incremental Server-Sent Events decoder (WHATWG EventSource parsing rules), pure and never raising.
 
-Pure and incremental: feed it the response body in whatever chunks the network delivered
-and it returns the events completed so far. Any chunking of the same bytes yields the same
-events. It never raises on any input.
-
-Rules (https://html.spec.whatwg.org/multipage/server-sent-events.html#parsing-an-event-stream):
-
-* lines end with ``\\n``, ``\\r\\n`` or ``\\r``; a ``\\r`` ending one chunk and a ``\\n``
-  starting the next are one line end;
-* the bytes are UTF-8 (characters may be split across chunks), invalid sequences become
-  U+FFFD; one leading BOM is dropped;
-* ``field: value`` (one optional space after the colon), a line without a colon is a field
-  with an empty value; ``data`` lines are joined with ``\\n``; ``event`` sets the type
-  (default ``message``); ``id`` sets the last event id (kept across events, ignored if it
-  contains NUL); ``retry`` (digits only) is kept in ``retry``; other fields are ignored;
-* lines starting with ``:`` are comments: counted in ``comments``, never emitted;
-* lines that are no field the spec knows are ignored, as the spec says, but counted in
-  ``foreign`` and their first ``FOREIGN_CHARS`` kept in ``foreign_text``: a body that is not an
-  event stream at all (an HTML error page, a JSON error sent as ``text/event-stream``) says so;
-* a blank line dispatches the pending event, unless it had no ``data`` line at all.
-
-Deviations, for real-world servers:
-
-* a bare ``error: <value>`` field line (sent by some gateways) is emitted at once as
-  ``SSEEvent(event="error", data=<value>)``, without touching the pending event;
-* ``close()`` treats an unterminated last line as a complete line and dispatches a pending
-  event that lacked its final blank line (the spec would discard both).
-
-Memory is bounded: a partial line is kept (as bytes) up to ``MAX_LINE`` bytes and the data of
-one event up to ``MAX_EVENT_DATA`` characters; anything beyond is dropped (``truncated``
-counts it). Work per ``feed`` is linear in the chunk (plus, once, the line it completes).
+Feed it the body in whatever chunks the network delivered; any chunking of the same bytes yields
+the same events. Its rules, deviations and memory bounds: docs/architecture.md ("Server-Sent Events").
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """The stream tap: mitmproxy's ``flow.response.stream`` callable for one response.
 
-It is called once per received chunk and once with ``b""`` at the end. It always returns
-its input unchanged (the client gets exactly the upstream's bytes), never raises, and does
-O(len(chunk)) work: stamp the clock, decode a *copy* (decompress, SSE, API events), note
-token-bearing events. Anything that grows with the prompt runs elsewhere.
-
-With ``defer=True`` (how the proxy runs it) the decoding is live only until the first
-visible token: that is what the live view and the phase need as it happens. From then on a
-chunk is only stamped and kept ``(time, bytes)``, and the analysis thread decodes the kept
-chunks later (``drain``: at the end, when the live view asks, or when more than
-``DEFER_MAX_BYTES`` wait), with the times they arrived, so every figure comes out exactly
-as if decoded live, while the event loop, which forwards every other stream, does a stamp
-and an append per chunk. The chunks cross threads through a deque (atomic append/popleft);
-once deferring, the decoder is touched only inside ``drain`` (one at a time, under a lock): by
-the analysis thread, or by the event loop itself when more than ``DEFER_HARD_MAX_BYTES`` wait
-because the analysis thread fell behind, so a fast stream never piles up in memory. The loop
-decodes a bounded slice per chunk (twice the chunk's size), never the whole backlog at once: a
-fast 20 MB response must not hold every other stream for the time its decoding takes.
+Returns every chunk unchanged and never raises; it stamps the clock and decodes a copy live until
+the first visible token, then only keeps ``(time, chunk)`` for the analysis thread (``drain``).
+Why, and the bounds that keep a fast stream off the event loop: docs/architecture.md.
 """
 
 from __future__ import annotations
