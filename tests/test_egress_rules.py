@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from firsttoken.addon.egress import EgressError, check, decide, no_proxy_match, parse_proxy_url, proxy_env_summary
+from firsttoken.addon.egress import EgressError, check, decide, no_proxy_match, parse_proxy_url
 
 
 def way(url: str, env: dict, **kw) -> str | None:
@@ -102,9 +102,3 @@ def test_socks_is_refused_with_the_http_alternative(value):
 def test_unusable_proxy_urls(value):
     with pytest.raises(EgressError):
         parse_proxy_url(value, "HTTPS_PROXY")
-
-
-def test_summary_masks_credentials():
-    env = {"HTTPS_PROXY": "http://bob:VERYSECRETPASS@p:3128", "NO_PROXY": "a.example"}
-    text = repr(proxy_env_summary(env))
-    assert "VERYSECRETPASS" not in text and "p:3128" in text and "a.example" in text

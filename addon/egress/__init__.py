@@ -17,7 +17,6 @@ from firsttoken.addon.egress.rules import (
     is_loopback,
     no_proxy_match,
     parse_proxy_url,
-    proxy_env_summary,
 )
 
 __all__ = [
@@ -30,5 +29,4 @@ __all__ = [
     "is_loopback",
     "no_proxy_match",
     "parse_proxy_url",
-    "proxy_env_summary",
 ]

@@ -255,21 +255,3 @@ def check(env: Mapping[str, str], *, explicit: str | None = None, disabled: bool
         found = env_value(env, names)
         if found:
             parse_proxy_url(found[1], found[0])
-
-
-def proxy_env_summary(env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """The proxy variables that are set, as (name, value for people: credentials masked)."""
-    out = []
-    for name in PROXY_VARS + NO_PROXY_VARS:
-        value = (env.get(name) or "").strip()
-        if not value:
-            continue
-        if name in NO_PROXY_VARS:
-            out.append((name, value))
-            continue
-        try:
-            out.append((name, parse_proxy_url(value, name).display))
-        except EgressError:
-            u = urlsplit(value if "://" in value else "http://" + value)
-            out.append((name, _without_credentials(u)))
-    return out
