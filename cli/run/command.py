@@ -185,6 +185,7 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
 
         def make(sock):  # in the start thread: importing mitmproxy is the slow part
             from firsttoken.cli.proxy.server import ProxyServer
+            from firsttoken.cli.run import summary  # noqa: F401 - (rich) loaded while the child runs, not after
 
             return ProxyServer(specs, db, save_bodies=save_bodies, lang=lang or "", extra_options=opts, sock=sock,
                                **egress)
