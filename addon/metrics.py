@@ -58,8 +58,11 @@ class Metrics:
             "Time between consecutive output chunks (token-bearing events), streaming calls only.",
             GENAI_LABELS, buckets=DURATION_BUCKETS, registry=r)
         self.tokens = Histogram(
-            "gen_ai_client_token_usage", "Number of input and output tokens used (the API's usage; "
-            "firsttoken's own count when the API reports none).",
+            "gen_ai_client_token_usage", "Number of input and output tokens used, as the API reported them.",
+            GENAI_LABELS + ("gen_ai_token_type",), buckets=TOKEN_BUCKETS, registry=r)
+        self.estimated = Histogram(
+            "firsttoken_client_token_estimated", "Input and output tokens as firsttoken estimated them, for "
+            "calls whose API reported no usage.",
             GENAI_LABELS + ("gen_ai_token_type",), buckets=TOKEN_BUCKETS, registry=r)
         self.ttfb = Histogram(
             "firsttoken_ttfb_seconds", "Time to the upstream's response headers.",
@@ -120,12 +123,8 @@ class Metrics:
                 child = self.tpoc.labels(*base)
                 for a, b in zip(offsets, offsets[1:]):
                     child.observe(max(b - a, 0.0) / 1000.0)
-        inp = rec.usage_prompt_tokens if rec.usage_prompt_tokens is not None else rec.prompt_tokens_est
-        out = rec.usage_completion_tokens if rec.usage_completion_tokens is not None else rec.output_tokens_est
-        if inp is not None:
-            self.tokens.labels(*base, "input").observe(inp)
-        if out is not None:
-            self.tokens.labels(*base, "output").observe(out)
+        for kind, n, estimated in token_counts(rec):
+            (self.estimated if estimated else self.tokens).labels(*base, kind).observe(n)
 
     def labels(self, rec: Record) -> tuple[str, ...]:
         """The semconv attributes of a record, in GENAI_LABELS order."""
@@ -173,6 +172,19 @@ def status_class(rec: Record) -> str:
     if rec.status is None:
         return "error"  # no response at all (refused, DNS, TLS, timeout, client gone)
     return f"{rec.status // 100}xx"
+
+
+def token_counts(rec: Record) -> list[tuple[str, int, bool]]:
+    """(``input`` | ``output``, tokens, estimated): the API's usage where it reported one, else
+    firsttoken's estimate, flagged, never passed off as usage (Prometheus and OTel both ask)."""
+    out = []
+    for kind, usage, est in (("input", rec.usage_prompt_tokens, rec.prompt_tokens_est),
+                             ("output", rec.usage_completion_tokens, rec.output_tokens_est)):
+        if usage is not None:
+            out.append((kind, usage, False))
+        elif est is not None:
+            out.append((kind, est, True))
+    return out
 
 
 def is_streaming(rec: Record) -> bool:

@@ -23,6 +23,7 @@ from firsttoken.addon.metrics import (
     error_type,
     genai_identity,
     is_streaming,
+    token_counts,
 )
 from firsttoken.addon.record import Record
 
@@ -343,12 +344,8 @@ class OtelMetrics(RecordExporter):
             offsets = rec.event_offsets or []
             for a, b in zip(offsets, offsets[1:]):
                 self.tpoc.record(max(b - a, 0.0) / 1000.0, attrs)
-        for kind, usage, est in (("input", rec.usage_prompt_tokens, rec.prompt_tokens_est),
-                                 ("output", rec.usage_completion_tokens, rec.output_tokens_est)):
-            if usage is not None:  # the provider's usage
-                self.tokens.record(usage, {**attrs, "gen_ai.token.type": kind})
-            elif est is not None:  # firsttoken's estimate, never passed off as usage
-                self.estimated.record(est, {**attrs, "gen_ai.token.type": kind})
+        for kind, n, estimated in token_counts(rec):
+            (self.estimated if estimated else self.tokens).record(n, {**attrs, "gen_ai.token.type": kind})
 
     # -- flushing ---------------------------------------------------------------------
     def force_flush(self, timeout_s: float = 10.0) -> bool:

@@ -151,7 +151,11 @@ def test_observe_labels_errors_findings_and_model_cap(monkeypatch):
         srv.close()
     assert value(got, "firsttoken_findings_total", code="slow_prefill", severity="warn") == 1
     assert value(got, "firsttoken_findings_total", code="usage_missing", severity="info") == 1
-    assert value(got, TOK + "_sum", gen_ai_token_type="input", gen_ai_request_model="gpt-4o") == 1234  # estimate
+    # an estimate is never passed off as the API's usage: it has its own histogram
+    assert value(got, "firsttoken_client_token_estimated_sum", gen_ai_token_type="input",
+                 gen_ai_request_model="gpt-4o") == 1234
+    assert value(got, TOK + "_count", gen_ai_token_type="input", gen_ai_request_model="gpt-4o") == 0
+    assert value(got, TOK + "_sum", gen_ai_token_type="output", gen_ai_request_model="gpt-4o") == 7
     assert value(got, DUR + "_count", error_type="connection_refused", gen_ai_provider_name="azure.ai.openai",
                  server_address="x.openai.azure.com", server_port=443) == 1
     assert value(got, "firsttoken_requests_total", status_class="error") == 2
