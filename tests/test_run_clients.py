@@ -214,3 +214,47 @@ def test_continue_cn(servers, tmp_path, how):
     check(r, db, upstream, decoy)
     assert "via: cn --config = a private copy" in r.stderr
     assert snapshot(path) == before
+
+
+# -- Kilo CLI (npm @kilocode/cli, in .ci/node) -----------------------------------------------------
+
+KILO_QUIET = {"KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1", "KILO_DISABLE_LSP_DOWNLOAD": "1",
+              "KILO_DISABLE_DEFAULT_PLUGINS": "1", "KILO_DISABLE_SESSION_INGEST": "1", "KILO_DISABLE_CLAUDE_CODE": "1"}
+
+
+@pytest.mark.parametrize("how", ["~/.config/kilo", "KILO_CONFIG"])
+def test_kilo(servers, tmp_path, how):
+    """A provider's baseURL in Kilo's global kilo.json (or the file KILO_CONFIG names); opencode's own
+    config (which Kilo never reads) and OPENAI_BASE_URL name the decoy. The key stays in the user's file
+    and the environment: nothing else on disk holds it."""
+    upstream, decoy = servers
+    kilo = find_client("kilo", NODE_BIN)
+    env = base_env(tmp_path, OPENAI_BASE_URL=f"{decoy.url}/v1", **KILO_QUIET)
+    conf = {"model": "local/gpt-4o-mini", "autoupdate": False, "share": "disabled",
+            "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "Local",
+                                   "options": {"baseURL": f"{upstream.url}/v1", "apiKey": KEY},
+                                   "models": {"gpt-4o-mini": {"name": "gpt-4o-mini"}}}}}
+    path = Path(env["HOME"]) / ".config" / "kilo" / "kilo.json"
+    if how == "KILO_CONFIG":
+        path = tmp_path / "my-kilo.json"
+        env["KILO_CONFIG"] = str(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(conf, indent=2))
+    opencode = Path(env["HOME"]) / ".config" / "opencode" / "opencode.json"  # opencode's file: Kilo never reads it
+    opencode.parent.mkdir(parents=True)
+    opencode.write_text(json.dumps({"provider": {"local": {"options": {"baseURL": f"{decoy.url}/v1"}}}}))
+    before = snapshot(opencode)
+    db = tmp_path / "ft.db"
+    work = tmp_path / "work"
+    work.mkdir()
+    r = ft_run(db, [kilo, "run", "Say hi"], env, timeout=180, cwd=work)
+    check(r, db, upstream, decoy)
+    assert "via: KILO_CONFIG_CONTENT" in r.stderr
+    assert snapshot(opencode) == before
+    after = json.loads(path.read_text())
+    # Kilo's own migrations (it writes these without firsttoken too): a $schema, and bash allowed as before
+    after.pop("$schema", None)
+    if after.get("permission") == {"bash": "allow"}:
+        after.pop("permission")
+    assert after == conf
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p != path and KEY.encode() in p.read_bytes()] == []
