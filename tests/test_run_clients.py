@@ -4,9 +4,9 @@ every request arrived, with a decoy simulator where a wrong guess would go. Per 
 that arrived is recorded, every one reached the configured upstream (none the decoy), no warning
 appears, and the user's own files are unchanged. All offline: telemetry and update checks off.
 
-The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @continuedev/cli) into
-.ci/node; pip (aider-chat, llm) each into its own venv (.ci/aider, .ci/llm). With CI set, a missing one
-fails its test.
+The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @continuedev/cli,
+@kilocode/cli) into .ci/node; pip (aider-chat, llm) each into its own venv (.ci/aider, .ci/llm). With CI
+set, a missing one fails its test.
 """
 
 from __future__ import annotations
