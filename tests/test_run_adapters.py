@@ -43,6 +43,9 @@ def plan_and_redirect(argv, env, home, cwd):
     (["kilo", "run", "hi"], "kilo", 1),
     (["npx", "-y", "@kilocode/cli@7.7.7", "run", "hi"], "kilo", 3),
     (["/x/node_modules/.bin/kilocode", "run", "hi"], "kilo", 1),
+    (["kimi", "--print", "-p", "hi"], "kimi", 1),
+    (["uvx", "kimi-cli@1.51.0", "--print"], "kimi", 2),
+    (["uvx", "--from", "kimi-cli", "kimi", "-p", "hi"], "kimi", 4),
     (["uvx", "ruff", "check"], "other", 1),
     (["python", "-m", "aider"], "other", 1),
 ])
@@ -169,6 +172,82 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
     plan = Plan(["kilo"], "kilo", {})
     Kilo(managed).find(plan, Context(env={}, home=home, cwd=tmp_path))
     assert plan.upstreams == {} and plan.forward_reason
+
+
+KIMI_TOML = """default_model = "local"
+
+[providers.gw]
+type = "openai_legacy"
+base_url = "http://127.0.0.1:9100/v1"
+api_key = "sk-x"
+
+[providers.moon]
+type = "kimi"
+base_url = "https://api.moonshot.ai/v1"
+api_key = "sk-y"
+
+[providers.claude]
+type = "anthropic"
+base_url = "http://127.0.0.1:9300"
+api_key = "sk-z"
+
+[models.local]
+provider = "gw"
+model = "m"
+max_context_size = 1000
+
+[models.k2]
+provider = "moon"
+model = "kimi-k2"
+max_context_size = 1000
+
+[models.c]
+provider = "claude"
+model = "claude-x"
+max_context_size = 1000
+"""
+
+
+def test_kimi_model_provider_and_its_variable(tmp_path):
+    """The model (--model if the config names it, else default_model) picks the provider; KIMI_BASE_URL
+    (type kimi) or OPENAI_BASE_URL (openai types) beats its base_url, and is how it is redirected."""
+    home = tmp_path / "home"
+    (home / ".kimi").mkdir(parents=True)
+    (home / ".kimi" / "config.toml").write_text(KIMI_TOML)
+    plan, r = plan_and_redirect(["kimi", "--print", "-p", "hi"], {}, home, tmp_path)
+    assert [(u.url, u.source) for u in plan.upstreams.values()] == [
+        ("http://127.0.0.1:9100/v1", "~/.kimi/config.toml providers.gw.base_url")]
+    assert r.env == {"OPENAI_BASE_URL": f"{PROXY}/openai"} and r.files == [] and r.argv == plan.argv
+    plan, r = plan_and_redirect(["kimi", "-m", "k2", "-p", "hi"], {"OPENAI_BASE_URL": "http://127.0.0.1:9999/v1"},
+                                home, tmp_path)
+    assert [u.url for u in plan.upstreams.values()] == ["https://api.moonshot.ai/v1"]  # OPENAI_BASE_URL: not type kimi
+    assert list(r.env) == ["KIMI_BASE_URL"]
+    plan = make_plan(["kimi", "-m", "k2"], {"KIMI_BASE_URL": "http://127.0.0.1:9200/v1"}, home, tmp_path)
+    assert plan.upstreams["openai"].source == "$KIMI_BASE_URL"
+    # an unknown --model: no model of the config, only KIMI_BASE_URL (else nothing to guess from)
+    plan = make_plan(["kimi", "-m", "nope"], {"KIMI_BASE_URL": "http://127.0.0.1:9200/v1"}, home, tmp_path)
+    assert plan.upstreams["openai"].url == "http://127.0.0.1:9200/v1"
+    assert make_plan(["kimi", "-m", "nope"], {}, home, tmp_path).forward_reason
+    # --config-file and --config TEXT (JSON or TOML)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"default_model": "a", "models": {"a": {"provider": "p", "model": "m",
+                                                                         "max_context_size": 1}},
+                                 "providers": {"p": {"type": "openai_responses", "base_url": "http://127.0.0.1:9400/v1",
+                                                     "api_key": "k"}}}))
+    assert make_plan(["kimi", "--config-file", str(other)], {}, home, tmp_path).upstreams["openai"].url == \
+        "http://127.0.0.1:9400/v1"
+    assert make_plan(["kimi", "--config", other.read_text()], {}, home, tmp_path).upstreams["openai"].source == \
+        "kimi --config providers.p.base_url"
+    # an anthropic provider has no variable: forward mode, and plain HTTP is refused before starting
+    plan = make_plan(["kimi", "-m", "c"], {}, home, tmp_path)
+    assert plan.forward_reason and "type 'anthropic'" in plan.forward_reason and plan.cannot
+    # a plugin Kimi feeds the base URL to would keep the proxy's address: forward mode
+    plugin = home / ".kimi" / "plugins" / "p1"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.json").write_text(json.dumps({"name": "p1", "config_file": "c.json",
+                                                    "inject": {"llm.url": "base_url"}}))
+    plan = make_plan(["kimi", "-p", "hi"], {}, home, tmp_path)
+    assert "~/.kimi/plugins/p1" in plan.forward_reason and plan.cannot  # its upstream is plain HTTP
 
 
 def test_llm_user_dir_copy_and_links(tmp_path):
