@@ -5,8 +5,8 @@ that arrived is recorded, every one reached the configured upstream (none the de
 appears, and the user's own files are unchanged. All offline: telemetry and update checks off.
 
 The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @continuedev/cli,
-@kilocode/cli) into .ci/node; pip (aider-chat, llm) each into its own venv (.ci/aider, .ci/llm). With CI
-set, a missing one fails its test.
+@kilocode/cli) into .ci/node; pip (aider-chat, llm, kimi-cli) each into its own venv (.ci/aider, .ci/llm,
+.ci/kimi). With CI set, a missing one fails its test.
 """
 
 from __future__ import annotations
@@ -258,3 +258,29 @@ def test_kilo(servers, tmp_path, how):
         after.pop("permission")
     assert after == conf
     assert [p for p in tmp_path.rglob("*") if p.is_file() and p != path and KEY.encode() in p.read_bytes()] == []
+
+
+# -- Kimi CLI (pip kimi-cli, in .ci/kimi, made with Python 3.13) ----------------------------------
+
+@pytest.mark.parametrize("how", ["config.toml", "KIMI_BASE_URL"])
+def test_kimi(servers, tmp_path, how):
+    """An openai_legacy provider's base_url in ~/.kimi/config.toml (OPENAI_BASE_URL, which would beat it,
+    unset), or a kimi-type provider whose config names the decoy, beaten by KIMI_BASE_URL."""
+    upstream, decoy = servers
+    kimi = find_client("kimi", ROOT / ".ci" / "kimi" / "bin")
+    env = base_env(tmp_path, KIMI_CLI_NO_AUTO_UPDATE="1", KIMI_DISABLE_TELEMETRY="1")
+    kind, base = ("openai_legacy", upstream.url) if how == "config.toml" else ("kimi", decoy.url)
+    if how == "KIMI_BASE_URL":
+        env["KIMI_BASE_URL"] = f"{upstream.url}/v1"
+    conf = Path(env["HOME"]) / ".kimi" / "config.toml"
+    conf.parent.mkdir()
+    conf.write_text(f'default_model = "local"\n\n[providers.gw]\ntype = "{kind}"\nbase_url = "{base}/v1"\n'
+                    f'api_key = "{KEY}"\n\n[models.local]\nprovider = "gw"\nmodel = "gpt-4o-mini"\n'
+                    'max_context_size = 128000\n')
+    before = snapshot(conf)
+    db = tmp_path / "ft.db"
+    r = ft_run(db, [kimi, "--print", "--final-message-only", "-p", "Say hi"], env, timeout=180, cwd=tmp_path)
+    check(r, db, upstream, decoy)
+    assert f"via: {'OPENAI_BASE_URL' if how == 'config.toml' else 'KIMI_BASE_URL'} (it beats" in r.stderr
+    assert snapshot(conf) == before
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p != conf and KEY.encode() in p.read_bytes()] == []
