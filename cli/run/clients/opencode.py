@@ -91,8 +91,8 @@ class Opencode(Client):
         for pid, (base, where) in fixed.items():
             providers.pop(pid, None)
             plan.notes.append(f"{where} = {base} beats any setting firsttoken can make for one run: that "
-                              f"provider's requests are not recorded (they go there as always); "
-                              f"`firsttoken run --forward` records them if that host is HTTPS")
+                              "provider's requests are not recorded (they go there as always); to record them, "
+                              f"start `firsttoken proxy --upstream {base}` and point that setting at it")
         routes = {}
         for pid, (base, where) in providers.items():
             fam = kinds.get(pid, "openai")
