@@ -40,6 +40,12 @@ def plan_and_redirect(argv, env, home, cwd):
     (["node", "/x/node_modules/@continuedev/cli/dist/cn.js", "-p", "hi"], "cn", 2),
     (["bunx", "@continuedev/cli", "-p", "hi"], "cn", 2),
     (["opencode", "run", "hi"], "opencode", 1),
+    (["kilo", "run", "hi"], "kilo", 1),
+    (["npx", "-y", "@kilocode/cli@7.7.7", "run", "hi"], "kilo", 3),
+    (["/x/node_modules/.bin/kilocode", "run", "hi"], "kilo", 1),
+    (["kimi", "--print", "-p", "hi"], "kimi", 1),
+    (["uvx", "kimi-cli@1.51.0", "--print"], "kimi", 2),
+    (["uvx", "--from", "kimi-cli", "kimi", "-p", "hi"], "kimi", 4),
     (["uvx", "ruff", "check"], "other", 1),
     (["python", "-m", "aider"], "other", 1),
 ])
@@ -119,6 +125,129 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
     assert routing.parse_upstream("anthropic=https://gw.example").url == plan.routes()["anthropic"].url
     # no provider with a base URL: forward mode, not a guess
     assert make_plan(["opencode"], {}, tmp_path / "nobody", tmp_path).forward_reason
+
+
+def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
+    """Kilo's files, not opencode's: ~/.config/kilo < KILO_CONFIG < the project's kilo.json < opencode.json <
+    .kilo/ < KILO_CONFIG_CONTENT; /etc/kilo beats the inline config, so a provider it sets is not redirected."""
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    (home / ".config" / "kilo").mkdir(parents=True)
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (proj / ".git").mkdir(parents=True)
+
+    def provider(url, npm="@ai-sdk/openai-compatible"):
+        return {"npm": npm, "options": {"baseURL": url}}
+
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps(  # opencode's: not Kilo's
+        {"provider": {"oc": provider("http://127.0.0.1:9000/v1")}}))
+    (home / ".config" / "kilo" / "kilo.json").write_text(json.dumps(
+        {"provider": {"gw": provider("http://127.0.0.1:9100/v1"), "mine": provider("http://127.0.0.1:9101/v1")}}))
+    (proj / "kilo.jsonc").write_text('{"provider": {"gw": {"options": {"baseURL": "http://127.0.0.1:9200/v1",}}}}')
+    (proj / "opencode.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9300/v1")}}))
+    plan, r = plan_and_redirect(["kilo", "run", "hi"], {}, home, proj)
+    assert sorted(u.url for u in plan.upstreams.values()) == ["http://127.0.0.1:9101/v1", "http://127.0.0.1:9300/v1"]
+    inline = json.loads(r.env["KILO_CONFIG_CONTENT"])
+    assert set(inline["provider"]) == {"gw", "mine"} and "OPENCODE_CONFIG_CONTENT" not in r.env
+    (proj / ".kilo").mkdir()
+    (proj / ".kilo" / "kilo.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9400/v1")}}))
+    env = {"KILO_CONFIG_CONTENT": json.dumps({"provider": {"mine": provider("https://gw.example/v1",
+                                                                             "@ai-sdk/anthropic")}})}
+    plan = make_plan(["kilo", "run", "hi"], env, home, proj)
+    assert {(u.family, u.url) for u in plan.upstreams.values()} == {("openai", "http://127.0.0.1:9400/v1"),
+                                                                     ("anthropic", "https://gw.example")}
+    assert make_plan(["kilo"], {"KILO_DISABLE_PROJECT_CONFIG": "1"}, home, proj).upstreams["openai"].url == \
+        "http://127.0.0.1:9100/v1"
+    # the managed config beats KILO_CONFIG_CONTENT: its provider is left alone, and said so
+    from firsttoken.cli.run.clients.base import Context, Plan
+    from firsttoken.cli.run.clients.kilo import Kilo
+
+    managed = tmp_path / "etc-kilo"
+    managed.mkdir()
+    (managed / "kilo.json").write_text(json.dumps({"provider": {"gw": {"options": {"baseURL": "https://corp/v1"}}}}))
+    plan = Plan(["kilo"], "kilo", {})
+    Kilo(managed).find(plan, Context(env={}, home=home, cwd=proj))
+    assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9101/v1"]
+    assert any("provider.gw.options.baseURL = https://corp/v1 beats" in n for n in plan.notes)
+    (home / ".config" / "kilo" / "kilo.json").unlink()
+    plan = Plan(["kilo"], "kilo", {})
+    Kilo(managed).find(plan, Context(env={}, home=home, cwd=tmp_path))
+    assert plan.upstreams == {} and plan.forward_reason
+
+
+KIMI_TOML = """default_model = "local"
+
+[providers.gw]
+type = "openai_legacy"
+base_url = "http://127.0.0.1:9100/v1"
+api_key = "sk-x"
+
+[providers.moon]
+type = "kimi"
+base_url = "https://api.moonshot.ai/v1"
+api_key = "sk-y"
+
+[providers.claude]
+type = "anthropic"
+base_url = "http://127.0.0.1:9300"
+api_key = "sk-z"
+
+[models.local]
+provider = "gw"
+model = "m"
+max_context_size = 1000
+
+[models.k2]
+provider = "moon"
+model = "kimi-k2"
+max_context_size = 1000
+
+[models.c]
+provider = "claude"
+model = "claude-x"
+max_context_size = 1000
+"""
+
+
+def test_kimi_model_provider_and_its_variable(tmp_path):
+    """The model (--model if the config names it, else default_model) picks the provider; KIMI_BASE_URL
+    (type kimi) or OPENAI_BASE_URL (openai types) beats its base_url, and is how it is redirected."""
+    home = tmp_path / "home"
+    (home / ".kimi").mkdir(parents=True)
+    (home / ".kimi" / "config.toml").write_text(KIMI_TOML)
+    plan, r = plan_and_redirect(["kimi", "--print", "-p", "hi"], {}, home, tmp_path)
+    assert [(u.url, u.source) for u in plan.upstreams.values()] == [
+        ("http://127.0.0.1:9100/v1", "~/.kimi/config.toml providers.gw.base_url")]
+    assert r.env == {"OPENAI_BASE_URL": f"{PROXY}/openai"} and r.files == [] and r.argv == plan.argv
+    plan, r = plan_and_redirect(["kimi", "-m", "k2", "-p", "hi"], {"OPENAI_BASE_URL": "http://127.0.0.1:9999/v1"},
+                                home, tmp_path)
+    assert [u.url for u in plan.upstreams.values()] == ["https://api.moonshot.ai/v1"]  # OPENAI_BASE_URL: not type kimi
+    assert list(r.env) == ["KIMI_BASE_URL"]
+    plan = make_plan(["kimi", "-m", "k2"], {"KIMI_BASE_URL": "http://127.0.0.1:9200/v1"}, home, tmp_path)
+    assert plan.upstreams["openai"].source == "$KIMI_BASE_URL"
+    # an unknown --model: no model of the config, only KIMI_BASE_URL (else nothing to guess from)
+    plan = make_plan(["kimi", "-m", "nope"], {"KIMI_BASE_URL": "http://127.0.0.1:9200/v1"}, home, tmp_path)
+    assert plan.upstreams["openai"].url == "http://127.0.0.1:9200/v1"
+    assert make_plan(["kimi", "-m", "nope"], {}, home, tmp_path).forward_reason
+    # --config-file and --config TEXT (JSON or TOML)
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"default_model": "a", "models": {"a": {"provider": "p", "model": "m",
+                                                                         "max_context_size": 1}},
+                                 "providers": {"p": {"type": "openai_responses", "base_url": "http://127.0.0.1:9400/v1",
+                                                     "api_key": "k"}}}))
+    assert make_plan(["kimi", "--config-file", str(other)], {}, home, tmp_path).upstreams["openai"].url == \
+        "http://127.0.0.1:9400/v1"
+    assert make_plan(["kimi", "--config", other.read_text()], {}, home, tmp_path).upstreams["openai"].source == \
+        "kimi --config providers.p.base_url"
+    # an anthropic provider has no variable: forward mode, and plain HTTP is refused before starting
+    plan = make_plan(["kimi", "-m", "c"], {}, home, tmp_path)
+    assert plan.forward_reason and "type 'anthropic'" in plan.forward_reason and plan.cannot
+    # a plugin Kimi feeds the base URL to would keep the proxy's address: forward mode
+    plugin = home / ".kimi" / "plugins" / "p1"
+    plugin.mkdir(parents=True)
+    (plugin / "plugin.json").write_text(json.dumps({"name": "p1", "config_file": "c.json",
+                                                    "inject": {"llm.url": "base_url"}}))
+    plan = make_plan(["kimi", "-p", "hi"], {}, home, tmp_path)
+    assert "~/.kimi/plugins/p1" in plan.forward_reason and plan.cannot  # its upstream is plain HTTP
 
 
 def test_llm_user_dir_copy_and_links(tmp_path):

@@ -4,9 +4,9 @@ every request arrived, with a decoy simulator where a wrong guess would go. Per 
 that arrived is recorded, every one reached the configured upstream (none the decoy), no warning
 appears, and the user's own files are unchanged. All offline: telemetry and update checks off.
 
-The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @continuedev/cli) into
-.ci/node; pip (aider-chat, llm) each into its own venv (.ci/aider, .ci/llm). With CI set, a missing one
-fails its test.
+The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @continuedev/cli,
+@kilocode/cli) into .ci/node; pip (aider-chat, llm, kimi-cli) each into its own venv (.ci/aider, .ci/llm,
+.ci/kimi). With CI set, a missing one fails its test.
 """
 
 from __future__ import annotations
@@ -214,3 +214,73 @@ def test_continue_cn(servers, tmp_path, how):
     check(r, db, upstream, decoy)
     assert "via: cn --config = a private copy" in r.stderr
     assert snapshot(path) == before
+
+
+# -- Kilo CLI (npm @kilocode/cli, in .ci/node) -----------------------------------------------------
+
+KILO_QUIET = {"KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1", "KILO_DISABLE_LSP_DOWNLOAD": "1",
+              "KILO_DISABLE_DEFAULT_PLUGINS": "1", "KILO_DISABLE_SESSION_INGEST": "1", "KILO_DISABLE_CLAUDE_CODE": "1"}
+
+
+@pytest.mark.parametrize("how", ["~/.config/kilo", "KILO_CONFIG"])
+def test_kilo(servers, tmp_path, how):
+    """A provider's baseURL in Kilo's global kilo.json (or the file KILO_CONFIG names); opencode's own
+    config (which Kilo never reads) and OPENAI_BASE_URL name the decoy. The key stays in the user's file
+    and the environment: nothing else on disk holds it."""
+    upstream, decoy = servers
+    kilo = find_client("kilo", NODE_BIN)
+    env = base_env(tmp_path, OPENAI_BASE_URL=f"{decoy.url}/v1", **KILO_QUIET)
+    conf = {"model": "local/gpt-4o-mini", "autoupdate": False, "share": "disabled",
+            "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "Local",
+                                   "options": {"baseURL": f"{upstream.url}/v1", "apiKey": KEY},
+                                   "models": {"gpt-4o-mini": {"name": "gpt-4o-mini"}}}}}
+    path = Path(env["HOME"]) / ".config" / "kilo" / "kilo.json"
+    if how == "KILO_CONFIG":
+        path = tmp_path / "my-kilo.json"
+        env["KILO_CONFIG"] = str(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(conf, indent=2))
+    opencode = Path(env["HOME"]) / ".config" / "opencode" / "opencode.json"  # opencode's file: Kilo never reads it
+    opencode.parent.mkdir(parents=True)
+    opencode.write_text(json.dumps({"provider": {"local": {"options": {"baseURL": f"{decoy.url}/v1"}}}}))
+    before = snapshot(opencode)
+    db = tmp_path / "ft.db"
+    work = tmp_path / "work"
+    work.mkdir()
+    r = ft_run(db, [kilo, "run", "Say hi"], env, timeout=180, cwd=work)
+    check(r, db, upstream, decoy)
+    assert "via: KILO_CONFIG_CONTENT" in r.stderr
+    assert snapshot(opencode) == before
+    after = json.loads(path.read_text())
+    # Kilo's own migrations (it writes these without firsttoken too): a $schema, and bash allowed as before
+    after.pop("$schema", None)
+    if after.get("permission") == {"bash": "allow"}:
+        after.pop("permission")
+    assert after == conf
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p != path and KEY.encode() in p.read_bytes()] == []
+
+
+# -- Kimi CLI (pip kimi-cli, in .ci/kimi, made with Python 3.13) ----------------------------------
+
+@pytest.mark.parametrize("how", ["config.toml", "KIMI_BASE_URL"])
+def test_kimi(servers, tmp_path, how):
+    """An openai_legacy provider's base_url in ~/.kimi/config.toml (OPENAI_BASE_URL, which would beat it,
+    unset), or a kimi-type provider whose config names the decoy, beaten by KIMI_BASE_URL."""
+    upstream, decoy = servers
+    kimi = find_client("kimi", ROOT / ".ci" / "kimi" / "bin")
+    env = base_env(tmp_path, KIMI_CLI_NO_AUTO_UPDATE="1", KIMI_DISABLE_TELEMETRY="1")
+    kind, base = ("openai_legacy", upstream.url) if how == "config.toml" else ("kimi", decoy.url)
+    if how == "KIMI_BASE_URL":
+        env["KIMI_BASE_URL"] = f"{upstream.url}/v1"
+    conf = Path(env["HOME"]) / ".kimi" / "config.toml"
+    conf.parent.mkdir()
+    conf.write_text(f'default_model = "local"\n\n[providers.gw]\ntype = "{kind}"\nbase_url = "{base}/v1"\n'
+                    f'api_key = "{KEY}"\n\n[models.local]\nprovider = "gw"\nmodel = "gpt-4o-mini"\n'
+                    'max_context_size = 128000\n')
+    before = snapshot(conf)
+    db = tmp_path / "ft.db"
+    r = ft_run(db, [kimi, "--print", "--final-message-only", "-p", "Say hi"], env, timeout=180, cwd=tmp_path)
+    check(r, db, upstream, decoy)
+    assert f"via: {'OPENAI_BASE_URL' if how == 'config.toml' else 'KIMI_BASE_URL'} (it beats" in r.stderr
+    assert snapshot(conf) == before
+    assert [p for p in tmp_path.rglob("*") if p.is_file() and p != conf and KEY.encode() in p.read_bytes()] == []

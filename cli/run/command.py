@@ -67,12 +67,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
       firsttoken run -- claude -p "fix the tests"  one-shot
       firsttoken run -- codex exec "…"
       firsttoken run -- cline --json "…"           the Cline CLI
-      firsttoken run -- aider --openai-api-base …  opencode, qwen, llm, cn: as you run them
+      firsttoken run -- aider --openai-api-base …  opencode, qwen, llm, cn, kilo, kimi: as you run them
       firsttoken run -- python my_app.py           anything using the openai / anthropic SDKs
 
     The upstreams are the ones CMD would have used, read by its adapter in the client's own
-    precedence (Claude Code, Codex, Cline, opencode, Qwen Code, aider, llm, Continue's cn; see
-    docs/run.md). Any other command gets only the base-URL variables it already has
+    precedence (Claude Code, Codex, Cline, opencode, Qwen Code, aider, llm, Continue's cn, Kilo,
+    Kimi CLI; see docs/run.md). Any other command gets only the base-URL variables it already has
     (ANTHROPIC_BASE_URL, OPENAI_BASE_URL): with none, it runs in forward mode. A request never
     goes to a host CMD would not have used. firsttoken prints nothing while CMD runs and exits
     with CMD's exit code.

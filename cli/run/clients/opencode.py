@@ -52,46 +52,58 @@ class Opencode(Client):
     title = "opencode"
     programs = ("opencode",)
     packages = ("opencode-ai",)
+    content_var = "OPENCODE_CONFIG_CONTENT"  # inline JSON that beats every config file
+    key_source = ("`opencode auth login` (~/.local/share/opencode/auth.json), the provider's options.apiKey in "
+                  "opencode.json, or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
 
-    def find(self, plan: Plan, ctx: Context) -> None:
-        providers: dict[str, tuple[str, str]] = {}  # id → (baseURL, where)
+    def config_files(self, ctx: Context) -> list[Path]:
+        """The client's config files, lowest precedence first (those that beat the inline config: not here)."""
+        return config_files(ctx)
+
+    def overriding_files(self, ctx: Context) -> list[Path]:
+        """Config files that beat the inline config (an enterprise's managed config): none for opencode."""
+        return []
+
+    def _layers(self, paths: list[Path], ctx: Context) -> list[tuple[str, dict]]:
         layers = []
-        for path in config_files(ctx):
+        for path in paths:
             try:
                 doc = read_json(path, ctx.label(path), comments=True)
             except ConfigError as e:
-                raise PlanError(f"{e}: opencode would not start either; fix it first") from None
+                raise PlanError(f"{e}: {self.title} would not start either; fix it first") from None
             if isinstance(doc, dict):
                 layers.append((ctx.label(path), doc))
-        inline = ctx.var("OPENCODE_CONFIG_CONTENT")
+        return layers
+
+    def find(self, plan: Plan, ctx: Context) -> None:
+        layers = self._layers(self.config_files(ctx), ctx)
+        inline = ctx.var(self.content_var)
         if inline:
             try:
                 doc = json.loads(inline)
             except ValueError as e:
-                raise PlanError(f"OPENCODE_CONFIG_CONTENT is not valid JSON ({e}): opencode would not start "
+                raise PlanError(f"{self.content_var} is not valid JSON ({e}): {self.title} would not start "
                                 "either; fix it first") from None
-            layers.append(("$OPENCODE_CONFIG_CONTENT", doc if isinstance(doc, dict) else {}))
-        kinds = {}
-        for where, doc in layers:
-            for pid, p in (doc.get("provider") or {}).items() if isinstance(doc.get("provider"), dict) else ():
-                if not isinstance(p, dict):
-                    continue
-                kinds[pid] = family(pid, p) if p.get("npm") or pid not in kinds else kinds[pid]
-                base = (p.get("options") or {}).get("baseURL") if isinstance(p.get("options"), dict) else None
-                if isinstance(base, str) and base.strip():
-                    providers[pid] = (base.strip(), f"{where} provider.{pid}.options.baseURL")
+            layers.append((f"${self.content_var}", doc if isinstance(doc, dict) else {}))
+        kinds: dict[str, str] = {}
+        providers = provider_bases(layers, kinds)
+        fixed = provider_bases(self._layers(self.overriding_files(ctx), ctx), kinds)
+        for pid, (base, where) in fixed.items():
+            providers.pop(pid, None)
+            plan.notes.append(f"{where} = {base} beats any setting firsttoken can make for one run: that "
+                              "provider's requests are not recorded (they go there as always); to record them, "
+                              f"start `firsttoken proxy --upstream {base}` and point that setting at it")
         routes = {}
         for pid, (base, where) in providers.items():
             fam = kinds.get(pid, "openai")
             routes[pid] = add_upstream(plan, fam, strip_v1(base) if fam == "anthropic" else base, where,
                                        name=fam)
         plan.state.update(routes=routes, inline=inline)
-        plan.key_source = ("`opencode auth login` (~/.local/share/opencode/auth.json), the provider's "
-                           "options.apiKey in opencode.json, or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
+        plan.key_source = self.key_source
         if not routes:
-            plan.forward_reason = ("no provider of opencode's config names a base URL (its built-in providers use "
-                                   "their own): opencode runs through HTTPS_PROXY instead (only known LLM API hosts "
-                                   "are recorded)")
+            plan.forward_reason = (f"no provider of {self.title}'s config names a base URL that firsttoken can "
+                                   "redirect (its built-in providers use their own): it runs through HTTPS_PROXY "
+                                   "instead (only known LLM API hosts are recorded)")
 
     def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
         inline = json.loads(plan.state["inline"]) if plan.state.get("inline") else {}
@@ -101,9 +113,24 @@ class Opencode(Client):
             if name in routes:
                 entry = prov.setdefault(pid, {})
                 entry.setdefault("options", {})["baseURL"] = versioned_base(proxy_url, routes[name])
-        return Redirect(list(plan.argv), {"OPENCODE_CONFIG_CONTENT": json.dumps(inline)},
-                        "OPENCODE_CONFIG_CONTENT = provider.ID.options.baseURL → the proxy (inline config beats "
-                        "opencode's config files)")
+        return Redirect(list(plan.argv), {self.content_var: json.dumps(inline)},
+                        f"{self.content_var} = provider.ID.options.baseURL → the proxy (inline config beats "
+                        f"{self.title}'s config files)")
 
     def by_hand(self, plan):
         return ["\"provider\": {\"ID\": {\"options\": {\"baseURL\": \"<the proxy's URL>/v1\"}}} in opencode.json"]
+
+
+def provider_bases(layers: list[tuple[str, dict]], kinds: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Provider id → (its base URL, where it is set) from config layers merged in order (the last wins);
+    ``kinds`` is filled with each provider's family (anthropic | openai)."""
+    providers: dict[str, tuple[str, str]] = {}
+    for where, doc in layers:
+        for pid, p in (doc.get("provider") or {}).items() if isinstance(doc.get("provider"), dict) else ():
+            if not isinstance(p, dict):
+                continue
+            kinds[pid] = family(pid, p) if p.get("npm") or pid not in kinds else kinds[pid]
+            base = (p.get("options") or {}).get("baseURL") if isinstance(p.get("options"), dict) else None
+            if isinstance(base, str) and base.strip():
+                providers[pid] = (base.strip(), f"{where} provider.{pid}.options.baseURL")
+    return providers
