@@ -1,22 +1,6 @@
-"""`firsttoken run`: the child owns the terminal.
-
-It inherits stdin, stdout, stderr (no pipes: a TTY stays a TTY, an interactive program works
-exactly as without firsttoken) and stays in firsttoken's process group, so Ctrl-C, Ctrl-\\
-and window-size changes from the terminal reach it directly. firsttoken itself must survive
-them (the records are written after the child exits), so while the child runs:
-
-* SIGINT / SIGQUIT / SIGWINCH are not forwarded when the terminal already delivered them to
-  the child (we share its foreground process group); they are forwarded when firsttoken was
-  signalled some other way (``kill -INT``, no terminal);
-* SIGTERM, SIGHUP, SIGUSR1, SIGUSR2 are always forwarded.
-
-The exit code is the child's, or 128+N when a signal N ended it (like a shell).
-
-Files the child reads for the run (Cline's settings copy: :func:`child_files`) live in a private
-directory (0700, files 0600; under ``$XDG_RUNTIME_DIR``, memory-backed on most Linux systems,
-when there is one) that is removed when the child exits. They may hold a copy of a key the user's
-own configuration already holds: nowhere else is it written.
-"""
+"""`firsttoken run`: the child runs on our terminal; the signals the terminal did not deliver to it
+are passed on, its exit code is given back, and the private files it reads for the run are written
+and removed. Terminal, signals, exit code, private directory: docs/run.md (The command keeps the terminal)."""
 
 from __future__ import annotations
 
@@ -31,7 +15,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from firsttoken.cli.run.clients.base import ChildFile
 
+#: the terminal sends these to its whole foreground process group, the child's and ours: forwarded
+#: only when they came some other way (``kill -INT``, no terminal)
 FROM_TERMINAL = (signal.SIGINT, signal.SIGQUIT, signal.SIGWINCH)
+#: always forwarded: we catch them to outlive them (the records are written after the child exits)
 ALWAYS = (signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -124,6 +111,8 @@ def child_dir(files: Sequence[ChildFile]) -> Iterator[tuple[dict[str, str], str 
     if not files:
         yield {}, None
         return
+    # a copy may hold a key the user's own config holds: 0700/0600, in $XDG_RUNTIME_DIR (memory-backed
+    # on most Linux systems) when there is one, else $TMPDIR
     runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
     parent = runtime if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK) else None
     try:

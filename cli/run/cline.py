@@ -1,27 +1,6 @@
-"""`firsttoken run -- cline …`: where the Cline CLI would send its requests, and the private copy of
-its provider settings that sends them through the proxy instead.
-
-What Cline 3.x reads (from its installed build, checked against the real CLI):
-
-* its provider settings: ``$CLINE_PROVIDER_SETTINGS_PATH``, else ``$CLINE_DATA_DIR/settings/providers.json``,
-  else ``CONFIG/data/settings/providers.json`` where CONFIG is ``--config DIR``, else ``$CLINE_DIR``,
-  else ``~/.cline``. ``--data-dir DIR`` (or ``CLINE_SANDBOX=1``: ``$CLINE_SANDBOX_DATA_DIR``, else
-  ``$TMPDIR/cline-sandbox``) is a sandbox that reads ``DIR/settings/providers.json`` whatever the
-  variable says, so nothing relocates it;
-* the provider: ``-P/--provider``, else the file's ``lastUsedProvider``, else ``cline`` (Cline's own service);
-* its base URL: ``providers.ID.settings.baseUrl``, else the provider's default. Cline appends
-  ``/chat/completions`` (openai-compatible and most providers), ``/responses`` (openai-native) or
-  ``/messages`` (anthropic) to it: every Cline base URL holds the API version, the Anthropic one too
-  (``https://api.anthropic.com/v1``; the Anthropic SDKs append ``/v1/messages`` instead);
-* a task runs in the CLI's process, or in Cline's background hub when one is running (a daemon an
-  earlier run started, with that run's environment): ``CLINE_SESSION_BACKEND_MODE=local`` keeps it
-  in the process, where the variables above apply.
-
-No environment variable sets a base URL, so the child gets ``CLINE_PROVIDER_SETTINGS_PATH`` = a
-copy of that file (in a private temporary directory, removed when it exits) whose provider's
-``baseUrl`` is the proxy. The user's own file is never written: Cline rewrites the file it reads
-(``updatedAt``, ``lastUsedProvider``), so it rewrites the copy.
-"""
+"""`firsttoken run -- cline …`: where the Cline CLI would send its requests (its providers.json, read in
+Cline's precedence), and the private copy of that file that sends them through the proxy instead.
+What Cline reads, and why a copy: docs/run.md (Client by client: Cline CLI); by hand: docs/clients.md (Cline)."""
 
 from __future__ import annotations
 
@@ -35,7 +14,8 @@ from typing import Any
 
 from firsttoken.addon import routing
 
-#: the base URL of a provider whose settings name none (Cline's defaults)
+#: the base URL of a provider whose settings name none (Cline's defaults); every Cline base URL holds the
+#: API version, the Anthropic one too: Cline appends /chat/completions, /responses or /messages
 DEFAULT_BASE_URLS = {"openai-compatible": "https://api.openai.com/v1", "openai-native": "https://api.openai.com/v1",
                      "anthropic": "https://api.anthropic.com/v1"}
 #: ``cline auth -p openai`` and ``cline -P openai`` mean the OpenAI-compatible provider
@@ -124,7 +104,7 @@ def settings_path(args: ClineArgs, env: Mapping[str, str], home: Path, cwd: Path
     def val(name: str) -> str:
         return (env.get(name) or "").strip()
 
-    if args.data_dir or val("CLINE_SANDBOX") == "1":
+    if args.data_dir or val("CLINE_SANDBOX") == "1":  # a sandbox reads its own file, whatever the variables say
         d = args.data_dir or val("CLINE_SANDBOX_DATA_DIR")
         why = f"cline --data-dir {args.data_dir}" if args.data_dir else "CLINE_SANDBOX=1"
         d = d or str(Path(val("TMPDIR") or "/tmp") / "cline-sandbox")  # Cline's default: in os.tmpdir()
@@ -172,7 +152,8 @@ def read_config(args: ClineArgs, env: Mapping[str, str], home: Path, cwd: Path) 
 
 
 def settings_copy(cfg: ClineConfig, base_url: str) -> str:
-    """The text of the providers.json the child reads: the user's, its provider's baseUrl = ``base_url``."""
+    """The text of the providers.json the child reads: the user's, its provider's baseUrl = ``base_url``
+    (Cline rewrites the file it reads, ``updatedAt``, ``lastUsedProvider``: the copy, never the user's)."""
     doc = copy.deepcopy(cfg.doc) if cfg.doc else {"version": 1, "modes": {}, "providers": {}}
     providers = doc.setdefault("providers", {})
     entry = providers.get(cfg.provider)

@@ -1,14 +1,7 @@
 """`firsttoken run -- CMD`: run a client through firsttoken with zero configuration, then summarise.
-
-1. Work out where CMD would have sent its requests: its adapter (cli/run/clients/), glued by
-   cli/run/upstreams.py; a client that cannot be recorded is refused here, before anything starts.
-2. Join a `firsttoken proxy` already running for those upstreams (its requests are marked
-   ``/_run/<id>`` in the path), or start one in this process on a free loopback port that
-   stamps the run id on every record. Nothing is printed while the child runs.
-3. Run CMD on our terminal with its base URLs pointed at the proxy (cli/run/child.py), with the
-   private files its redirect needs (a copy of its config), removed when it exits.
-4. When it exits: the summary of its records on stderr, and its exit code as ours.
-"""
+Its upstreams (cli/run/upstreams.py), a running proxy joined or one started beside it
+(cli/run/startup.py), CMD on our terminal (cli/run/child.py), the summary (cli/run/summary.py) and
+CMD's exit code as ours. How and why: docs/run.md."""
 
 from __future__ import annotations
 
@@ -70,12 +63,10 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
       firsttoken run -- aider --openai-api-base …  opencode, qwen, llm, cn, kilo, kimi: as you run them
       firsttoken run -- python my_app.py           anything using the openai / anthropic SDKs
 
-    The upstreams are the ones CMD would have used, read by its adapter in the client's own
-    precedence (Claude Code, Codex, Cline, opencode, Qwen Code, aider, llm, Continue's cn, Kilo,
-    Kimi CLI; see docs/run.md). Any other command gets only the base-URL variables it already has
-    (ANTHROPIC_BASE_URL, OPENAI_BASE_URL): with none, it runs in forward mode. A request never
-    goes to a host CMD would not have used. firsttoken prints nothing while CMD runs and exits
-    with CMD's exit code.
+    The upstreams are the ones CMD would have used, read by its adapter in the client's own precedence (Claude Code, Codex,
+    Cline, opencode, Qwen Code, aider, llm, Continue's cn, Kilo, Kimi CLI; see docs/run.md). Any other command gets only the
+    base-URL variables it already has (ANTHROPIC_BASE_URL, OPENAI_BASE_URL): with none, it runs in forward mode. A request
+    never goes to a host CMD would not have used. firsttoken prints nothing while CMD runs and exits with CMD's exit code.
     """
     env = dict(os.environ)
     try:

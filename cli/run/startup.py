@@ -1,16 +1,7 @@
-"""`firsttoken run`: the child starts at once; the proxy starts behind a port already open.
-
-Importing mitmproxy and building the tokenizer take about a second of CPU. The child needs only
-the proxy's address, so `run` binds a free loopback port and listens (a few milliseconds), starts
-the child pointed at it, and only then starts the proxy, in a thread, serving on that very socket
-(cli/proxy/server.hand_over). A connection the child makes meanwhile is accepted by the kernel and
-waits in the listen queue: no refusal, no retry. The proxy reads it when ready, and its record says
-how long its bytes waited unread (``proxy_lag_ms``, from the kernel's last-data-received time, the
-same measure as for a busy proxy), so the first request's timings stay honest.
-
-If the proxy cannot start (an unwritable database...), the socket is closed at once, so the child's
-connections are refused rather than left waiting, and the reason is printed right away.
-"""
+"""`firsttoken run`: the child starts at once; the proxy starts behind a port already open
+(:class:`EarlyProxy`), in a thread, serving on that very socket (cli/proxy/server.hand_over).
+Why, what the first request's record says, and a proxy that cannot start: docs/run.md (The command
+starts at once)."""
 
 from __future__ import annotations
 

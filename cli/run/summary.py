@@ -1,12 +1,5 @@
-"""`firsttoken run`: the summary printed when the child exits, a pure function of its records.
-
-    firsttoken run 3f9a2c1d: 4 requests (1 error) · claude-sonnet-4-5 ×3, claude-haiku-4-5 ×1
-      TTFB P50 412ms P95 1.20s · TTFT P50 980ms P95 2.31s · gap P50 560ms P95 1.10s
-      tokens: 48,210 in (81% cached) · 1,204 out
-      error auth.invalid ×1: api.anthropic.com answered 401 …
-        fix: …
-      more: firsttoken logs --run 3f9a2c1d
-"""
+"""`firsttoken run`: the summary printed when the child exits, a pure function of its records, and the
+advice when nothing came through. What it shows: docs/run.md (The summary; When nothing came through)."""
 
 from __future__ import annotations
 

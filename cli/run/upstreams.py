@@ -1,19 +1,7 @@
-"""`firsttoken run`: where the child would have sent its requests, and how to send them through
-the proxy instead: one adapter per client (cli/run/clients/, :class:`Client`), this module the glue.
-
-The client is known by its program, also through a launcher (``npx claude``, ``uvx --from aider-chat
-aider``, ``node …/cli.js``: :func:`client_of`). Its adapter finds the upstreams the command would have
-used, in the client's own precedence (environment, flags, config files), and points it at the proxy
-for this run only through the channel that wins for that client (a flag, a variable, a private copy
-of its config), with the one base-URL rule (:func:`firsttoken.addon.routing.client_base_url`).
-
-The guarantee: a request goes to the proxy only for an upstream the client would have used itself,
-and the proxy forwards it there. What cannot be told is not guessed: any other command gets only the
-base-URL variables it already had (cli/run/clients/sdk.py); when a client cannot be redirected by its
-settings, it runs in forward mode (``HTTPS_PROXY`` plus mitmproxy's CA: :func:`forward_env`), which
-keeps every destination; when that cannot record it either (a plain-HTTP upstream), `run` says so
-before starting and prints the way to do it by hand (:func:`cannot_record`).
-"""
+"""`firsttoken run`: where the child would have sent its requests, and how to send them through the
+proxy instead: one adapter per client (cli/run/clients/), this module the glue (the plan, the
+redirect with the one base-URL rule, forward mode, what `run` says when nothing can record it).
+The guarantee, the clients, launchers and forward mode: docs/run.md."""
 
 from __future__ import annotations
 
