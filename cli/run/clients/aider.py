@@ -1,17 +1,7 @@
-"""aider (aider-chat): it calls the OpenAI API through litellm, which reads ``OPENAI_BASE_URL`` first,
-then ``OPENAI_API_BASE``, then uses https://api.openai.com/v1. What aider does to them, in its order
-(aider/main.py, aider/args.py):
-
-1. the process environment;
-2. .env files, each overriding the last: ``~/.env``, ``GIT_ROOT/.env``, ``./.env``, ``--env-file``;
-3. ``--set-env NAME=VALUE`` (the last one wins);
-4. ``--openai-api-base URL`` sets ``OPENAI_API_BASE``: the flag, else ``AIDER_OPENAI_API_BASE``, else
-   ``openai-api-base`` in a .aider.conf.yml (``-c FILE``, ``./``, ``GIT_ROOT/``, ``~/``: first found wins).
-
-So ``OPENAI_BASE_URL`` from any of 1–3 beats ``--openai-api-base``. Redirected by one more
-``--set-env OPENAI_BASE_URL=<proxy>`` at the end of its options (the last one wins, and litellm reads it
-first); the user's files are not touched. Models of other providers (``--model anthropic/…``) do not use
-this base URL: they are not recorded, and go where they went."""
+"""aider (aider-chat): it calls the OpenAI API through litellm, which reads ``OPENAI_BASE_URL`` before
+``OPENAI_API_BASE``; aider sets them from the environment, .env files and ``--set-env``, then from
+``--openai-api-base`` / .aider.conf.yml. Redirected by one more ``--set-env OPENAI_BASE_URL=<proxy>`` at the
+end of its options (the last one wins). Precedence in full: docs/run.md (Client by client: aider)."""
 
 from __future__ import annotations
 

@@ -1,20 +1,7 @@
-"""The one interface every client adapter of `firsttoken run` implements, and what it fills in.
-
-An adapter (:class:`Client`, one module per client under cli/run/clients/) knows one client:
-
-* ``programs`` / ``packages``: how its command is recognised, also through a launcher
-  (cli/run/clients/registry.py);
-* :meth:`Client.find`: where the client would send its requests without firsttoken, read from its
-  environment, flags and config files in the client's own precedence (``plan.upstreams``), and where
-  it keeps its key (``plan.key_source``). When it cannot be redirected by its own settings it sets
-  ``plan.forward_reason`` (forward mode keeps every destination) or ``plan.cannot`` (nothing works:
-  `run` says so before starting and prints :meth:`Client.by_hand`);
-* :meth:`Client.redirect`: the flag, variable or private config copy that points it at the proxy for
-  this run only; the user's own files are never written.
-
-The guarantee every adapter keeps: a request goes to the proxy only for an upstream the client would
-have used itself, and the proxy forwards it there. What an adapter cannot tell, it does not guess.
-"""
+"""The one interface every client adapter of `firsttoken run` implements (:class:`Client`), the plan it
+fills in (:class:`Plan`: upstreams, key source, forward mode or why nothing can record it) and the
+redirect it returns (:class:`Redirect`: a flag, variables, private files; the user's own files are
+never written). How to write one, and the guarantee it keeps: docs/run.md (Adding a client; The guarantee)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Claude Code: ``ANTHROPIC_BASE_URL`` from the environment, then its settings.json ``env`` blocks
 (user, project, local: the last wins), then a managed policy (wins over everything, even
 ``--settings``). Redirected by ``--settings '{"env": {"ANTHROPIC_BASE_URL": …}}'``, which beats
-settings.json and the environment."""
+settings.json and the environment. The clients table: docs/run.md."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """The Cline CLI: its providers.json (cli/run/cline.py reads it in Cline's precedence). Redirected by
 ``CLINE_PROVIDER_SETTINGS_PATH`` = a private copy whose provider's ``baseUrl`` is the proxy, and
-``CLINE_SESSION_BACKEND_MODE=local`` so that a running Cline hub does not take the task."""
+``CLINE_SESSION_BACKEND_MODE=local`` so that a running Cline hub does not take the task.
+What Cline reads: docs/run.md (Client by client: Cline CLI)."""
 
 from __future__ import annotations
 

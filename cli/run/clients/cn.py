@@ -1,13 +1,7 @@
-"""Continue's CLI ``cn`` (npm ``@continuedev/cli``). Its configuration (src/configLoader.ts): ``--config
-PATH`` (a file; anything else is a Continue Hub assistant), else ``$CONTINUE_GLOBAL_DIR/config.yaml``
-(~/.continue/config.yaml), else Continue's remote default. A model's requests go to its ``apiBase``
-(which holds the API version: cn appends chat/completions or messages), else its provider's default.
-
-Redirected by ``--config`` = a private copy of that config.yaml whose ``apiBase`` values are the proxy
-(the user's ``--config`` value is replaced, never its file). Models without an ``apiBase`` are left alone:
-not recorded, and they go where they went; when no model names one, or the config is a Hub assistant,
-cn runs in forward mode. A config that refers to files beside it by relative path (``uses: ./…``) is
-read from the copy's directory: give those as absolute paths, or use ``firsttoken run --forward``."""
+"""Continue's CLI ``cn`` (npm ``@continuedev/cli``): ``--config FILE``, else ``$CONTINUE_GLOBAL_DIR/config.yaml``;
+a model's requests go to its ``apiBase``. Redirected by ``--config`` = a private copy whose ``apiBase`` values
+are the proxy; a Hub assistant, or no model with an ``apiBase``: forward mode. Precedence, and relative
+paths in the copy: docs/run.md (Client by client: Continue's cn)."""
 
 from __future__ import annotations
 
@@ -74,6 +68,7 @@ class ContinueCli(Client):
             if name in routes:
                 doc["models"][i]["apiBase"] = versioned_base(proxy_url, routes[name]) + "/"
         argv = list(plan.argv)
+        # the copy lives in the private directory: a relative `uses: ./…` in it is read from there
         placeholder = Redirect([], {}, "").dir_placeholder + "/" + COPY
         flag = plan.state.get("flag")
         if flag:

@@ -1,6 +1,6 @@
 """Codex: its config.toml's model provider (``profile`` → ``model_provider``, ``[model_providers.ID]
 base_url``), ``openai_base_url`` or ``OPENAI_BASE_URL`` for the built-in openai provider. Redirected by
-``-c KEY=…`` (beats config.toml)."""
+``-c KEY=…`` (beats config.toml). The clients table: docs/run.md."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (its packaged docs and config loader): ~/.config/kilo/ < ``$KILO_CONFIG`` < the project's kilo.json(c) then
 opencode.json(c) < the .kilo/.kilocode directories < ``$KILO_CONFIG_CONTENT`` < the managed /etc/kilo/.
 Redirected as opencode (cli/run/clients/opencode.py) is, by ``KILO_CONFIG_CONTENT``; a provider whose base
-URL /etc/kilo sets (it beats the inline config) is left alone and said so."""
+URL /etc/kilo sets (it beats the inline config) is left alone and said so (docs/run.md, the clients table)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 else ``--config-file FILE``, else ``$KIMI_SHARE_DIR/config.toml`` (~/.kimi). The model: ``--model`` when
 the config names it, else ``default_model``; its provider's ``base_url`` is beaten by ``KIMI_BASE_URL``
 (type kimi) or ``OPENAI_BASE_URL`` (openai_legacy, openai_responses) (kimi_cli/app.py, llm.py).
-Redirected by that variable; other provider types, or a plugin fed the base URL: forward mode."""
+Redirected by that variable; other provider types, or a plugin fed the base URL: forward mode (docs/run.md)."""
 
 from __future__ import annotations
 

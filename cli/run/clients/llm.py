@@ -1,13 +1,7 @@
-"""Simon Willison's ``llm``: its OpenAI models call the openai SDK, the built-in ones without a base
-URL (so ``OPENAI_BASE_URL``, else https://api.openai.com/v1), those of extra-openai-models.yaml with
-their ``api_base``. That file lives in llm's user directory: ``$LLM_USER_PATH``, else
-``click.get_app_dir("io.datasette.llm")`` (``$XDG_CONFIG_HOME`` or ~/.config/io.datasette.llm on Linux,
-~/Library/Application Support/io.datasette.llm on macOS).
-
-Redirected by ``LLM_USER_PATH`` = a private directory holding a copy of extra-openai-models.yaml whose
-``api_base`` values are the proxy, and a symbolic link to everything else of the user directory
-(logs.db, keys.json, aliases, templates…), so llm logs and reads keys where it always does; and, for the
-built-in models, ``OPENAI_BASE_URL``."""
+"""Simon Willison's ``llm``: the ``api_base`` of its extra-openai-models.yaml (in its user directory), and
+``OPENAI_BASE_URL`` for its built-in models. Redirected by ``LLM_USER_PATH`` = a private directory with a
+copy of that file (``api_base`` → the proxy) and links to the rest of the user directory, and
+``OPENAI_BASE_URL``. Where that directory is, and why links: docs/run.md (Client by client: llm)."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ DEFAULT = "https://api.openai.com/v1"
 EXTRA = "extra-openai-models.yaml"
 
 
-def user_dir(ctx: Context) -> Path:
+def user_dir(ctx: Context) -> Path:  # llm's: $LLM_USER_PATH, else click.get_app_dir("io.datasette.llm")
     if ctx.var("LLM_USER_PATH"):
         return ctx.cwd / ctx.var("LLM_USER_PATH")
     if sys.platform == "darwin":
@@ -74,6 +68,7 @@ class Llm(Client):
             entries = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
         except OSError:
             entries = []
+        # links to the rest: llm logs and reads its keys where it always does
         for name in dict.fromkeys([*entries, "logs.db"] if d.is_dir() else entries):
             if name != EXTRA:
                 files.append(ChildFile(name, link=str(d / name)))

@@ -1,14 +1,7 @@
-"""opencode (sst / anomalyco, npm ``opencode-ai``). Its config files are merged, later ones winning
-for the same key (opencode.ai/docs/config, "Precedence order"): the global config
-(``$XDG_CONFIG_HOME/opencode/`` or ~/.config/opencode/: config.json, opencode.json, opencode.jsonc),
-``$OPENCODE_CONFIG`` (a file), the project's opencode.json / opencode.jsonc (from the directory up to the
-git root; the nearest wins) and its .opencode/ directories, then ``$OPENCODE_CONFIG_CONTENT`` (inline
-JSON). A provider's requests go to ``provider.ID.options.baseURL``, else its package's default.
-
-Redirected by ``OPENCODE_CONFIG_CONTENT``: the user's own inline config (if any) plus
-``provider.ID.options.baseURL`` → the proxy for each provider that names a base URL. Providers with no
-base URL in any file (opencode's built-in ones) are left alone: not recorded, and they go where they
-went; when none names one, opencode runs in forward mode."""
+"""opencode (sst / anomalyco, npm ``opencode-ai``): ``provider.ID.options.baseURL`` from its config files,
+merged, later ones winning. Redirected by ``OPENCODE_CONFIG_CONTENT`` (inline JSON, which beats every
+file): the user's own plus the proxy's base URL for each provider that names one; none names one:
+forward mode. Its files, in order: docs/run.md (Client by client: opencode)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,7 @@
-"""Qwen Code (``qwen``). Where its OpenAI-compatible requests go, first present wins (its
-docs/configuration/model-providers.md, "Resolution Layers"): the selected model's entry in
-``modelProviders.openai`` (its ``baseUrl``) > ``--openai-base-url`` > ``OPENAI_BASE_URL`` (the environment
-or a .env file) > ``security.auth.baseUrl`` in settings.json > the openai SDK's default.
-
-Settings: ``~/.qwen/settings.json`` (``$QWEN_HOME``) < ``.qwen/settings.json`` of the project < the
-system file (``/etc/qwen-code/settings.json``, or ``$QWEN_CODE_SYSTEM_SETTINGS_PATH``), which overrides
-both. The auth type: ``--auth-type`` > ``security.auth.selectedType``; the model: ``--model`` >
-``OPENAI_MODEL`` > ``model.name``.
-
-Redirected by ``--openai-base-url`` (beats the environment and security.auth.baseUrl) and, when
-``modelProviders`` name a base URL, ``QWEN_CODE_SYSTEM_SETTINGS_PATH`` = a private copy of the system
-settings (or an empty one) holding the same ``modelProviders`` with each ``baseUrl`` → the proxy."""
+"""Qwen Code (``qwen``): its OpenAI-compatible requests go to the model's ``modelProviders.openai`` ``baseUrl``,
+else ``--openai-base-url``, ``OPENAI_BASE_URL``, ``security.auth.baseUrl``. Redirected by ``--openai-base-url``
+and, for ``modelProviders``, ``QWEN_CODE_SYSTEM_SETTINGS_PATH`` = a private copy of the system settings
+(they beat user and project). Settings, auth type, model: docs/run.md (Client by client: Qwen Code)."""
 
 from __future__ import annotations
 

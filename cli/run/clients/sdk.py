@@ -1,13 +1,6 @@
-"""Any other command (``python my_app.py``, ``node app.js``, a client firsttoken does not know): the
-SDK environment fallback.
-
-What such a command reads is unknown, so only what is certain is redirected: a base-URL variable the
-user already set (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``, ``OPENAI_API_BASE``) is pointed at the
-proxy, which forwards to that same value: whoever reads it would have gone there. An unset variable
-stays unset: setting it would send a client that falls back to its own configuration (aider's
-``--openai-api-base``, Qwen Code's settings.json, …) to the public API instead. When no variable is
-set, the command runs in forward mode (``HTTPS_PROXY`` + mitmproxy's CA), which never changes a
-destination."""
+"""Any other command (``python my_app.py``, ``node app.js``, a client firsttoken does not know): a base-URL
+variable the user already set is pointed at the proxy, which forwards to that same value; an unset one
+stays unset; none set: forward mode. Why: docs/run.md (The guarantee)."""
 
 from __future__ import annotations
 
@@ -26,7 +19,7 @@ class Sdk(Client):
         for fam, names in VARIABLES.items():
             for var in names:
                 v = ctx.var(var)
-                if not v:
+                if not v:  # left unset: a client that falls back to its own config would go to the public API
                     continue
                 same = next((n for n, u in plan.upstreams.items() if u.family == fam and u.url == v), None)
                 name = same or (fam if fam not in plan.upstreams else var.lower().replace("_", "-"))
