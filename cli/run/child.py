@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from firsttoken.cli.run.clients.base import ChildFile
@@ -115,6 +113,9 @@ def child_dir(files: Sequence[ChildFile]) -> Iterator[tuple[dict[str, str], str 
     # on most Linux systems) when there is one, else $TMPDIR
     runtime = os.environ.get("XDG_RUNTIME_DIR") or ""
     parent = runtime if runtime and os.path.isdir(runtime) and os.access(runtime, os.W_OK) else None
+    import shutil  # (here, not at the top: `run` starts its child before anything it does not need)
+    import tempfile
+
     try:
         d = tempfile.mkdtemp(prefix="firsttoken-run-", dir=parent)
     except OSError as e:

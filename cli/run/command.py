@@ -15,7 +15,6 @@ from urllib.parse import urlsplit
 
 import click
 
-from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.options import db_option, fail, resolve_db
@@ -185,6 +184,7 @@ def _start(plan: Plan, db: str, run_id: str, forward_reason: str | None, env, jo
         r = redirect(plan, early.url, plan.routes(), env)
         r.how += _egress_note([(u.scheme, u.host, u.port) for u in routing.parse_upstreams(specs)], egress)
         return early, None, r
+    from firsttoken.addon import forward as fwd
     from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
 
     try:
@@ -286,6 +286,7 @@ def _rows(db: str, run_id: str, settle: float) -> list[dict]:
 
 def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool, any_db: bool = False) -> list[str]:
     if forward_reason:
+        from firsttoken.addon import forward as fwd
         from firsttoken.cli.proxy.state import read_states
 
         fw = [s for s in read_states(db) if s.get("forward")]

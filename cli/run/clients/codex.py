@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -33,6 +32,8 @@ class Codex(Client):
     packages = ("@openai/codex",)
 
     def find(self, plan: Plan, ctx: Context) -> None:
+        import tomllib  # (here: `run` starts its child before anything it does not need)
+
         env_var = next((n for n in ("OPENAI_BASE_URL", "OPENAI_API_BASE") if ctx.var(n)), None)
         plan.upstreams["openai"] = (Upstream("openai", ctx.var(env_var), f"${env_var}") if env_var
                                     else Upstream("openai", DEFAULT, "default"))

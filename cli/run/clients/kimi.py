@@ -7,7 +7,6 @@ Redirected by that variable; other provider types, or a plugin fed the base URL:
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 from firsttoken.cli.run.clients.base import (
@@ -32,6 +31,8 @@ def share_dir(ctx: Context) -> Path:
 
 def read_config(plan: Plan, ctx: Context) -> tuple[dict, str]:
     """Kimi's config (its data, where it is in words), as kimi would pick it."""
+    import tomllib  # (only for Kimi CLI: `run` starts its child before anything it does not need)
+
     args = plan.argv[plan.args_at:]
     text = option_value(args, ("--config",))
     if text:
