@@ -110,3 +110,16 @@ def test_run_starts_the_child_before_the_proxy_and_records_its_request(sim, tmp_
     if rec["proxy_start_wait_ms"] is not None:
         assert rec["proxy_lag_ms"] >= rec["proxy_start_wait_ms"] > 0
         assert "still starting" in r.stderr
+
+
+def test_run_imports_nothing_heavy_before_its_child_starts():
+    """What `firsttoken run` loads before it starts the command is what the child waits for: the
+    proxy (mitmproxy, the tokenizer, SQLite), the summary's rich and the doctor come later."""
+    code = ("import sys; from firsttoken.cli.main import cli; import firsttoken.cli.run.command; "
+            "heavy = ('mitmproxy', 'tiktoken', 'sqlite_utils', 'rich', 'firsttoken.cli.doctor', "
+            "'firsttoken.cli.proxy.server', 'tempfile', 'tomllib'); "
+            "print(sorted({m.split('.')[0] if not m.startswith('firsttoken') else m for m in sys.modules "
+            "if m.startswith(heavy)}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout
