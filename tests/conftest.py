@@ -145,6 +145,14 @@ def dump_db(path) -> tuple[list, list, list]:
         conn.close()
 
 
+def percentile_of(values: list[float], q: float) -> float:
+    """The percentile definition on a plain list (``record.percentile``), for checking what the
+    SQL walks of ``stats_queries`` return."""
+    from firsttoken.addon.record import percentile
+
+    return percentile(sorted(values), q)
+
+
 def upsert_one_by_one(path, rows) -> None:
     """The writer's reference: one upsert per row, in put order, each its own transaction."""
     from firsttoken.addon.store.db import open_db

@@ -10,6 +10,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from conftest import percentile_of
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import open_db
@@ -71,7 +72,7 @@ def test_percentiles_match_a_hand_computed_list(db):
     t = res["groups"][0]["ttft_ms"]
     assert t == {"n": 10, "p50": 55.0, "p90": 91.0, "p95": 95.5, "p99": 99.1}
     assert res["groups"][0]["ttfb_ms"]["p50"] == 5.5
-    assert sq.percentile_of(vals, 95) == 95.5
+    assert percentile_of(vals, 95) == 95.5
 
 
 def test_percentiles_of_five_and_one_value(db):
@@ -190,8 +191,8 @@ def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
                                          f" AND NOT {STREAMED}{warm}", [g["group"]])]
     assert whole and g["whole_ms"]["n"] == len(whole)  # the non-streamed ones: their own figure
     for q in (50, 90, 95, 99):
-        assert g["gap_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(vals, q), abs=1e-3)
-        assert g["whole_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(whole, q), abs=1e-3)
+        assert g["gap_ms"][f"p{q}"] == pytest.approx(percentile_of(vals, q), abs=1e-3)
+        assert g["whole_ms"][f"p{q}"] == pytest.approx(percentile_of(whole, q), abs=1e-3)
 
 
 def test_indexed_queries_only_touch_covering_indexes(bench):

@@ -43,7 +43,6 @@ from typing import Any
 
 import sqlite_utils
 
-from firsttoken.addon.record import percentile
 from firsttoken.addon.store.db import schema_current
 from firsttoken.addon.store.queries import ERROR, NOT_STREAMED, STREAMED, Filters, decode_row, model_clause
 
@@ -138,12 +137,6 @@ def percentile_sql(col: str, group: tuple[str, ...], qs: tuple[float, ...] = (50
     return (f"SELECT {g}, max(n) AS n, {', '.join(outs)} FROM (SELECT {g}, {col} AS v, "
             f"row_number() OVER (PARTITION BY {g} ORDER BY {col}) - 1 AS i, count(*) OVER (PARTITION BY {g}) AS n "
             f"FROM requests WHERE {cond}) GROUP BY {g}")
-
-
-def percentile_of(values: list[float], q: float) -> float:
-    """Reference implementation on a Python list (tests, small data): record.percentile, the
-    definition the SQL walk below must agree with."""
-    return percentile(sorted(values), q)
 
 
 def _interp(n: int, q: float, at: dict[int, float]) -> float | None:
