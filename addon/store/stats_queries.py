@@ -236,6 +236,17 @@ class _Source:
                             self.params).fetchall()
 
 
+def _models(conn, filters: Filters) -> list[str]:
+    """The models ``--model`` matches, by its rule (``queries.model_clause``) applied to each distinct
+    name once: the indexes are then read for those names only, not matched entry by entry."""
+    names = [m for (m,) in conn.execute("SELECT DISTINCT model FROM requests") if m is not None]
+    if not names:
+        return []
+    clause, params = model_clause(filters.model, filters.exact_model)
+    return [m for (m,) in conn.execute(f"WITH names(model) AS (VALUES {', '.join(['(?)'] * len(names))}) "
+                                       f"SELECT model FROM names WHERE {clause}", [*names, *params])]
+
+
 class _Rows:
     """What one `compute` reads: ``requests`` itself when its indexes serve (``direct``), else, and
     for a metric without an index of its own, a TEMP copy of the matching rows (made once, the
@@ -244,9 +255,11 @@ class _Rows:
     def __init__(self, db: sqlite_utils.Database, filters: Filters, gsql: str, metrics, direct: bool) -> None:
         self.db, self.conn, self.filters, self.gsql, self.metrics = db, db.conn, filters, gsql, metrics
         self.direct, self.copied = direct, False
-        if direct:
-            where, params = model_clause(filters.model, filters.exact_model) if filters.model else ("", [])
-            self.base = _Source("requests", "model", f" WHERE {where}" if where else "", tuple(params))
+        if direct and filters.model:
+            names = _models(self.conn, filters)
+            self.base = _Source("requests", "model", f" WHERE model IN ({', '.join('?' * len(names))})", tuple(names))
+        elif direct:
+            self.base = _Source("requests", "model")
         else:
             self.base = self.copy()
 
