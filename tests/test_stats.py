@@ -195,6 +195,14 @@ def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
         assert g["whole_ms"][f"p{q}"] == pytest.approx(percentile_of(whole, q), abs=1e-3)
 
 
+def test_a_model_filter_that_matches_no_model_gives_no_groups(bench):
+    """--model is matched against the model names first; none matching leaves the indexes nothing
+    to search (an empty ``IN ()``): the rows are read as for any other filter, and there are none."""
+    for model in ("no-such-model", "zz*"):
+        res = both(bench, filters={"model": model})
+        assert res["groups"] == [] and res["indexed"] is False
+
+
 def test_the_default_view_reads_requests_through_covering_indexes_but_for_the_error_rule(bench):
     """Grouped by model, no query `stats` runs reads all of ``requests``' rows but from a covering
     index (counts, walks, fits), except one: the error rule, read off every row (no index holds it)."""

@@ -254,11 +254,12 @@ class _Rows:
 
     def __init__(self, db: sqlite_utils.Database, filters: Filters, gsql: str, metrics, direct: bool) -> None:
         self.db, self.conn, self.filters, self.gsql, self.metrics = db, db.conn, filters, gsql, metrics
-        self.direct, self.copied = direct, False
-        if direct and filters.model:
-            names = _models(self.conn, filters)
+        names = _models(self.conn, filters) if direct and filters.model else None
+        # (a --model that matches no model: an empty IN () leaves the indexes nothing to search)
+        self.direct, self.copied = direct and names != [], False
+        if names:
             self.base = _Source("requests", "model", f" WHERE model IN ({', '.join('?' * len(names))})", tuple(names))
-        elif direct:
+        elif self.direct:
             self.base = _Source("requests", "model")
         else:
             self.base = self.copy()
@@ -422,7 +423,7 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     return {
         "by": by if group_expr is None else group_expr, "include_cold": include_cold,
         "percentile": "linear interpolation between closest ranks (numpy default, PERCENTILE.INC)",
-        "indexed": direct, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
+        "indexed": rows.direct, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
         "groups": groups,
     }
 
