@@ -1,5 +1,5 @@
-"""`firsttoken prune --before 30d`: retention. Deletes old requests (and their findings); the
-running totals `stats` reads stay exact. ``--dry-run`` only counts; ``--vacuum`` shrinks the file."""
+"""`firsttoken prune --before 30d`: retention. Deletes old requests (and their findings).
+``--dry-run`` only counts; ``--vacuum`` shrinks the file."""
 
 from __future__ import annotations
 

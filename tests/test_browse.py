@@ -19,13 +19,14 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import percentile_of
 
 from firsttoken.addon.diagnose import render
 from firsttoken.addon.record import Record
 from firsttoken.addon.store import migrations
 from firsttoken.addon.store.db import open_db
 from firsttoken.addon.store.queries import is_error
-from firsttoken.addon.store.stats_queries import percentile_of, percentile_sql
+from firsttoken.addon.store.stats_queries import percentile_sql
 from firsttoken.addon.store.writer import Writer
 from firsttoken.cli.browse import READ_FIRST
 from firsttoken.cli.browse.metadata import canned_queries

@@ -232,13 +232,13 @@ def test_every_intermediate_schema_upgrades(tmp_path, n):
     assert set(FIELDS) <= set(db["requests"].columns_dict)
 
 
-def test_the_error_rule_in_sql_the_triggers_and_python_agree(tmp_path):
-    """Every combination of the columns the rule reads: the SQL rule, ``is_error`` and the
-    statistics triggers count the same requests (a NULL from SQL's three-valued logic would
-    fail the NOT NULL totals and lose the row)."""
+def test_the_error_rule_in_sql_stats_and_python_agree(tmp_path):
+    """Every combination of the columns the rule reads: the SQL rule (0 or 1, never NULL from SQL's
+    three-valued logic), ``is_error`` and `stats` (on either source of rows) count the same requests."""
     import itertools
     import uuid
 
+    from firsttoken.addon.store import stats_queries as sq
     from firsttoken.addon.store.db import open_db
 
     db = open_db(tmp_path / "rule.db")
@@ -253,17 +253,21 @@ def test_the_error_rule_in_sql_the_triggers_and_python_agree(tmp_path):
         f"SELECT state, status, error, top_severity, client_aborted, {queries.ERROR} FROM requests")]
     assert len(rows) == len(combos) and all(r["e"] in (0, 1) for r in rows)
     assert all(bool(r["e"]) == queries.is_error(r) for r in rows)
-    (counted,) = db.conn.execute("SELECT sum(n_errors) FROM stats_totals").fetchone()
-    assert counted == sum(r["e"] for r in rows) > 0
+    for general in (False, True):
+        res = sq.compute(db, force_general=general)
+        assert res["indexed"] is not general
+        assert sum(g["errors"] for g in res["groups"]) == sum(r["e"] for r in rows) > 0
     aborted_only = [r for r in rows if r["client_aborted"] and r["state"] == "done" and r["status"] in (None, 200)
                     and r["top_severity"] != "error"]
     assert aborted_only and not any(r["e"] for r in aborted_only)  # a hang-up is not a failed request
 
 
-def test_the_error_rule_frozen_in_the_last_migration_is_the_current_one():
-    """The triggers and the index hold the error rule as migration m013 wrote it; changing the
-    rule in queries.error_sql without a new migration would make stats count differently."""
-    from firsttoken.addon.store import migrations
+def test_the_error_rule_has_one_home(tmp_path):
+    """``queries.error_sql`` is the rule: a current database holds no copy of it (m022 dropped the
+    running totals' triggers and the errors index that held it as m013 froze it)."""
+    from firsttoken.addon.store.db import open_db
 
-    assert queries.error_sql("{r}") == migrations.M013_ERROR
-    assert queries.ERROR == migrations.M013_ERROR_BARE
+    db = open_db(tmp_path / "home.db")
+    schema = db.conn.execute("SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL").fetchall()
+    assert any(kind == "index" for kind, _, _ in schema) and not any(kind == "trigger" for kind, _, _ in schema)
+    assert not [name for kind, name, sql in schema if kind != "table" and "top_severity" in sql]

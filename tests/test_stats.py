@@ -10,6 +10,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from conftest import percentile_of
 
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import open_db
@@ -71,7 +72,7 @@ def test_percentiles_match_a_hand_computed_list(db):
     t = res["groups"][0]["ttft_ms"]
     assert t == {"n": 10, "p50": 55.0, "p90": 91.0, "p95": 95.5, "p99": 99.1}
     assert res["groups"][0]["ttfb_ms"]["p50"] == 5.5
-    assert sq.percentile_of(vals, 95) == 95.5
+    assert percentile_of(vals, 95) == 95.5
 
 
 def test_percentiles_of_five_and_one_value(db):
@@ -190,25 +191,45 @@ def test_indexed_and_general_paths_agree_on_synthetic_traffic(bench, kw):
                                          f" AND NOT {STREAMED}{warm}", [g["group"]])]
     assert whole and g["whole_ms"]["n"] == len(whole)  # the non-streamed ones: their own figure
     for q in (50, 90, 95, 99):
-        assert g["gap_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(vals, q), abs=1e-3)
-        assert g["whole_ms"][f"p{q}"] == pytest.approx(sq.percentile_of(whole, q), abs=1e-3)
+        assert g["gap_ms"][f"p{q}"] == pytest.approx(percentile_of(vals, q), abs=1e-3)
+        assert g["whole_ms"][f"p{q}"] == pytest.approx(percentile_of(whole, q), abs=1e-3)
 
 
-def test_indexed_queries_only_touch_covering_indexes(bench):
-    plan = lambda sql, p=(): " ".join(r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql, p))  # noqa: E731
-    for name, col in sq.METRICS:
-        if (ix := sq.index_of(name, col)) is None:
-            continue
-        p = plan(f"SELECT {col} FROM requests INDEXED BY {ix[0]} WHERE model IS ? AND {col} IS NOT NULL "
-                 f"AND {sq.population(name, col)} AND {sq.WARM} ORDER BY {col} LIMIT 2 OFFSET ?", ["m", 3])
-        assert f"COVERING INDEX {ix[0]}" in p and "TEMP B-TREE" not in p
-    assert "COVERING INDEX" in plan(f"SELECT model, count(*) FROM requests INDEXED BY idx_requests_stats_errors "
-                                    f"WHERE {sq.ERROR} GROUP BY model")
+def test_a_model_filter_that_matches_no_model_gives_no_groups(bench):
+    """--model is matched against the model names first; none matching leaves the indexes nothing
+    to search (an empty ``IN ()``): the rows are read as for any other filter, and there are none."""
+    for model in ("no-such-model", "zz*"):
+        res = both(bench, filters={"model": model})
+        assert res["groups"] == [] and res["indexed"] is False
 
 
-def test_running_totals_follow_inserts_updates_and_deletes(tmp_path):
-    """stats_totals (kept by triggers) must equal a recount after the capture core's writes."""
-    from firsttoken.addon.store.migrations import rebuild_stats_totals
+def test_the_default_view_reads_requests_through_covering_indexes_but_for_the_error_rule(bench):
+    """Grouped by model, no query `stats` runs reads all of ``requests``' rows but from a covering
+    index (counts, walks, fits), except one: the error rule, read off every row (no index holds it)."""
+    seen: list[str] = []
+    bench.conn.set_trace_callback(seen.append)
+    try:
+        for kw in ({}, {"include_cold": False}, {"filters": Filters(model="gpt-4")}):
+            assert sq.compute(bench, kw.get("filters"), include_cold=kw.get("include_cold", True))["indexed"] is True
+    finally:
+        bench.conn.set_trace_callback(None)
+    reads = sorted({s for s in seen if s.lstrip().upper().startswith("SELECT") and " FROM requests" in s})
+    scans = []
+    for sql in reads:
+        plan = [r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql)]
+        full = [step for step in plan if step.startswith("SCAN requests") and "COVERING INDEX" not in step]
+        assert not full or (full == ["SCAN requests"] and "NOT INDEXED" in sql), (sql, plan)
+        scans += [sql for _ in full]
+    assert len(reads) > 40 and len(scans) == 2 and all(sq.ERROR in sql for sql in scans)  # all models, one model
+    walks = [sql for sql in reads if "OFFSET" in sql]
+    assert walks and all("TEMP B-TREE" not in " ".join(r[3] for r in bench.execute("EXPLAIN QUERY PLAN " + sql))
+                         for sql in walks)
+
+
+def test_stats_count_what_the_capture_core_wrote(tmp_path):
+    """After the writer's inserts and updates, and a delete and an update by hand, `stats` counts
+    what the table holds: requests, in flight, cold, errors (the store's rule) per model."""
+    from firsttoken.addon.store.queries import is_error, recent
     from firsttoken.addon.store.writer import Writer
 
     path = tmp_path / "w.db"
@@ -224,7 +245,7 @@ def test_running_totals_follow_inserts_updates_and_deletes(tmp_path):
             cold = rnd.random() < 0.2
             ttfb = rnd.uniform(10, 100)
             w.put({"id": rid, "state": "done", "phase": "done", "status": rnd.choice([200, 200, 200, 429]),
-                   "conn_reused": not cold, "connect_ms": 5.0 if cold else None, "ttfb_ms": ttfb,
+                   "conn_reused": not cold, "connect_ms": 5.0 if cold else None, "ttfb_ms": ttfb, "stream": True,
                    "ttft_ms": ttfb + rnd.uniform(5, 500), "gap_ms": rnd.uniform(5, 500), "usage_prompt_tokens": rnd.randint(10, 5000),
                    "findings": []})
     w.flush()
@@ -233,12 +254,15 @@ def test_running_totals_follow_inserts_updates_and_deletes(tmp_path):
     db.execute("DELETE FROM requests WHERE id IN ('w3', 'w10', 'w11')")
     db.execute("UPDATE requests SET model = 'c' WHERE id = 'w12'")
     db.conn.commit()
-    both(db)
-    both(db, include_cold=True)
-    before = db.execute("SELECT * FROM stats_totals ORDER BY model, cold").fetchall()
-    rebuild_stats_totals(db)
-    after = db.execute("SELECT * FROM stats_totals ORDER BY model, cold").fetchall()
-    assert [r[:12] for r in before if r[2]] == [r[:12] for r in after]  # the integer counts, exactly
+    rows = recent(db, limit=None)
+    for include_cold in (True, False):
+        got = {g["group"]: g for g in both(db, include_cold=include_cold)["groups"]}
+        assert set(got) == {"a", "b", "c", None}
+        for model, g in got.items():
+            mine = [r for r in rows if r["model"] == model]
+            assert g["count"] == len(mine) and g["in_flight"] == sum(r["state"] == "in_flight" for r in mine)
+            assert g["cold"] == sum(r["conn_reused"] is False and r["connect_ms"] is not None for r in mine)
+            assert g["errors"] == sum(map(is_error, mine)) and (model == "c" or g["errors"] > 0)
 
 
 def test_stats_command(bench):
@@ -289,8 +313,8 @@ def test_bench_db_command(tmp_path):
 
 
 def test_the_population_rule_is_the_one_m021_froze(db):
-    """queries.STREAMED is written verbatim into m021's partial indexes and triggers: a change of
-    the rule needs a new migration. Its Python twin (live view, demo, diagnosis) agrees with it."""
+    """queries.STREAMED is written verbatim into m021's partial indexes: a change of the rule needs
+    a new migration. Its Python twin (live view, demo, diagnosis) agrees with it."""
     from firsttoken.addon.store import queries
     from firsttoken.addon.store.migrations import M021_NOT_STREAMED_BARE, M021_STREAMED, M021_STREAMED_BARE
 

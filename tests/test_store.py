@@ -13,6 +13,7 @@ import pytest
 from conftest import dump_db, upsert_one_by_one
 
 from firsttoken.addon.record import FIELDS, Record
+from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import StoreError, connect_reader, open_db
 from firsttoken.addon.store.migrations import MIGRATIONS
 from firsttoken.addon.store.writer import Writer
@@ -80,18 +81,13 @@ def test_json_columns_read_back_as_what_was_put_whatever_the_values(tmp_path):
     assert _json_mod.loads(got["surrogate"]) == {"s": "x\ufffd"}  # stored with U+FFFD, as a header byte is
 
 
-def _totals(db) -> list[tuple]:
-    cur = db.execute("SELECT * FROM stats_totals WHERE n > 0 ORDER BY model, cold")
-    return [tuple(round(v, 3) if isinstance(v, float) else v for v in r) for r in cur.fetchall()]
-
-
 def _schema(db) -> list[tuple]:
     return db.execute("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY name").fetchall()
 
 
 def test_bulk_load_ends_as_if_the_rows_were_written_one_by_one(tmp_path):
-    """Into an empty database BulkLoad takes the indexes and triggers off and rebuilds them; into
-    one that has rows it keeps them (the triggers keep the running totals). Both end the same."""
+    """Into an empty database BulkLoad takes the indexes off and rebuilds them; into one that has
+    rows it keeps them. Both end the same: schema, rows, and what `stats` makes of them."""
     from firsttoken.cli.bench.db import generate
 
     generate(tmp_path / "empty.db", 2000, seed=5)  # the fast path: indexes off, rebuilt
@@ -99,19 +95,20 @@ def test_bulk_load_ends_as_if_the_rows_were_written_one_by_one(tmp_path):
     kept["requests"].insert({"id": "first", "started_at": "2026-01-01T00:00:00+00:00", "state": "done",
                              "model": "m-first", "ttft_ms": 10.0, "conn_reused": 1})
     kept.conn.commit()
-    generate(tmp_path / "kept.db", 2000, seed=5)  # not empty: every index and trigger stays on
+    generate(tmp_path / "kept.db", 2000, seed=5)  # not empty: every index stays on
     kept = open_db(tmp_path / "kept.db")
     kept.execute("DELETE FROM requests WHERE id = 'first'")
     kept.conn.commit()
     bulk = open_db(tmp_path / "empty.db", write=False)
-    assert _schema(bulk) == _schema(kept) and any(t == "trigger" for t, _, _ in _schema(bulk))
-    assert _totals(bulk) == _totals(kept) and len(_totals(bulk)) >= 5
+    assert _schema(bulk) == _schema(kept) and any(t == "index" for t, _, _ in _schema(bulk))
+    stats = [sq.compute(db)["groups"] for db in (bulk, kept)]
+    assert stats[0] == stats[1] and len(stats[0]) == 5
     assert bulk.execute("SELECT count(*) FROM findings").fetchone() == kept.execute("SELECT count(*) FROM findings").fetchone()
 
 
 def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_path):
     """The writer merges a batch's rows per request and writes equal column sets together: the
-    requests, their findings and the statistics the triggers keep must equal one upsert per row."""
+    requests and their findings must equal one upsert per row."""
     rows = []
     for i in range(30):
         rid = f"r{i:02d}"
@@ -138,7 +135,7 @@ def test_a_batch_merged_per_request_leaves_what_row_by_row_upserts_leave(tmp_pat
     assert w.written and not w.failed
     batched = dump_db(tmp_path / "batched.db")
     assert batched == dump_db(tmp_path / "one.db")
-    assert len(batched[0]) == 30 and batched[1] and batched[2]
+    assert len(batched[0]) == 30 and batched[1]
     assert rows[0] == {"id": "r00", "started_at": "2026-01-01T00:00:00+00:00", "state": "in_flight",
                        "phase": "connecting", "model": None, "api": "openai.chat"}  # the caller's dicts untouched
 

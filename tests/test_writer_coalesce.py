@@ -200,7 +200,7 @@ def _random_rows(rng: random.Random, n_ids: int) -> list[dict]:
 def test_random_interleavings_end_as_one_upsert_per_row_in_put_order(tmp_path, monkeypatch, seed):
     """Requests interleaved at random, put with random pauses (so rows wait, fall due, meet
     their final row in the same batch or a later one), with flushes and reads between: the
-    requests, their findings and the statistics the triggers keep equal one upsert per row."""
+    requests and their findings equal one upsert per row."""
     rng = random.Random(seed)
     monkeypatch.setattr(writer_mod, "INFLIGHT_S", rng.choice([0.005, 0.03, 0.08]), raising=False)
     rows = _random_rows(rng, 40)
@@ -220,7 +220,7 @@ def test_random_interleavings_end_as_one_upsert_per_row_in_put_order(tmp_path, m
     assert not w.failed and not w.pending
     deferred = dump_db(tmp_path / "deferred.db")
     assert deferred == dump_db(tmp_path / "one.db")
-    assert len(deferred[0]) == 40 and deferred[1] and deferred[2]
+    assert len(deferred[0]) == 40 and deferred[1]
     print(f"\nseed {seed}: {len(rows)} rows, {c.upserts} upserts in {c.transactions} transactions")
     assert c.upserts < len(rows)
 

@@ -1,8 +1,8 @@
 """Loading many request rows at once (`firsttoken bench-db`'s synthetic month of traffic).
 
 ``BulkLoad`` inserts in big transactions; on an empty database it drops the secondary indexes
-and the ``stats_totals`` triggers first and rebuilds them in ``finish()``, so the database ends
-up exactly as if the proxy had written every row. See docs/stats.md ("firsttoken bench-db").
+first and rebuilds each in ``finish()`` (one sort each), so the database ends up exactly as if the
+proxy had written every row. See docs/stats.md ("firsttoken bench-db").
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import sqlite_utils
 
-from firsttoken.addon.store.migrations import FINDING_COLUMNS, rebuild_stats_totals
+from firsttoken.addon.store.migrations import FINDING_COLUMNS
 
 
 class BulkLoad:
@@ -26,12 +26,12 @@ class BulkLoad:
         self.conn.execute("PRAGMA synchronous = OFF")
         self.conn.execute("PRAGMA cache_size = -1000000")
         empty = self.conn.execute("SELECT count(*) FROM requests").fetchone()[0] == 0
-        #: (type, name, CREATE statement) of the indexes and triggers taken off, to rebuild
-        self.dropped: list[tuple[str, str, str]] = self.conn.execute(
-            "SELECT type, name, sql FROM sqlite_master WHERE type IN ('index', 'trigger') "
+        #: (name, CREATE statement) of the indexes taken off, to rebuild
+        self.dropped: list[tuple[str, str]] = self.conn.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' "
             "AND sql IS NOT NULL AND tbl_name IN ('requests', 'findings')").fetchall() if empty else []
-        for kind, name, _ in self.dropped:
-            self.conn.execute(f'DROP {kind.upper()} "{name}"')
+        for name, _ in self.dropped:
+            self.conn.execute(f'DROP INDEX "{name}"')
         self._insert = f"INSERT INTO requests ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
 
     def add(self, rows: Iterable[Sequence[Any]], findings: Iterable[Sequence[Any]] = ()) -> None:
@@ -43,10 +43,8 @@ class BulkLoad:
 
     def finish(self) -> None:
         with self.conn:
-            for _, _, create in self.dropped:
+            for _, create in self.dropped:
                 self.conn.execute(create)
-            if self.dropped:
-                rebuild_stats_totals(self.db)
         self.conn.execute("PRAGMA synchronous = NORMAL")
         self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 

@@ -122,8 +122,8 @@ def m005_baselines(db: sqlite_utils.Database) -> None:
 
 # Per model and connection kind (cold = a new TCP/TLS connection), running totals of what
 # `stats` needs besides percentiles: row counts, non-null counts per latency column, and the
-# sums of the least-squares fit TTFT ~ prompt tokens. Triggers keep them exact on every
-# insert, update and delete, so the default `stats` never counts a million rows.
+# sums of the least-squares fit TTFT ~ prompt tokens. Triggers kept them exact on every
+# insert, update and delete, until m022 dropped them (`stats` counts with plain queries).
 _TOTAL_COLS = ("ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms")
 
 
@@ -415,3 +415,19 @@ def m021_streamed_population(db: sqlite_utils.Database) -> None:
     err = _current_error(done)
     bare = {M011_ERROR: M011_ERROR_BARE, M013_ERROR: M013_ERROR_BARE}.get(err, M013_ERROR_BARE)
     _install_error_rule(db, err, bare, ("client_aborted",), streamed=M021_STREAMED)
+
+
+@migration
+def m022_stats_without_totals(db: sqlite_utils.Database) -> None:
+    """`stats` counts with plain queries (issue 25): the running totals, their triggers and the errors
+    index go, each a copy of the error rule in SQL (``queries.error_sql`` is its one home). Two partial
+    indexes take their place in the default view: connect times (the ``connect`` metric, cold requests)
+    and TTFT beside cached tokens (the uncached fit)."""
+    for name in ("stats_totals_insert", "stats_totals_delete", "stats_totals_update"):
+        db.execute(f"DROP TRIGGER IF EXISTS {name}")
+    db.execute("DROP TABLE IF EXISTS stats_totals")
+    db.execute("DROP INDEX IF EXISTS idx_requests_stats_errors")
+    db.execute("CREATE INDEX idx_requests_stats_connect ON requests (model, connect_ms, conn_reused) "
+               "WHERE connect_ms IS NOT NULL")
+    db.execute("CREATE INDEX idx_requests_stats_cached ON requests (model, ttft_ms, usage_prompt_tokens, "
+               "usage_cached_tokens, conn_reused, connect_ms, stream) WHERE usage_cached_tokens IS NOT NULL")

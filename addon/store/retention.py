@@ -1,9 +1,7 @@
 """Retention: delete the requests recorded before a time (`firsttoken prune --before 30d`).
 
-Rows are deleted in batches (short write transactions, so a running proxy's writer waits at most
-one batch), their findings with them; the ``stats_totals`` delete trigger (migrations m006/m011)
-subtracts every deleted row, so `stats` stays exact without a rebuild. Requests still in flight
-are never deleted: a running proxy owns them.
+Rows go in batches (short write transactions: a running proxy's writer waits at most one batch),
+their findings with them. Requests still in flight are never deleted: a running proxy owns them.
 """
 
 from __future__ import annotations
@@ -39,8 +37,6 @@ def prune_before(db: sqlite_utils.Database, cutoff_iso: str, batch: int = 2000) 
             conn.execute(f"DELETE FROM findings WHERE request_id IN ({marks})", ids)
             conn.execute(f"DELETE FROM requests WHERE id IN ({marks})", ids)
             deleted += len(ids)
-    with conn:
-        conn.execute("DELETE FROM stats_totals WHERE n = 0")  # models with no rows left
     return deleted
 
 

@@ -1,60 +1,29 @@
-"""Aggregate queries for `stats`, `sweep`, `baseline` and `report`: percentiles computed in SQLite.
+"""Aggregate queries for `stats`, `sweep`, `baseline`, `compare` and `report`, computed in SQLite.
 
-Percentile definition: linear interpolation between closest ranks (numpy's default, Excel's
-PERCENTILE.INC, the same as ``record.percentile``). For n sorted values v[0..n-1] and q in
-0..100: pos = (n-1)*q/100, lo = floor(pos), P = v[lo] + (v[lo+1] - v[lo]) * (pos - lo).
-Only v[lo] and v[lo+1] ever leave SQLite.
-
-Two ways to get them, same answers (tests compare them):
-
-* indexed (``stats`` grouped by model, filtered by model at most): the counts come from
-  ``stats_totals`` (running totals kept by triggers, migration ``m006_stats_totals``), and
-  each latency column has an index ``(model, metric, conn_reused, connect_ms)``
-  (``m004_stats_indexes``) where ``ORDER BY metric LIMIT 2 OFFSET lo`` walks from the nearer
-  end. The fit's sums are in ``stats_totals`` too. Queries run on two connections at once.
-* general (any grouping or filter): the filtered rows, narrowed to the needed columns, go
-  into a TEMP table once; a TEMP index on (group, metric) per metric (one sort in SQLite)
-  then serves the same counts and OFFSET walks.
-
-Every request counts by default, cold ones included (``conn_reused = 0 AND connect_ms IS NOT
-NULL``: a new TCP/TLS connection, which the openai SDK and curl open for most requests). What
-they paid for it is its own metric, ``connect`` (``connect_ms``). ``include_cold=False`` leaves
-them out of latency figures (they still count in ``count`` and the error rate).
-
-Errors are counted by the store's one rule, ``queries.ERROR``.
-
-One population (``queries.STREAMED``, migration m021): TTFB, TTFT, gap, TPOT, ITL, total and
-the TTFT-vs-input fit are over streamed requests only (a non-streamed answer's headers come
-after the whole answer); the non-streamed ones have their own metric, ``whole`` (their
-``total_ms``: the time to the whole answer). ``population`` says which a metric is over.
+One engine: plain counts per group, then per metric ``ORDER BY value LIMIT 2 OFFSET k`` walks an
+index of (group, value) from its nearer end: ``requests``' own indexes when grouped by model, else
+those of a TEMP copy of the matching rows. Definitions and costs: docs/stats.md ("How it stays fast").
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sqlite3
-import threading
-import urllib.parse
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import fields
+import re
+from dataclasses import dataclass, fields
 from typing import Any
 
 import sqlite_utils
 
-from firsttoken.addon.record import percentile
 from firsttoken.addon.store.db import schema_current
-from firsttoken.addon.store.queries import ERROR, NOT_STREAMED, STREAMED, Filters, decode_row, model_clause
+from firsttoken.addon.store.queries import ERROR, NOT_STREAMED, STREAMED, Filters, columns, decode_row, model_clause
 
 #: (name in output, column)
 METRICS: tuple[tuple[str, str], ...] = (
     ("connect", "connect_ms"), ("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"),
     ("tpot", "tpot_ms"), ("itl", "itl_p50_ms"), ("total", "total_ms"), ("whole", "total_ms"),
 )
-INDEXED = {"ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"}  # m004's indexes (m021: partial)
 #: the columns whose figures describe streamed requests only (``population``)
-STREAMED_COLS = INDEXED
+STREAMED_COLS = frozenset({"ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"})
 #: the metric of the non-streamed requests: their total, the time to the whole answer
 WHOLE = "whole"
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
@@ -80,12 +49,15 @@ def population(name: str, expr: str) -> str | None:
     return None
 
 
-def index_of(name: str, expr: str) -> tuple[str, str] | None:
-    """(index, count column of stats_totals) that serve a metric on the indexed path, or None."""
+def index_of(name: str, expr: str) -> str | None:
+    """The index of ``requests`` that holds a metric in (model, value) order, or None: the
+    streamed latency columns (m004, partial since m021), ``whole`` (m021) and ``connect`` (m022)."""
     if name == WHOLE and expr == "total_ms":
-        return "idx_requests_stats_whole", "n_whole"
-    if expr in INDEXED:
-        return f"idx_requests_stats_{expr}", f"n_{expr}"
+        return "idx_requests_stats_whole"
+    if expr in STREAMED_COLS:
+        return f"idx_requests_stats_{expr}"
+    if expr == "connect_ms":
+        return "idx_requests_stats_connect"
     return None
 
 
@@ -138,12 +110,6 @@ def percentile_sql(col: str, group: tuple[str, ...], qs: tuple[float, ...] = (50
     return (f"SELECT {g}, max(n) AS n, {', '.join(outs)} FROM (SELECT {g}, {col} AS v, "
             f"row_number() OVER (PARTITION BY {g} ORDER BY {col}) - 1 AS i, count(*) OVER (PARTITION BY {g}) AS n "
             f"FROM requests WHERE {cond}) GROUP BY {g}")
-
-
-def percentile_of(values: list[float], q: float) -> float:
-    """Reference implementation on a Python list (tests, small data): record.percentile, the
-    definition the SQL walk below must agree with."""
-    return percentile(sorted(values), q)
 
 
 def _interp(n: int, q: float, at: dict[int, float]) -> float | None:
@@ -230,62 +196,11 @@ def fit_rejected(n: int, slope_ms_per_1k: float, r2: float) -> str | None:
     return f"the prompt size explains only {note['pct']}% of TTFT (R² {note['r2']}, n={n:,})"
 
 
-# ------------------------------------------------------------------ plumbing
+# ------------------------------------------------------------------ where the rows are read
 
-def _db_file(db: sqlite_utils.Database) -> str | None:
-    for _, name, file in db.execute("PRAGMA database_list").fetchall():
-        if name == "main":
-            return file or None
-    return None
-
-
-class _Pool:
-    """Run independent read queries on two read-only connections at once (one per core)."""
-
-    def __init__(self, db: sqlite_utils.Database, workers: int = 2) -> None:
-        self.db = db
-        self.path = _db_file(db)
-        self.workers = workers if self.path and os.environ.get("FIRSTTOKEN_STATS_THREADS", "1") != "0" else 0
-        self._local = threading.local()
-        self._conns: list[sqlite3.Connection] = []
-        self._lock = threading.Lock()
-        if self.workers:
-            try:  # a database we cannot open a second time read-only: stay on the one connection
-                self._open().close()
-            except sqlite3.Error:
-                self.workers = 0
-
-    def _open(self) -> sqlite3.Connection:
-        c = sqlite3.connect(f"file:{urllib.parse.quote(self.path)}?mode=ro", uri=True, check_same_thread=False, timeout=10)
-        c.execute("PRAGMA busy_timeout = 10000")
-        c.execute("PRAGMA mmap_size = 1073741824")
-        return c
-
-    def conn(self):
-        if not self.workers:
-            return self.db.conn
-        c = getattr(self._local, "conn", None)
-        if c is None:
-            c = self._local.conn = self._open()
-            with self._lock:
-                self._conns.append(c)
-        return c
-
-    def run(self, jobs: list[Callable[[], Any]]) -> list[Any]:
-        if not self.workers:
-            return [j() for j in jobs]
-        try:
-            with ThreadPoolExecutor(self.workers) as ex:
-                return list(ex.map(lambda j: j(), jobs))
-        finally:
-            for c in self._conns:
-                c.close()
-            self._conns.clear()
-
-
-def fast_ok(filters: Filters, by: str | None, db: sqlite_utils.Database | None = None) -> bool:
-    """Whether the indexed path can answer: grouped by model, filtered by model at most, on a
-    database whose running totals count errors by the current rule."""
+def indexes_serve(filters: Filters, by: str | None, db: sqlite_utils.Database | None = None) -> bool:
+    """Whether ``requests``' own (model, value) indexes can answer: grouped by model, filtered by
+    model at most, on a database that has them all (every migration applied)."""
     if by != "model" or (db is not None and not schema_current(db)):
         return False
     return all(getattr(filters, f.name) in (None, "", False) for f in fields(filters)
@@ -299,13 +214,127 @@ def _and(where: str, *clauses: str) -> str:
     return f"{where} AND {extra}" if where else f" WHERE {extra}"
 
 
+_TEMP = "temp._ft_stats_rows"
+UNCACHED = "(usage_prompt_tokens - usage_cached_tokens)"
+_CODE = "coalesce(top_code, CASE WHEN status IS NULL THEN 'no_response' ELSE 'http_' || status END)"
+_MS_NAMES = {name for name, _ in METRICS}
+#: the SQL the aggregates evaluate: a copy of the rows keeps every column of ``requests`` it names
+_READS = (ERROR, IN_FLIGHT, COLD, WARM, _CODE, PROMPT, STREAMED, NOT_STREAMED, UNCACHED, "ttft_ms")
+
+
+@dataclass(frozen=True)
+class _Source:
+    """Rows to aggregate: a FROM clause, the column that names the group, the WHERE that picks them."""
+    table: str
+    group: str
+    where: str = ""
+    params: tuple = ()
+
+    def select(self, conn, what: str, *where: str, by: str = "1") -> list[tuple]:
+        """``SELECT group, what ... GROUP BY by`` over these rows, narrowed by ``where``."""
+        return conn.execute(f"SELECT {self.group}, {what} FROM {self.table}{_and(self.where, *where)} GROUP BY {by}",
+                            self.params).fetchall()
+
+
+def _models(conn, filters: Filters) -> list[str]:
+    """The models ``--model`` matches, by its rule (``queries.model_clause``) applied to each distinct
+    name once: the indexes are then read for those names only, not matched entry by entry."""
+    names = [m for (m,) in conn.execute("SELECT DISTINCT model FROM requests") if m is not None]
+    if not names:
+        return []
+    clause, params = model_clause(filters.model, filters.exact_model)
+    return [m for (m,) in conn.execute(f"WITH names(model) AS (VALUES {', '.join(['(?)'] * len(names))}) "
+                                       f"SELECT model FROM names WHERE {clause}", [*names, *params])]
+
+
+class _Rows:
+    """What one `compute` reads: ``requests`` itself when its indexes serve (``direct``), else, and
+    for a metric without an index of its own, a TEMP copy of the matching rows (made once, the
+    columns the queries read under their own names), so the same SQL runs on either."""
+
+    def __init__(self, db: sqlite_utils.Database, filters: Filters, gsql: str, metrics, direct: bool) -> None:
+        self.db, self.conn, self.filters, self.gsql, self.metrics = db, db.conn, filters, gsql, metrics
+        names = _models(self.conn, filters) if direct and filters.model else None
+        # (a --model that matches no model: an empty IN () leaves the indexes nothing to search)
+        self.direct, self.copied = direct and names != [], False
+        if names:
+            self.base = _Source("requests", "model", f" WHERE model IN ({', '.join('?' * len(names))})", tuple(names))
+        elif self.direct:
+            self.base = _Source("requests", "model")
+        else:
+            self.base = self.copy()
+
+    def copy(self) -> _Source:
+        if not self.copied:
+            text = " ".join(_READS)
+            cols = [c for c in columns(self.db) if re.search(rf"\b{re.escape(c)}\b", text)]
+            values = "".join(f", {expr} AS m_{name}" for name, expr in self.metrics)
+            where, params = self.filters.where()
+            self.conn.execute("PRAGMA temp_store = MEMORY")
+            self.conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
+            self.conn.execute(f"CREATE TEMP TABLE _ft_stats_rows AS SELECT {self.gsql} AS g, {', '.join(cols)}{values} "
+                              f"FROM requests{where}", params)
+            self.copied = True
+        return _Source(_TEMP, "g")
+
+    def close(self) -> None:
+        if self.copied:
+            self.conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")  # and its indexes
+
+    def counts(self) -> tuple[dict[Any, list[int]], list[tuple]]:
+        """({group: [requests, in flight, cold, errors]}, [(group, code, failed requests)]). One query
+        each, so that ``requests`` answers from an index (count, in flight, cold), except the errors:
+        the rule is read off every row (``NOT INDEXED``: an index of every row's state is slower)."""
+        b, c = self.base, self.conn
+        out = {g: [n, 0, 0, 0] for g, n in b.select(c, "count(*)")}
+        for i, rule in ((1, IN_FLIGHT), (2, COLD)):
+            for g, n in b.select(c, "count(*)", rule):
+                if g in out:  # (a group first written meanwhile is not counted yet)
+                    out[g][i] = n
+        codes = _Source(f"{b.table} NOT INDEXED", b.group, b.where, b.params).select(
+            c, f"{_CODE} AS code, count(*)", ERROR, by="1, code")
+        for g, _, n in codes:
+            if g in out:
+                out[g][3] += n
+        return out, codes
+
+    def fits(self, include_cold: bool) -> tuple[list[tuple], list[tuple]]:
+        """The sums of TTFT = a + b x prompt tokens per group, and of the same over uncached tokens
+        (groups whose server reported cached tokens: with prompt caching the prefill grows with what
+        was not cached; each also counts the requests with a cache hit)."""
+        warm = "" if include_cold else WARM
+        x, u = PROMPT, UNCACHED
+        fit = self.base.select(self.conn, f"count(*), total({x}), total(ttft_ms), total({x} * ttft_ms), total({x} * {x}), "
+                               "total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", STREAMED, f"{x} IS NOT NULL", warm)
+        uncached = self.base.select(
+            self.conn, f"total(usage_cached_tokens > 0), count(*), total({u}), total(ttft_ms), total({u} * ttft_ms), "
+            f"total({u} * {u}), total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", "usage_prompt_tokens IS NOT NULL",
+            "usage_cached_tokens IS NOT NULL", STREAMED, warm)
+        return fit, uncached
+
+    def percentiles(self, name: str, expr: str, qs, include_cold: bool) -> dict[Any, dict[str, Any]]:
+        """{group: {n, p50, ...}} of one metric over its population (cold requests too, or not)."""
+        ix = index_of(name, expr) if self.direct else None
+        value = expr if ix else f"m_{name}"
+        cond = " AND ".join(c for c in (f"{value} IS NOT NULL", population(name, expr),
+                                        "" if include_cold else WARM) if c)
+        if ix:
+            src = _Source(f"requests INDEXED BY {ix}", "model", self.base.where, self.base.params)
+        else:
+            self.copy()
+            self.conn.execute(f"CREATE INDEX temp._ft_ix_{name} ON _ft_stats_rows (g, {value}) WHERE {cond}")
+            src = _Source(f"{_TEMP} INDEXED BY _ft_ix_{name}", "g")
+        counts = dict(src.select(self.conn, "count(*)", cond))
+        return _offset_percentiles(self.conn, src.table, src.group, value, cond, counts, qs)
+
+
 # ------------------------------------------------------------------ per-metric percentiles
 
 def _offset_percentiles(conn, src: str, gcol: str, col: str, cond: str, counts: dict[Any, int], qs):
     """{group: {n, p50, ...}} by ``ORDER BY col LIMIT 2 OFFSET lo`` on an index of (gcol, col).
 
-    ``counts``: values per group. One that disagrees with the index (a running total that is
-    stale, rows written meanwhile) is re-counted there, so it can never give a wrong answer."""
+    ``counts``: values per group, counted just before. One that disagrees with the index (rows
+    written meanwhile) is re-counted there, so it can never give a wrong answer."""
     base = f"SELECT {col} FROM {src} WHERE {gcol} IS ? AND {cond}"
     out: dict[Any, dict[str, Any]] = {}
     for g, n in counts.items():
@@ -332,66 +361,7 @@ def _offset_percentiles(conn, src: str, gcol: str, col: str, cond: str, counts: 
     return out
 
 
-def _indexed_percentiles(conn, name: str, col: str, counts: dict[Any, int], qs, include_cold: bool):
-    index, _ = index_of(name, col)
-    cond = f"{col} IS NOT NULL AND {population(name, col)}" + ("" if include_cold else f" AND {WARM}")
-    return _offset_percentiles(conn, f"requests INDEXED BY {index}", "model", col, cond, counts, qs)
-
-
-def _temp_percentiles(conn, name: str, qs, include_cold: bool):
-    """Percentiles of column m_<name> of the TEMP table, by a TEMP partial index (one sort)."""
-    col = f"m_{name}"
-    cond = f"{col} IS NOT NULL" + ("" if include_cold else f" AND {WARM}")
-    conn.execute(f"CREATE INDEX temp._ft_ix_{name} ON _ft_stats_rows (g, {col}) WHERE {cond}")
-    src = f"{_TEMP} INDEXED BY _ft_ix_{name}"
-    counts = dict(conn.execute(f"SELECT g, count(*) FROM {src} WHERE {cond} GROUP BY g").fetchall())
-    return _offset_percentiles(conn, src, "g", col, cond, counts, qs)
-
-
-def _totals(conn, filters: Filters, include_cold: bool) -> dict[Any, dict[str, float]]:
-    """stats_totals per model (cold and warm rows summed as asked), for the models ``filters`` match."""
-    where, params = model_clause(filters.model, filters.exact_model) if filters.model else ("", [])
-    cur = conn.execute("SELECT * FROM stats_totals" + (f" WHERE {where}" if where else ""), params)
-    names = [d[0] for d in cur.description]
-    out: dict[Any, dict[str, float]] = {}
-    for row in cur.fetchall():
-        r = dict(zip(names, row))
-        key = r.pop("model") or None
-        cold = r.pop("cold")
-        acc = out.setdefault(key, {"cold": 0, "n_all": 0})
-        acc["n_all"] += r["n"]
-        acc["cold"] += r["n"] if cold else 0
-        for k, v in r.items():
-            if k in ("n", "n_in_flight", "n_errors"):
-                acc[k] = acc.get(k, 0) + v
-            elif include_cold or not cold:
-                acc[k] = acc.get(k, 0) + v
-            else:
-                acc.setdefault(k, 0)
-    return {k: v for k, v in out.items() if v["n"]}
-
-
 # ------------------------------------------------------------------ stats
-
-_TEMP = "temp._ft_stats_rows"
-
-
-def _materialize(conn, filters: Filters, gsql: str, metrics) -> None:
-    """The filtered rows, narrowed to what the aggregates need, in a TEMP table (one pass over requests)."""
-    where, params = filters.where()
-    mcols = "".join(f"{_only(population(name, expr), expr)} AS m_{name}, " for name, expr in metrics)
-    conn.execute("PRAGMA temp_store = MEMORY")
-    conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
-    conn.execute(
-        f"CREATE TEMP TABLE _ft_stats_rows AS SELECT {gsql} AS g, state, status, {ERROR} AS err, "
-        f"top_code, conn_reused, connect_ms, "
-        f"{mcols}{PROMPT} AS fx, {_only(STREAMED, 'ttft_ms')} AS fy FROM requests{where}", params)
-
-
-def _only(rule: str | None, expr: str) -> str:
-    """``expr`` where ``rule`` holds, else NULL (every row when there is no rule)."""
-    return f"CASE WHEN {rule} THEN {expr} END" if rule else expr
-
 
 def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str | None = "model",
             include_cold: bool = True, qs=PERCENTILES, metrics=METRICS, fit: bool = True,
@@ -399,62 +369,26 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     """The numbers behind `firsttoken stats` (see the module docstring).
 
     ``metrics``: (name, column or SQL expression) pairs; ``group_expr`` groups by any SQL
-    expression instead of ``by`` (e.g. ``prompt_tokens_est`` for a sweep)."""
+    expression instead of ``by`` (e.g. ``prompt_tokens_est`` for a sweep); ``force_general``
+    reads a copy of the rows even where ``requests``' indexes would serve (the tests compare)."""
     filters = filters or Filters()
     if group_expr is None and by not in GROUPS:
         raise ValueError(f"--by {by!r}: use one of {', '.join(GROUPS)}")
     gsql = group_expr or GROUPS[by]
-    fast = group_expr is None and fast_ok(filters, by, db) and not force_general
-    where, params = filters.where()
-
-    if fast:
-        pool = _Pool(db)
-        totals = _totals(db.conn, filters, include_cold)
-        counts = {g: (int(t["n"]), int(t["n_in_flight"]), int(t["cold"]), int(t["n_errors"])) for g, t in totals.items()}
-
-        def codes_job():
-            return pool.conn().execute(
-                f"SELECT model, {_CODE} AS code, count(*) FROM requests INDEXED BY idx_requests_stats_errors"
-                f"{_and(where, ERROR)} GROUP BY model, code", params).fetchall()
-
-        def metric_job(name, expr):
-            def job():
-                c = pool.conn()
-                if (ix := index_of(name, expr)) is not None:
-                    return _indexed_percentiles(c, name, expr, {g: int(t[ix[1]]) for g, t in totals.items()},
-                                                qs, include_cold)
-                _materialize(c, filters, "model", [(name, expr)])
-                try:
-                    return _temp_percentiles(c, name, qs, include_cold)
-                finally:
-                    c.execute(f"DROP TABLE {_TEMP}")
-            return job
-
-        results = pool.run([metric_job(name, expr) for name, expr in metrics] + [codes_job])
-        per_metric = dict(zip((name for name, _ in metrics), results[: len(metrics)]))
-        code_rows = results[-1]
-        fit_rows = [(g, t["fit_n"], t["fit_sx"], t["fit_sy"], t["fit_sxy"], t["fit_sxx"], t["fit_syy"])
-                    for g, t in totals.items()] if fit else []
-    else:
-        conn = db.conn
-        _materialize(conn, filters, gsql, metrics)
-        try:
-            per_metric = {name: _temp_percentiles(conn, name, qs, include_cold) for name, _ in metrics}
-            counts = {g: (n, int(i), int(cl), int(e)) for g, n, i, cl, e in conn.execute(
-                f"SELECT g, count(*), total({IN_FLIGHT}), total({COLD}), total(err) FROM {_TEMP} GROUP BY g")}
-            code_rows = conn.execute(f"SELECT g, {_CODE} AS code, count(*) FROM {_TEMP} WHERE err "
-                                     f"GROUP BY g, code").fetchall()
-            w = _and("", "fy IS NOT NULL", "fx IS NOT NULL", "" if include_cold else WARM)
-            fit_rows = conn.execute(f"SELECT g, count(*), total(fx), total(fy), total(fx * fy), total(fx * fx), total(fy * fy) "
-                                    f"FROM {_TEMP}{w} GROUP BY g").fetchall() if fit else []
-        finally:
-            conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")
+    direct = group_expr is None and not force_general and indexes_serve(filters, by, db)
+    rows = _Rows(db, filters, gsql, metrics, direct)
+    try:
+        counts, code_rows = rows.counts()
+        per_metric = {name: rows.percentiles(name, expr, qs, include_cold) for name, expr in metrics}
+        fit_rows, uncached_rows = rows.fits(include_cold) if fit else ([], [])
+    finally:
+        rows.close()
 
     code_map: dict[Any, list] = {}
     for g, code, n in code_rows:
         code_map.setdefault(g, []).append((code, n))
     fits = {r[0]: fit_from_sums(*r[1:]) for r in fit_rows}
-    uncached = uncached_fits(db, filters, gsql, include_cold) if fit else {}
+    uncached = {g: dict(fit_from_sums(*sums), cached_requests=int(hits)) for g, hits, *sums in uncached_rows if hits}
     groups = []
     for g, (count, in_flight, cold, errors) in counts.items():
         finished = count - in_flight
@@ -489,33 +423,9 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     return {
         "by": by if group_expr is None else group_expr, "include_cold": include_cold,
         "percentile": "linear interpolation between closest ranks (numpy default, PERCENTILE.INC)",
-        "indexed": fast, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
+        "indexed": rows.direct, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
         "groups": groups,
     }
-
-
-UNCACHED = "(usage_prompt_tokens - usage_cached_tokens)"
-
-
-def uncached_fits(db: sqlite_utils.Database, filters: Filters, gsql: str, include_cold: bool) -> dict[Any, dict[str, Any]]:
-    """Per group, TTFT = a + b x UNCACHED input tokens (the server's prompt tokens minus its cache
-    reads), for groups where the server reported cached tokens at least once: with prompt caching
-    the prefill grows with what was not cached. Each fit also says how many requests had a cache hit."""
-    where, params = filters.where()
-    w = _and(where, "ttft_ms IS NOT NULL", "usage_prompt_tokens IS NOT NULL", "usage_cached_tokens IS NOT NULL",
-             STREAMED, "" if include_cold else WARM)
-    out: dict[Any, dict[str, Any]] = {}
-    for g, hits, *sums in db.execute(
-            f"SELECT {gsql} AS g, total(usage_cached_tokens > 0), count(*), total({UNCACHED}), total(ttft_ms), "
-            f"total({UNCACHED} * ttft_ms), total({UNCACHED} * {UNCACHED}), total(ttft_ms * ttft_ms) "
-            f"FROM requests{w} GROUP BY g", params).fetchall():
-        if hits:
-            out[g] = dict(fit_from_sums(*sums), cached_requests=int(hits))
-    return out
-
-
-_CODE = "coalesce(top_code, CASE WHEN status IS NULL THEN 'no_response' ELSE 'http_' || status END)"
-_MS_NAMES = {name for name, _ in METRICS}
 
 
 # ------------------------------------------------------------------ report helpers
@@ -559,7 +469,7 @@ def slowest(db: sqlite_utils.Database, filters: Filters, models: list[Any], limi
     cols = ("id, started_at, model, route, api, status, usage_prompt_tokens, prompt_tokens_est, ttfb_ms, ttft_ms, "
             "gap_ms, total_ms, conn_reused, connect_ms, findings")
     where, params = filters.where()
-    if fast_ok(filters, "model"):
+    if indexes_serve(filters, "model"):
         sqls = [(f"SELECT {cols} FROM requests WHERE model IS ? AND ttft_ms IS NOT NULL AND {STREAMED} "
                  "ORDER BY ttft_ms DESC LIMIT ?", [m, limit]) for m in models]
     else:

@@ -144,7 +144,6 @@ def build_metadata(database: str) -> dict[str, Any]:
                         "facets": ["code", "severity"],
                         "columns": FINDING_COLUMNS,
                     },
-                    "stats_totals": {"hidden": True},
                     "_migrations": {"hidden": True},
                 },
                 "queries": canned_queries(),
