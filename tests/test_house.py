@@ -132,20 +132,12 @@ def test_no_prefix_family_outside_a_package():
 
 
 
-#: modules other branches are shortening right now (issue #25 item 6): exempt until they land, then
-#: delete the entry. A path ending in "/" exempts the whole folder.
-LONG_DOCSTRINGS_FOR_NOW = ("addon/store/stats_queries.py", "addon/store/writer.py",
-                           "cli/bench/db.py")
-
-
 def test_every_module_has_a_short_docstring():
     """What the module is for, in at most five lines, and where it is explained: the explanation
     itself lives in docs/*.md (or a comment on the line it explains), where it is read and kept."""
     bad = []
     for path in modules().values():
         rel = path.relative_to(ROOT).as_posix()
-        if any(rel == a or (a.endswith("/") and rel.startswith(a)) for a in LONG_DOCSTRINGS_FOR_NOW):
-            continue
         doc = ast.get_docstring(ast.parse(path.read_text()))
         lines = [line for line in (doc or "").splitlines() if line.strip()]
         if not lines:

@@ -1,30 +1,8 @@
-"""The one thread that writes to SQLite.
+"""The one thread that writes to SQLite: batched upserts keyed by ``id``, partial rows merged in
+memory, rows kept and retried while the database cannot be written.
 
-Everything else enqueues rows (``put``); the writer drains the queue in batches, one
-transaction per batch, so a burst of streams costs a few commits, not hundreds. Rows are
-upserts keyed by ``id``: a partial dict updates only the columns it names, which is how an
-in-flight row is created first and completed later.
-
-A request puts ~6 rows over its life (in flight, peek, response headers, phases, parse, then
-the final row with ``state='done'``), and every upsert fires the statistics triggers and
-updates every index. So the partial rows of a request in flight wait in memory, merged per
-request (later values win), until they have waited ``INFLIGHT_S`` or the request's final row
-comes, whichever is first: a request shorter than that costs one upsert, a long stream one
-per ``INFLIGHT_S`` of partial updates plus its final row. The database ends exactly as if
-every row had been upserted in the order it was put; ``flush()``, ``read()`` and ``close()``
-write the waiting rows first.
-
-A final row is committed at most ``GATHER_S`` (``GATHER_BUSY_S`` under a burst; + the write
-itself) after it was queued, a partial row at most ``INFLIGHT_S`` (+ that) after: a ``kill -9`` loses at most the
-last ~100 ms of finished requests, and a request started less than ``INFLIGHT_S`` before it
-may leave no row at all (docs/faults.md).
-
-When the database cannot be written (disk full, file-size limit, read-only file, I/O error)
-the rows are not dropped: they wait in memory (``PENDING_MAX_ROWS`` requests /
-``PENDING_MAX_BYTES``, merged per request; beyond that the oldest are dropped and counted)
-and are retried every ``RETRY_S``. ``health()`` says whether writes succeed, since when they
-fail and how many rows wait; ``on_health`` is called (writer thread) on every change between
-failing and healthy.
+How it batches, what a crash can lose, what happens on a full disk: docs/architecture.md
+("The writer thread") and docs/faults.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """`firsttoken bench-db`: build a database of N synthetic requests, then time `stats` and `logs`.
 
-The rows look like a month of traffic through the proxy (five models, two routes, ~3 % errors
-with their findings, ~5 % cold connections, ~5 % not streamed, prompt sizes 50-12k tokens, TTFT growing with the
-prompt), written in time order by the store's ``BulkLoad`` into a database migrated like any
-other, so every index the commands rely on is there. The timings are the same calls the commands
-make (``stats_queries.compute``, ``queries.recent``), run in this process.
+The rows look like a month of traffic through the proxy (models, routes, errors, cold connections,
+prompt sizes), bulk-loaded into a database migrated like any other; the timings are the commands'
+own calls. What it builds and how: docs/performance.md.
 """
 
 from __future__ import annotations
