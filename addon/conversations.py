@@ -389,6 +389,7 @@ class ConversationIndex:
         #: (key, number of messages, hash of them) -> the conversations filed there, least recently used first
         self._chains: dict[tuple[Any, ...], dict[str, Conversation]] = {}
         self._chain_of: dict[str, tuple[Any, ...]] = {}  # conversation id -> where it is filed
+        self._failed: set[str] = set()  # conversations whose latest request failed (a retry may follow)
         self._lengths: dict[tuple[str, str], dict[int, int]] = {}  # key -> number of messages -> conversations
         #: (key, user-message hash) -> the conversation whose first request had it (side calls join by it)
         self._anchors: dict[tuple[Any, ...], str] = {}
@@ -448,7 +449,7 @@ class ConversationIndex:
         """The conversation whose last request ``parts`` repeats exactly (messages, system, tools)
         after that request failed (an error status, a cut, the client giving up): a retry of one
         call. Identical requests while it runs are not retries (a load test sends many)."""
-        if not parts.messages:
+        if not parts.messages or not self._failed:  # (nothing failed: no retry, and no scan of twins)
             return None
         found = self._chains.get((key, len(parts.messages), hash(tuple(parts.messages))))
         for conv in reversed((found or {}).values()):
@@ -467,6 +468,7 @@ class ConversationIndex:
 
     def _forget(self, conv: Conversation) -> None:
         self._unfile(conv.id)
+        self._failed.discard(conv.id)
         for h in conv.anchors:
             if self._anchors.get((conv.key, h)) == conv.id:
                 del self._anchors[(conv.key, h)]
@@ -579,10 +581,13 @@ class ConversationIndex:
             return "main", False
         return ("main" if model == conv.main_model and not other_prompt else "side"), False
 
-    @staticmethod
-    def ended(conv: Conversation, end: float, failed: bool = False) -> None:
+    def ended(self, conv: Conversation, end: float, failed: bool = False) -> None:
         """A request of ``conv`` ended at perf_counter ``end`` (``failed``: an error, a cut, a 4xx/5xx)."""
         conv.last_failed = failed
+        if failed:
+            self._failed.add(conv.id)
+        else:
+            self._failed.discard(conv.id)
         conv.ends.append(end)
         if len(conv.ends) > MAX_ENDS:
             del conv.ends[0]

@@ -58,15 +58,24 @@ def route_holds(points: Iterable[tuple[Any, Any, Any]]) -> bool | None:
     and one of those had PREFILL_MIN_TOKENS (so its TTFB is seen to hold a real prefill: a short
     prompt behind a slow network looks the same otherwise); False when enough can tell and too
     few look held; None when it cannot tell."""
+    return _route_verdict(_looks(t, b, f) for t, b, f in points)
+
+
+def _looks(tokens: Any, ttfb: Any, ttft: Any) -> tuple[bool | None, bool]:
+    """One stream's part in its route's verdict: (looks held, looks held with PREFILL_MIN_TOKENS)."""
+    v = looks_held(ttfb, ttft)
+    return v, bool(v and _num(tokens) and tokens >= PREFILL_MIN_TOKENS)
+
+
+def _route_verdict(looks: Iterable[tuple[bool | None, bool]]) -> bool | None:
     seen = held = 0
     big = False
-    for tokens, ttfb, ttft in points:
-        v = looks_held(ttfb, ttft)
+    for v, v_big in looks:
         if v is None:
             continue
         seen += 1
         held += v
-        big = big or (v and _num(tokens) and tokens >= PREFILL_MIN_TOKENS)
+        big = big or v_big
     if seen < HELD_ROUTE_SAMPLES:
         return None
     if held < HELD_ROUTE_SHARE * seen:
@@ -101,12 +110,13 @@ class RouteWindows:
             if len(self._by) >= self.MAX_ROUTES:
                 del self._by[next(iter(self._by))]
             d = self._by[key] = collections.deque(maxlen=ROUTE_LOOKBACK + 1)  # (+1: a record seen again)
-        d.append((rec.id, getattr(rec, "prompt_tokens_est", None), rec.ttfb_ms, rec.ttft_ms))
+        d.append((rec.id, _looks(getattr(rec, "prompt_tokens_est", None), rec.ttfb_ms, rec.ttft_ms)))
 
-    def points(self, rec: Any) -> list[tuple[Any, Any, Any]]:
-        """(prompt tokens, ttfb_ms, ttft_ms) of the record's route, newest first, itself excluded."""
+    def holds(self, rec: Any) -> bool | None:
+        """``route_holds`` over the record's route's recent streams (itself excluded), each one's
+        part decided once, when it was added."""
         d = self._by.get((rec.route, rec.upstream), ())
-        return [(t, b, f) for rid, t, b, f in reversed(d) if rid != rec.id][:ROUTE_LOOKBACK]
+        return _route_verdict([looks for rid, looks in reversed(d) if rid != rec.id][:ROUTE_LOOKBACK])
 
 
 def headers_held(rec: Any, earlier: Iterable[Any] | RouteWindows = ()) -> bool | None:
@@ -123,7 +133,7 @@ def headers_held(rec: Any, earlier: Iterable[Any] | RouteWindows = ()) -> bool |
     if (rec.prompt_tokens_est or 0) >= PREFILL_MIN_TOKENS:
         return True
     if isinstance(earlier, RouteWindows):
-        return route_holds(earlier.points(rec)) or None
+        return earlier.holds(rec) or None
     pairs = []
     # newest first, without copying the window where it supports reversed()
     for r in reversed(earlier) if isinstance(earlier, Reversible) else reversed(list(earlier)):
