@@ -22,6 +22,7 @@ from firsttoken.addon import tokens
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
+from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 from firsttoken.addon.flight import Flight
 from firsttoken.addon.hops import RouteWindows, clean_hop_headers, headers_held, name_hop
 from firsttoken.addon.record import FIELDS, Record, visible_output_tokens
@@ -72,6 +73,7 @@ class Analyzer:
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
         self.route_windows = RouteWindows()  # each route's recent timed streams (headers_held)
+        self._lang: tuple[Any, str] = (object(), "")  # (the setting, the language it resolved to)
         self.q: queue.Queue[Any] = queue.Queue()
         self.pause: Callable[[], float] | None = None  # s to step aside before a job (the loop is busy)
         self._procs = None  # the helper process for very large bodies, started on first use
@@ -308,8 +310,11 @@ class Analyzer:
         """What the rules read besides the record, fixed now: the settings as they are, this
         thread's recent records, the request's prompt change (docs/architecture.md)."""
         s = self.settings
+        if self._lang[0] != s.lang:  # the environment and locale are read once per setting, not per request
+            self._lang = (s.lang, resolve_lang(s.lang))
         return DiagnosisInput(stall_ms=s.stall_ms, warn_prompt_tokens=s.warn_prompt_tokens, proxy_url=s.proxy_url,
-                              lang=s.lang, recent=self.recent, prompt_change=prompt_change, route_cached=route_cached)
+                              lang=self._lang[1], recent=self.recent, prompt_change=prompt_change,
+                              route_cached=route_cached)
 
     def _calibrate(self, rec) -> None:
         """Reconcile our estimate with the server's count, and learn a per-model factor."""
