@@ -259,6 +259,7 @@ def test_a_route_whose_unbuffered_streams_clump_takes_the_verdict_back():
     assert b["params"]["ref_itl_ms"] == 20.0 and b["params"]["ref_samples"] == 6
 
 
+@pytest.mark.slow  # timing: with 4 busy workers on 2 cores the proxy's own late reads split a block (seen once in CI)
 def test_the_simulators_buffer_4k_mode_is_reported_as_buffering(tmp_path):
     """`x-sim-fault: buffer_4k` holds the headers and the events in 4 KB blocks, as nginx's default does:
     the demo's way to show the finding without an nginx."""
@@ -280,10 +281,10 @@ def test_the_simulators_buffer_4k_mode_is_reported_as_buffering(tmp_path):
                 assert r.status_code == 200 and b"[DONE]" in b"".join(r.iter_raw())
         p.flush()
     conn = sqlite3.connect(str(tmp_path / "ft.db"))
-    rows = conn.execute("SELECT ttfb_ms, event_offsets, findings FROM requests").fetchall()
+    rows = conn.execute("SELECT ttfb_ms, event_offsets, findings, proxy_delay_ms FROM requests").fetchall()
     conn.close()
     assert len(rows) == 2
-    for ttfb, offs, found in rows:
+    for ttfb, offs, found, delay in rows:
         b = [f for f in json.loads(found) if f["code"] == "stream.buffered"]
-        assert b and b[0]["params"]["variant"] == "with_headers", (ttfb, offs, found)
+        assert b and b[0]["params"]["variant"] == "with_headers", (ttfb, offs, found, delay)
         assert json.loads(offs)[0] - ttfb < 50  # the headers came with the first block
