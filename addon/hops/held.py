@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Iterable, Reversible
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,16 +132,12 @@ def headers_held(rec: Any, earlier: Iterable[Any] | RouteWindows = ()) -> bool |
         return own
     if (rec.prompt_tokens_est or 0) >= PREFILL_MIN_TOKENS:
         return True
-    if isinstance(earlier, RouteWindows):
-        return earlier.holds(rec) or None
-    pairs = []
-    # newest first, without copying the window where it supports reversed()
-    for r in reversed(earlier) if isinstance(earlier, Reversible) else reversed(list(earlier)):
-        if _timed(r) and _same_route(r, rec):
-            pairs.append((getattr(r, "prompt_tokens_est", None), r.ttfb_ms, r.ttft_ms))
-            if len(pairs) >= ROUTE_LOOKBACK:
-                break
-    return route_holds(pairs) or None
+    if not isinstance(earlier, RouteWindows):  # a list of records: the same windows, built at once
+        windows = RouteWindows()
+        for r in earlier:
+            windows.add(r)
+        earlier = windows
+    return earlier.holds(rec) or None
 
 
 @dataclass(frozen=True)
