@@ -64,17 +64,22 @@ def parse_tolerance(text: str) -> float:
 
 
 def compare(base: dict[str, Any], cur: dict[str, Any], tol: float, min_delta: float) -> list[dict[str, Any]]:
-    """One entry per metric and percentile: baseline, current, change, regressed?"""
+    """One entry per metric and percentile: baseline, current, change, judged?, regressed?
+
+    A P95 is judged only when both sides hold enough requests (``sq.tail_is_judged``): over five
+    requests it is mostly the slowest one, and one hiccup would fail the check."""
     out = []
+    tail = sq.tail_is_judged(base.get("n")) and sq.tail_is_judged(cur.get("n"))
     for name in COMPARED:
         for q in ("p50", "p95"):
             b, c = base.get(f"{name}_{q}"), cur.get(f"{name}_{q}")
             if b is None or c is None:
                 continue
             delta = c - b
+            judged = q == "p50" or tail
             out.append({"metric": name, "q": q, "baseline": b, "current": c, "delta_ms": round(delta, 3),
-                        "change": round(delta / b, 4) if b else None,
-                        "regressed": bool(c > b * (1 + tol) and delta > min_delta)})
+                        "change": round(delta / b, 4) if b else None, "judged": judged,
+                        "regressed": bool(judged and c > b * (1 + tol) and delta > min_delta)})
     return out
 
 
@@ -257,6 +262,12 @@ def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, rout
                          current=cur, explanation=why)
             regressed += entry["status"] == "regressed"
             lines += why or [f"{b['model']}: within {tol * 100:.0f}% of the baseline (n={cur['n']})"]
+            entry["p95_judged"] = all(i["judged"] for i in items)
+            if not entry["p95_judged"]:
+                lines.append(f"  P95 not judged: the baseline has {b['n']} request(s) and now {cur['n']}; under "
+                             f"{sq.TAIL_MIN_N} a P95 is mostly the one slowest request. To judge the tail, save and "
+                             f"compare {sq.TAIL_MIN_N} or more (sweep --runs {sq.TAIL_MIN_N}, or check --sweep URL "
+                             f"--runs {sq.TAIL_MIN_N}).")
         report["models"].append(entry)
     code = EXIT_REGRESSION if regressed else (EXIT_OK if judged else EXIT_NO_DATA)
     report["exit_code"] = code
@@ -282,7 +293,7 @@ def _print_check(report: dict[str, Any], lines: list[str]) -> None:
             ch = f"{it['change'] * 100:+.0f}%" if it["change"] is not None else "–"
             t.add_row(m["model"] if i == 0 else "", f"{it['metric'].upper() if it['metric'] != 'gap' else 'gap'} {it['q'].upper()}",
                       output.ms(it["baseline"]), output.ms(it["current"]), ch,
-                      "[bold red]REGRESSED[/]" if it["regressed"] else "[green]ok[/]")
+                      "[bold red]REGRESSED[/]" if it["regressed"] else "[green]ok[/]" if it["judged"] else "[dim]too few[/]")
     if t.rows:
         con.print(t)
     style = {0: "green", 1: "bold red", 2: "yellow"}[report["exit_code"]]

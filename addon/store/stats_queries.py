@@ -95,6 +95,15 @@ def rank_pos(n: int, q: float) -> tuple[int, float]:
     return lo, pos - lo
 
 
+TAIL_MIN_N = 20  # fewest values whose P95 is not mostly the single slowest one
+
+
+def tail_is_judged(n: int | None) -> bool:
+    """Whether a P95 over n requests may be judged (a regression, a verdict): at 20 the slowest request
+    weighs 5 % of it; at 5 it weighs 80 %, so one hiccup would decide."""
+    return (n or 0) >= TAIL_MIN_N
+
+
 def percentile_sql(col: str, group: tuple[str, ...], qs: tuple[float, ...] = (50, 95), where: str = "") -> str:
     """One SELECT of ``group``'s columns, ``n`` and the ``p{q}`` percentiles of ``col`` per group, by
     this module's definition (``rank_pos`` + linear interpolation) in SQL window functions: for a
