@@ -96,6 +96,18 @@ def test_socks_is_refused_with_the_http_alternative(value):
     msg = str(e.value)
     assert "SOCKS" in msg and "http://127.0.0.1:" in msg and "--no-upstream-proxy" in msg and "SECRETPW" not in msg
     check({"ALL_PROXY": value}, disabled=True)  # --no-upstream-proxy: nothing to refuse
+    with pytest.raises(EgressError):  # http:// upstreams would still take ALL_PROXY
+        check({"HTTPS_PROXY": "http://127.0.0.1:7890", "ALL_PROXY": value})
+
+
+def test_clash_export_with_a_socks_all_proxy_beside_http_ones_starts():
+    """Clash's "copy terminal proxy command": http for both schemes, socks5 for ALL_PROXY, which never applies."""
+    env = {"https_proxy": "http://127.0.0.1:7890", "http_proxy": "http://127.0.0.1:7890",
+           "all_proxy": "socks5://127.0.0.1:7890"}
+    check(env)
+    for scheme in ("https", "http"):
+        d = decide(scheme, "api.example.com", 443, env)
+        assert d.proxy is not None and d.proxy.url == "http://127.0.0.1:7890"
 
 
 @pytest.mark.parametrize("value", ["ftp://p:21", "http://", "http://p:3128/path", "http://p:notaport"])

@@ -245,13 +245,13 @@ def decide(scheme: str, host: str, port: int, env: Mapping[str, str], *, explici
 
 
 def check(env: Mapping[str, str], *, explicit: str | None = None, disabled: bool = False) -> None:
-    """Raise EgressError when a proxy setting that could apply cannot be used (at start)."""
+    """Raise EgressError when a proxy setting that could apply cannot be used (at start): ALL_PROXY
+    only where a scheme has no variable of its own (Clash exports http HTTPS/HTTP_PROXY beside a
+    socks5 ALL_PROXY, which then never applies)."""
     if disabled:
         return
     if explicit:
         parse_proxy_url(explicit, "--upstream-proxy")
         return
-    for names in (SCHEME_VARS["https"], SCHEME_VARS["http"], ALL_VARS):
-        found = env_value(env, names)
-        if found:
-            parse_proxy_url(found[1], found[0])
+    for scheme in SCHEME_VARS:
+        env_proxy(scheme, env)
