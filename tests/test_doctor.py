@@ -308,24 +308,30 @@ def test_upstream_probes(home, cwd, tmp_path, sim):
     with TLSUpstream(cert, key) as up:
         c = ctx({}, home, cwd, upstreams=(f"tls=https://localhost:{up.port}", f"sim={sim.url}/v1"), network=True)
         checks = {x.id: x for x in dc.check_upstreams(c, [])}
-        # the system trust store does not know our test CA: a clear warning, with the fix
+        # the system trust store does not know our test CA: a configured upstream firsttoken could not
+        # reach fails doctor, with the fix
         untrusted = checks[f"upstream.localhost:{up.port}"]
-        assert untrusted.status == dc.WARN and "not trusted" in untrusted.title and "--upstream-ca" in untrusted.fix
+        assert untrusted.status == dc.FAIL and "not trusted" in untrusted.title and "--upstream-ca" in untrusted.fix
         plain = checks[f"upstream.127.0.0.1:{sim.port}"]
         assert plain.status == dc.PASS and "DNS" in plain.detail and "TCP" in plain.detail
         c.net = TrustingNet(ca)
         ok = {x.id: x for x in dc.check_upstreams(c, [])}[f"upstream.localhost:{up.port}"]
         assert ok.status == dc.PASS and "TLS" in ok.detail
-    # offline: a warning per upstream, never an exception; the defaults when nothing is configured
+    # offline: never an exception; the likely upstreams when nothing is configured only warn (a guess)
     c = ctx({}, home, cwd, network=True)
     c.net = NoDNS(1.0)
     offline = dc.check_upstreams(c, [])
     assert [x.id for x in offline] == ["upstream.api.openai.com:443", "upstream.api.anthropic.com:443"]
-    assert all(x.status == dc.WARN and "DNS lookup failed" in x.title for x in offline)
-    # a refused TCP connect
+    assert all(x.status == dc.WARN and "DNS lookup failed" in x.title and "likely" in x.detail for x in offline)
+    # ... and a configured one whose name does not resolve fails, naming the host to check
+    c = ctx({}, home, cwd, upstreams=("https://api.typo.example",), network=True)
+    c.net = NoDNS(1.0)
+    (typo,) = dc.check_upstreams(c, [])
+    assert typo.status == dc.FAIL and "api.typo.example" in typo.fix
+    # a refused TCP connect to a configured upstream fails, with a fix
     c = ctx({}, home, cwd, upstreams=(f"http://127.0.0.1:{free_port()}",), network=True)
     (refused,) = dc.check_upstreams(c, [])
-    assert refused.status == dc.WARN and "refused" in refused.detail
+    assert refused.status == dc.FAIL and "refused" in refused.detail and refused.fix
 
 
 def test_upstream_targets_from_env_and_settings(home, cwd):

@@ -79,8 +79,17 @@ def check_proxy(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> Check
                  "firsttoken proxy --upstream https://api.openai.com   (or pass --proxy URL if it runs elsewhere)")
 
 
+#: probed when no upstream is configured anywhere: a guess, so a failure there only warns
+LIKELY_UPSTREAMS = (("https", "api.openai.com", 443), ("https", "api.anthropic.com", 443))
+
+
 def upstream_targets(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, int]]:
     """(scheme, host, port) of every upstream worth probing; the two big APIs when none is known."""
+    return configured_upstreams(ctx, blocks) or list(LIKELY_UPSTREAMS)
+
+
+def configured_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, int]]:
+    """(scheme, host, port) of the upstreams named by --upstream, the routes and the clients' base URLs."""
     found: list[tuple[str, str, int]] = []
     routes: list[Route] = []
     try:
@@ -92,13 +101,13 @@ def upstream_targets(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> 
         found.append((r.scheme, r.host, r.port))
     found += [(scheme, host, port) for _, scheme, host, port in _endpoints(_client_urls(ctx, blocks))
               if not same_endpoint(host, port, ctx) and not is_loopback(host)]  # (a loopback one: its base URL check)
-    if not found:
-        found = [("https", "api.openai.com", 443), ("https", "api.anthropic.com", 443)]
     return list(dict.fromkeys(found))
 
 
-def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str, str] | None = None) -> Check:
-    """The way firsttoken's proxy will go (addon/egress: through HTTPS_PROXY & co. where they apply)."""
+def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str, str] | None = None,
+                   severity: str = FAIL) -> Check:
+    """The way firsttoken's proxy will go (addon/egress: through HTTPS_PROXY & co. where they apply);
+    a direct way that fails is ``severity`` (WARN for a guessed upstream, FAIL for a configured one)."""
     from firsttoken.addon.egress import EgressError, decide
 
     cid, title = f"upstream.{host}:{port}", f"{scheme}://{host}:{port}"
@@ -113,21 +122,24 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str
     try:
         addrs = net.resolve(host, port)
     except Exception as e:  # noqa: BLE001
-        return Check(cid, "upstreams", WARN, f"{title}: DNS lookup failed", f"{describe_oserror(e)} (offline? a DNS or VPN problem?)",
-                     "check the network: firsttoken connects to the upstream directly (no proxy variable applies to it) and "
+        return Check(cid, "upstreams", severity, f"{title}: DNS lookup failed",
+                     f"{describe_oserror(e)} (offline? a DNS or VPN problem?)",
+                     f"check the host name {host} for typos, and the network: firsttoken connects to the upstream directly (no proxy variable applies to it) and "
                      "would fail the same way; if this machine needs a proxy, export HTTPS_PROXY (firsttoken follows it)")
     t1 = time.perf_counter()
     try:
         sock = net.connect(addrs[0], port)
     except Exception as e:  # noqa: BLE001
-        return Check(cid, "upstreams", WARN, f"{title}: TCP connect to {addrs[0]} failed",
-                     f"{describe_oserror(e)} after DNS {1000 * (t1 - t0):.0f} ms (offline? a firewall?)", None)
+        return Check(cid, "upstreams", severity, f"{title}: TCP connect to {addrs[0]} failed",
+                     f"{describe_oserror(e)} after DNS {1000 * (t1 - t0):.0f} ms (offline? a firewall?)",
+                     f"check that {host}:{port} is the right address and that it runs; firsttoken connects to it directly "
+                     "and its requests would fail the same way (if this machine needs a proxy, export HTTPS_PROXY)")
     t2 = time.perf_counter()
     timing = f"DNS {1000 * (t1 - t0):.0f} ms, TCP {1000 * (t2 - t1):.0f} ms"
     if scheme != "https":
         sock.close()
         return Check(cid, "upstreams", PASS, f"{title} is reachable", f"{timing} ({addrs[0]})")
-    return tls_check(net, sock, host, cid, title, timing, t2, WARN,
+    return tls_check(net, sock, host, cid, title, timing, t2, severity,
                      untrusted_why=f" ({timing}): a corporate TLS inspection proxy?",
                      untrusted_fix="trust its CA for firsttoken: firsttoken proxy --upstream-ca CA.pem (or SSL_CERT_FILE / "
                                    "REQUESTS_CA_BUNDLE), or --insecure-upstream to test",
@@ -207,12 +219,16 @@ def probe_via_proxy(net: Net, scheme: str, host: str, port: int, way: Any) -> Ch
 def check_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[Check]:
     from firsttoken.addon.egress import trust
 
-    targets = upstream_targets(ctx, blocks)
+    targets = configured_upstreams(ctx, blocks)
+    severity = FAIL if targets else WARN  # a guessed upstream that fails does not fail doctor
+    targets = targets or list(LIKELY_UPSTREAMS)
     results: list[Check | None] = [None] * len(targets)
     ctx.net.cafiles = [str(f) for what, f in trust.sources(ctx.env).files if what != "the system store"]
 
     def run(i: int, t: tuple[str, str, int]) -> None:
-        results[i] = probe_upstream(ctx.net, *t, env=ctx.env)
+        results[i] = probe_upstream(ctx.net, *t, env=ctx.env, severity=severity)
+        if severity == WARN and results[i].status != PASS:
+            results[i].detail += " (no upstream is configured: this one was probed as a likely one)"
 
     threads = [threading.Thread(target=run, args=(i, t), daemon=True) for i, t in enumerate(targets)]
     for t in threads:
@@ -220,5 +236,6 @@ def check_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> l
     deadline = time.monotonic() + 3 * ctx.net.timeout + 1
     for t in threads:
         t.join(max(0.0, deadline - time.monotonic()))
-    return [r or Check(f"upstream.{h}:{p}", "upstreams", WARN, f"{s}://{h}:{p}: no answer in time", "", None)
+    return [r or Check(f"upstream.{h}:{p}", "upstreams", severity, f"{s}://{h}:{p}: no answer in time",
+                       f"the probes took over {3 * ctx.net.timeout + 1:.0f} s", "check the network or the proxy on the way")
             for r, (s, h, p) in zip(results, targets)]
