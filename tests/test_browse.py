@@ -149,6 +149,29 @@ def test_the_canned_queries_run_and_errors_follow_the_one_rule(recorded):
     assert sum(r[2] for r in by_code) == sum(is_error(r) for r in recs) > 0
 
 
+def test_the_canned_latency_queries_are_over_streamed_requests_as_stats_is(tmp_path):
+    """A non-streamed answer's headers come after the whole answer: its TTFB is no network time."""
+    path = tmp_path / "mixed.db"
+    recs = make_records(30)
+    for i, r in enumerate(recs[:6]):
+        r.stream, r.ttfb_ms = False, 5000.0 + i
+        r.ttft_ms = r.total_ms = r.ttfb_ms + 1.0
+    w = Writer(str(path))
+    for r in recs:
+        w.put(r.row())
+    w.flush()
+    w.close()
+    conn = sqlite3.connect(path)
+    q = canned_queries()
+    slowest = [row[0] for row in conn.execute(q["slowest_ttft"]["sql"])]
+    assert slowest and not {r.id for r in recs[:6]} & set(slowest)
+    got = {(m, r): (n, p95) for m, r, n, _, p95, *_ in conn.execute(q["percentiles_by_model_route"]["sql"])}
+    for (m, r), (n, p95) in got.items():
+        vals = [x.ttfb_ms for x in recs if x.model == m and x.route == r and x.stream]
+        assert n == len(vals) and p95 == pytest.approx(percentile_of(vals, 95), abs=0.01)
+        assert p95 < 5000
+
+
 # -- browse in a real Datasette ------------------------------------------------------------------------
 def need_datasette() -> None:
     try:

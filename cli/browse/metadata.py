@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from firsttoken.addon.store.queries import error_sql
-from firsttoken.addon.store.stats_queries import percentile_sql
+from firsttoken.addon.store.stats_queries import percentile_sql, population
 
 #: the columns of ``requests`` shown first (Datasette always shows the primary key ``id`` too)
 READ_FIRST = ("started_at", "model", "route", "api", "status", "ttfb_ms", "ttft_ms", "total_ms",
@@ -78,8 +78,8 @@ _LISTED = "id, started_at, model, route, status, ttfb_ms, ttft_ms, total_ms, top
 
 
 def _percentiles_by_model_route() -> str:
-    p = {m: percentile_sql(f"{m}_ms", ("model", "route"), (50, 95), where="state = 'done'")
-         for m in ("ttfb", "ttft")}
+    p = {m: percentile_sql(f"{m}_ms", ("model", "route"), (50, 95),
+                           where=f"state = 'done' AND {population(m, f'{m}_ms')}") for m in ("ttfb", "ttft")}
     return (f"WITH ttft AS ({p['ttft']}), ttfb AS ({p['ttfb']})\n"
             "SELECT ttft.model, ttft.route, ttft.n AS requests, ttfb.p50 AS ttfb_p50_ms, ttfb.p95 AS ttfb_p95_ms, "
             "ttft.p50 AS ttft_p50_ms, ttft.p95 AS ttft_p95_ms\n"
@@ -92,9 +92,10 @@ def canned_queries() -> dict[str, dict[str, Any]]:
     return {
         "slowest_ttft": {
             "title": "Slowest requests by time to first token",
-            "description": "The 100 finished requests with the longest TTFT (milliseconds), slowest first.",
+            "description": "The 100 streamed requests with the longest TTFT (milliseconds), slowest first "
+                           "(a non-streamed answer's first token comes with the whole answer).",
             "sql": f"SELECT {_LISTED}, usage_prompt_tokens, prompt_tokens_est FROM requests "
-                   "WHERE ttft_ms IS NOT NULL ORDER BY ttft_ms DESC LIMIT 100",
+                   f"WHERE ttft_ms IS NOT NULL AND {population('ttft', 'ttft_ms')} ORDER BY ttft_ms DESC LIMIT 100",
         },
         "errors_by_code": {
             "title": "Errors by finding code",
@@ -105,8 +106,9 @@ def canned_queries() -> dict[str, dict[str, Any]]:
         },
         "percentiles_by_model_route": {
             "title": "TTFB and TTFT P50 / P95 per model and route",
-            "description": "Milliseconds; percentiles by linear interpolation between closest ranks "
-                           "(as `firsttoken stats`).",
+            "description": "Streamed requests (as `firsttoken stats`: a non-streamed answer's headers come "
+                           "after the whole answer); milliseconds; percentiles by linear interpolation between "
+                           "closest ranks.",
             "sql": _percentiles_by_model_route(),
         },
         "conversation": {
