@@ -133,11 +133,14 @@ def env_endpoint(environ: dict[str, str] | None = None, signal: str = "metrics")
 #: answers that mean "this endpoint takes no such signal" (Phoenix and Langfuse take traces, not
 #: metrics): the signal stops going there, reported once, instead of being pushed every interval
 REFUSED_STATUS = {404: "404 Not Found", 405: "405 Method Not Allowed", 501: "501 Not Implemented"}
+#: answers that mean "not without credentials": pushing every interval would only repeat them
+AUTH_STATUS = {401: "401 Unauthorized", 403: "403 Forbidden"}
 
 
 class Refusal:
     """Watches one signal's HTTP answers (a requests response hook on the exporter's own session):
-    the first 404/405/501 turns the signal off for good, with one plain warning saying what to do."""
+    the first 404/405/501 (or 401/403) turns the signal off for good, with one plain warning
+    saying what to do."""
 
     def __init__(self, signal: str, url: str, notices: Sequence[Callable[[str], None]] = ()) -> None:
         self.signal = signal
@@ -156,15 +159,21 @@ class Refusal:
     def _hook(self, resp: Any, *args: Any, **kwargs: Any) -> Any:
         self.sent += 1
         status = getattr(resp, "status_code", None)
-        if status in REFUSED_STATUS and self.refused is None:
+        if (status in REFUSED_STATUS or status in AUTH_STATUS) and self.refused is None:
             self.refused = status
             other = "traces" if self.signal == "metrics" else "metrics"
             elsewhere = ("--otlp-metrics-endpoint URL (a collector that takes metrics)" if self.signal == "metrics"
                          else "--otlp-endpoint URL of a collector that takes traces")
-            msg = (f"{self.url} answered {REFUSED_STATUS[status]} to OpenTelemetry {self.signal}: it does not take "
-                   f"them (Phoenix and Langfuse take traces only). firsttoken stops sending {self.signal} there; "
-                   f"{other} still go where they are accepted. To send {self.signal} elsewhere give {elsewhere}; "
-                   f"to silence this, set OTEL_{self.signal.upper()}_EXPORTER=none.")
+            if status in AUTH_STATUS:
+                msg = (f"{self.url} answered {AUTH_STATUS[status]} to OpenTelemetry {self.signal}: it wants "
+                       f"credentials that were not sent or not accepted. firsttoken stops sending {self.signal} "
+                       f"there until it restarts. Give them in OTEL_EXPORTER_OTLP_HEADERS (e.g. Langfuse: "
+                       f"Authorization=Basic%20<base64 of public-key:secret-key>), then restart the proxy.")
+            else:
+                msg = (f"{self.url} answered {REFUSED_STATUS[status]} to OpenTelemetry {self.signal}: it does not "
+                       f"take them (Phoenix and Langfuse take traces only). firsttoken stops sending {self.signal} "
+                       f"there; {other} still go where they are accepted. To send {self.signal} elsewhere give "
+                       f"{elsewhere}; to silence this, set OTEL_{self.signal.upper()}_EXPORTER=none.")
             log.warning("firsttoken: %s", msg)
             for fn in list(self.notices):
                 try:

@@ -282,6 +282,34 @@ def test_an_endpoint_that_refuses_metrics_is_told_once_and_not_pushed_to_again(s
 
 
 @needs_otel
+@pytest.mark.parametrize("status", [401, 403])
+def test_an_endpoint_that_wants_credentials_is_told_once_and_not_pushed_to_again(status, caplog):
+    """A collector behind auth (Langfuse without its keys): each signal is refused once, said once, then left."""
+    import logging
+    import time
+
+    from mitmproxy.test import taddons
+
+    from firsttoken.addon.capture import Capture
+
+    caplog.set_level(logging.WARNING, logger="firsttoken")
+    with Receiver(refuse={"/v1/metrics": status, "/v1/traces": status}) as rcv:
+        cap = Capture()
+        addon = O.OtelAddon(cap, export_interval_s=0.1)
+        with taddons.context(addon) as tctx:
+            tctx.configure(addon, firsttoken_otlp_endpoint=rcv.url)
+            for i in range(3):
+                cap.listeners[0](make_record(id=f"r{i}"))
+                addon.traces.force_flush()
+                time.sleep(0.4)
+            addon.done()
+        sent = [p for p, _, _ in rcv.posts]
+    assert sent.count("/v1/metrics") == 1 and sent.count("/v1/traces") == 1, sent
+    told = [r.getMessage() for r in caplog.records if "wants credentials" in r.getMessage()]
+    assert len(told) == 2 and all(str(status) in t and "OTEL_EXPORTER_OTLP_HEADERS" in t for t in told), told
+
+
+@needs_otel
 def test_spans_are_filed_under_firsttoken_unless_the_user_says_otherwise(monkeypatch):
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
