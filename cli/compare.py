@@ -153,6 +153,8 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         spread = f"middle half of {added['pairs']} paired requests {lo:+.0f} to {hi:+.0f} ms"
         base = min(v for v in (_p(ga, "ttft"), _p(gb, "ttft"), math.inf) if v is not None)
         tol = max(TTFB_ABS_MS, TTFB_REL * base) if math.isfinite(base) else TTFB_ABS_MS
+        if lo > 0 or hi < 0:  # the middle half of the pairs lies on one side of 0: a steady difference, not noise
+            tol = TTFB_ABS_MS
         out["ttft"], head = same_or_adds(
             d, tol, a, b, f"TTFT is the same on both routes ({d:+.0f} ms on {b}, within {tol:.0f} ms; {spread})",
             f"route {{slow}} adds {abs(d):.0f} ms to TTFT over {{fast}} ({spread})")

@@ -112,6 +112,17 @@ def test_verdict_needs_real_evidence_before_saying_differs():
     assert v["prefill"] == "same" and "several --inputs" in v["text"]
 
 
+def test_a_steady_difference_under_the_relative_tolerance_is_still_added():
+    """LiteLLM in CI: +15 ms on every pair (middle half +14 to +17) under a 16 ms (10 %) tolerance."""
+    g = {"ttft_ms": {"p50": 160.0}, "ttfb_ms": {"p50": 30.0}, "gap_ms": {"p50": 130.0}}
+    steady = verdict("direct", "litellm", g, g, {"added_ms": 15.0, "p25_ms": 14.0, "p75_ms": 17.0, "pairs": 12})
+    assert steady["ttft"] == "adds" and "route litellm adds 15 ms to TTFT over direct" in steady["text"], steady
+    noisy = verdict("direct", "litellm", g, g, {"added_ms": 15.0, "p25_ms": -10.0, "p75_ms": 30.0, "pairs": 12})
+    assert noisy["ttft"] == "same" and "within 16 ms" in noisy["text"], noisy
+    tiny = verdict("direct", "litellm", g, g, {"added_ms": 3.0, "p25_ms": 2.0, "p75_ms": 4.0, "pairs": 12})
+    assert tiny["ttft"] == "same", tiny  # steady but under 5 ms
+
+
 def test_a_message_ending_in_a_period_joins_the_sentence_with_one(tmp_path, monkeypatch):
     """'routes: a, gw.' (a route name may end with a period) or a network error's own full stop:
     then our advice, after one period, not two."""
