@@ -233,6 +233,49 @@ def test_run_and_run_forward_through_the_users_proxy(sim, tmp_path, clean_env):
     assert len(ep.log) == 3 and all(m == "POST" and a for m, _, a in ep.log)
 
 
+@pytest.mark.slow
+def test_run_and_run_forward_over_tls_through_a_proxy_without_credentials(tls_up, tmp_path, clean_env):
+    """The issue's own case: an https provider reached only through the company proxy (CONNECT), its
+    certificate from the company's CA; `run` trusts it with --upstream-ca, and says so when it does not."""
+    script = tmp_path / "child.py"
+    script.write_text("import openai\n"
+                      "c = openai.OpenAI(max_retries=0, timeout=30)\n"
+                      "s = c.chat.completions.create(model='gpt-4o-mini', messages=[{'role': 'user', 'content': 'hi'}],"
+                      " stream=True)\n"
+                      "print(''.join((x.choices[0].delta.content or '') for x in s if x.choices))\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    with EgressProxy(HOSTS) as ep:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "FIRSTTOKEN_DB"))}
+        env.update(HOME=str(home), PYTHONUNBUFFERED="1", OPENAI_API_KEY=KEY,
+                   OPENAI_BASE_URL=f"https://upstream.test:{tls_up.port}/v1", HTTPS_PROXY=ep.url)
+        direct = subprocess.run([sys.executable, str(script)], env={**env, "SSL_CERT_FILE": str(tls_up.ca)},
+                                capture_output=True, text=True, timeout=60)
+        assert direct.returncode == 0 and direct.stdout.strip(), direct.stderr
+        # without the CA: the child fails, and the record names the issuer and the option of `run`
+        db = tmp_path / "no-ca" / "ft.db"
+        db.parent.mkdir()
+        r = subprocess.run([FT, "run", "--db", str(db), "--", sys.executable, str(script)], env=env,
+                           capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+        assert r.returncode != 0
+        (bad,) = rows(db)
+        assert "Corp Inspect CA" in bad["error"] and "firsttoken run" in bad["findings"], bad
+        for extra in ([], ["--forward"]):
+            db = tmp_path / f"run{len(extra)}" / "ft.db"
+            db.parent.mkdir()
+            r = subprocess.run([FT, "run", "--db", str(db), "--upstream-ca", str(tls_up.ca), *extra, "--",
+                                sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=90,
+                               stdin=subprocess.DEVNULL)
+            assert r.returncode == 0 and r.stdout == direct.stdout, r.stderr
+            (row,) = rows(db)
+            assert row["status"] == 200 and row["egress_proxy"] == ep.url and row["ttft_ms"], row
+    assert [m for m, _, _ in ep.log] == ["CONNECT"] * 4, ep.log
+    assert all(t == f"upstream.test:{tls_up.port}" and not a for _, t, a in ep.log)
+    r = subprocess.run([FT, "run", "--upstream-ca", str(tmp_path / "nope.pem"), "--", "true"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
 def test_forward_mode_tunnels_other_hosts_through_the_users_proxy(tls_up, sim, db_path, clean_env):
     """Hosts forward mode does not record are tunnelled untouched, and through the egress proxy too."""
     with EgressProxy(HOSTS) as ep:

@@ -50,8 +50,11 @@ DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
               help="firsttoken's own upstream leg goes through this HTTP proxy (default: HTTPS_PROXY / HTTP_PROXY / "
                    "ALL_PROXY and NO_PROXY, as the client would).")
 @click.option("--no-upstream-proxy", is_flag=True, help="firsttoken's own upstream leg connects directly.")
+@click.option("--upstream-ca", default=None, metavar="FILE",
+              help="A PEM file of CAs to trust for the upstream's TLS (a private CA, a company's TLS-inspecting "
+                   "proxy), besides the system store, SSL_CERT_FILE and REQUESTS_CA_BUNDLE.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, required=True, metavar="-- CMD [ARGS]...")
-def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstream_proxy, no_upstream_proxy):
+def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstream_proxy, no_upstream_proxy, upstream_ca):
     """Run CMD with every LLM request it makes going through firsttoken; summarise when it exits.
 
     \b
@@ -85,9 +88,12 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
             click.echo(line)
         return
     run_id = os.urandom(4).hex()  # (the secrets module costs an import before the child starts)
-    egress = {"upstream_proxy": upstream_proxy, "no_upstream_proxy": no_upstream_proxy}
-    # a joined proxy goes its own way out: with an explicit egress choice, start our own
-    join = join and not (upstream_proxy or no_upstream_proxy)
+    if upstream_ca and not os.path.isfile(os.path.expanduser(upstream_ca)):
+        fail(f"--upstream-ca {upstream_ca}: no such file. Give the PEM file of the CA that signs your upstream's "
+             "(or your company proxy's) certificates.", 2)
+    egress = {"upstream_proxy": upstream_proxy, "no_upstream_proxy": no_upstream_proxy, "upstream_ca": upstream_ca}
+    # a joined proxy goes its own way out and trusts its own CAs: with an explicit choice, start our own
+    join = join and not (upstream_proxy or no_upstream_proxy or upstream_ca)
     server, joined, r = _start(plan, db, run_id, forward_reason, env, join, save_bodies, lang, any_db=db_path is None,
                                egress=egress)
     if joined:
