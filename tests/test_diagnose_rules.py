@@ -926,6 +926,11 @@ def test_no_fix_names_upstream_when_run_chose_it(error):
         if "verify" not in error:
             assert any("--upstream" in f["hint"] for f in given), given
     assert "firsttoken run" in ran[0]["hint"] or "verify" in error
+    # forward mode (`proxy --forward`): the upstream is the client's own target, no --upstream either
+    for lang_ in ("en", "zh"):
+        fwd = [render_finding(f, lang_) for f in _run(with_(NOCONN, error=error, route="default",
+                                                             upstream="https://api.example.com:443"), lang_=lang_)]
+        assert fwd and not any("--upstream " in f["hint"] or "--upstream（" in f["hint"] for f in fwd), fwd
 
 
 def test_a_non_streamed_answer_gets_no_network_or_prefill_verdict():

@@ -158,9 +158,9 @@ EGRESS_CODES = ("egress.proxy_down", "egress.proxy_auth", "egress.proxy_refused"
 
 
 def setting(rec: Any) -> str:
-    """Where the upstream came from, for hints: ``--upstream``, or (``run`` chose it) the
-    client's own base URL (a label code, see engine.LABELS)."""
-    return "setting.run" if rec.run_id else "setting.upstream"
+    """Where the upstream came from, for hints: ``--upstream``, or (``run`` chose it, or forward
+    mode took it from the client) the client's own base URL (a label code, see engine.LABELS)."""
+    return "setting.run" if rec.run_id else "setting.forward" if forward_mode(rec) else "setting.upstream"
 
 
 def rule_egress(rec: Any, c: Ctx) -> None:

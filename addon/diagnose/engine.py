@@ -47,6 +47,8 @@ LABELS: dict[str, dict[str, str]] = {
     "setting.upstream": {"en": "--upstream", "zh": "--upstream"},
     "setting.run": {"en": "the client's base URL (which `firsttoken run` read from its settings)",
                     "zh": "客户端的 base URL（`firsttoken run` 从其设置中读取）"},
+    "setting.forward": {"en": "the client's own base URL or endpoint setting",
+                        "zh": "客户端自己的 base URL 或接口地址设置"},
 }
 
 # (code, family, usual severity, other possible severities, {lang: (title, when, message, hint)}),
