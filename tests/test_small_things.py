@@ -102,7 +102,10 @@ def test_simulator_curl_examples_ask_for_usage_and_work(sim):
     from firsttoken.cli.simulate.command import curl_examples, describe
 
     docs = Path(__file__).resolve().parent.parent / "docs"
-    blocks = [b for p in docs.glob("*.md") for b in p.read_text(encoding="utf-8").split("```")[1::2] if "curl" in b]
+    pages = [*docs.glob("*.md"), docs.parent / "README.md", docs.parent / "CONTRIBUTING.md"]
+    texts = [p.read_text(encoding="utf-8") for p in pages]
+    blocks = [b for t in texts for b in t.split("```")[1::2] if "curl" in b]
+    blocks += [m for t in texts for m in re.findall(r"`(curl [^`\n]+)`", t)]  # README's table of the ways in
     blocks += curl_examples(sim)
     openai = [b for b in blocks if "chat/completions" in b and re.search(r'"stream":\s*true', b)]
     assert len(openai) >= 2 and all("stream_options" in b and "include_usage" in b for b in openai), openai
