@@ -247,3 +247,7 @@ def test_forward_settings(tmp_path):
     cc = E.plan_for("claude-code", t, env={"NO_PROXY": "localhost"}, home=tmp_path)
     assert dict(cc.exports) == {"HTTPS_PROXY": "http://127.0.0.1:8080",
                                 "NODE_EXTRA_CA_CERTS": str(conf / "mitmproxy-ca-cert.pem")}
+    # a company HTTP_PROXY would carry an http:// base URL around firsttoken: it points at firsttoken too
+    corp = E.plan_for("openai", t, env={"HTTP_PROXY": "http://corp:3128", "NO_PROXY": "localhost"}, home=tmp_path)
+    assert dict(corp.exports)["HTTP_PROXY"] == "http://127.0.0.1:8080" and "HTTP_PROXY" in " ".join(corp.notes)
+    assert "HTTP_PROXY" not in dict(E.plan_for("openai", t, env={}, home=tmp_path).exports)
