@@ -21,16 +21,11 @@ from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
-from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, make_filters
+from firsttoken.cli.labels import label
+from firsttoken.cli.options import cold_option, db_option, filter_options, json_option, lang_option, make_filters
 
 BASE_METRICS = (("ttfb", "ttfb_ms"), ("ttft", "ttft_ms"), ("gap", "gap_ms"), ("prompt", sq.PROMPT), ("max_tokens", "max_tokens"))
 COMPARED = ("ttfb", "gap", "ttft")
-MEANING = {
-    "ttfb": "time to response headers: network, TLS, a gateway or proxy, or the provider's queue before it answered "
-            "(not the model's prefill)",
-    "gap": "headers to first token: the model side (prefill of the prompt, a slower or overloaded model/deployment)",
-    "ttft": "first token overall",
-}
 EXIT_OK, EXIT_REGRESSION, EXIT_NO_DATA = 0, 1, 2
 
 
@@ -83,8 +78,9 @@ def compare(base: dict[str, Any], cur: dict[str, Any], tol: float, min_delta: fl
     return out
 
 
-def explain(model: str, items: list[dict[str, Any]], base: dict[str, Any], cur: dict[str, Any]) -> list[str]:
-    """Sentences saying which metric drifted and what that points to."""
+def explain(model: str, items: list[dict[str, Any]], base: dict[str, Any], cur: dict[str, Any],
+            lang: str = "en") -> list[str]:
+    """Sentences, in ``lang``, saying which metric drifted and what that points to."""
     bad = {(i["metric"], i["q"]): i for i in items if i["regressed"]}
     lines = []
     for name in ("ttfb", "gap"):
@@ -92,18 +88,17 @@ def explain(model: str, items: list[dict[str, Any]], base: dict[str, Any], cur: 
         if not hits:
             continue
         parts = ", ".join(f"{h['q'].upper()} {output.ms(h['baseline'])} → {output.ms(h['current'])}" for h in hits)
-        lines.append(f"{model}: {name.upper() if name == 'ttfb' else 'gap'} drifted ({parts}): {MEANING[name]}.")
+        lines.append(label(lang, "bl.drift", model=model, metric=name.upper() if name == "ttfb" else "gap",
+                           parts=parts, meaning=label(lang, f"bl.meaning.{name}")))
         if name == "gap":
             bp, cp = base.get("prompt_tokens_p50"), cur.get("prompt_tokens_p50")
-            if bp and cp and abs(cp - bp) / bp > 0.2:
-                lines.append(f"  prompts changed size: median {bp:,.0f} → {cp:,.0f} tokens, which alone moves the prefill "
-                             "(compare like with like: baseline check --sweep sends the baseline's prompt size)")
-            elif bp and cp:
-                lines.append(f"  the median prompt is about the same ({bp:,.0f} → {cp:,.0f} tokens): the model side got slower")
+            if bp and cp:
+                key = "bl.prompt_grew" if abs(cp - bp) / bp > 0.2 else "bl.prompt_same"
+                lines.append(label(lang, key, a=f"{bp:,.0f}", b=f"{cp:,.0f}"))
     ttft = [bad[("ttft", q)] for q in ("p50", "p95") if ("ttft", q) in bad]
     if ttft and not lines:
         parts = ", ".join(f"{h['q'].upper()} {output.ms(h['baseline'])} → {output.ms(h['current'])}" for h in ttft)
-        lines.append(f"{model}: TTFT drifted ({parts}) while neither TTFB nor gap alone crossed the tolerance: both grew a little.")
+        lines.append(label(lang, "bl.ttft_drift", model=model, parts=parts))
     return lines
 
 
@@ -118,11 +113,13 @@ def baseline() -> None:
 @filter_options
 @cold_option
 @click.option("--min-n", type=int, default=5, show_default=True, help="Fewest requests with a TTFT per model.")
-def save(name, db_path, include_cold, min_n, **kw):
+@lang_option
+def save(name, db_path, include_cold, min_n, lang, **kw):
     """Store the current P50/P95 of TTFB, TTFT and gap per model as NAME (replacing an older NAME)."""
     from firsttoken.addon.store.db import open_db
-    from firsttoken.cli.options import console, fail, reader, resolve_db
+    from firsttoken.cli.options import console, fail, reader, resolve_db, resolve_lang
 
+    lang = resolve_lang(lang)
     filters = make_filters(kw)
     include_cold = include_cold is not False
     db = reader(db_path)
@@ -149,19 +146,20 @@ def save(name, db_path, include_cold, min_n, **kw):
     finally:
         wdb.conn.close()
     con = console()
-    con.print(f"saved baseline [bold]{name}[/] for {len(keep)} model(s):")
-    con.print(_table({m: {"name": name, "model": m, "created_at": now, **r} for m, r in keep.items()}.values()))
+    con.print(label(lang, "bl.saved", name=printable(name).replace("[", "\\["), n=len(keep)))
+    con.print(_table({m: {"name": name, "model": m, "created_at": now, **r} for m, r in keep.items()}.values(), lang))
 
 
-def _table(rows):
+def _table(rows, lang: str = "en"):
     from rich import box
     from rich.table import Table
 
     # no borders, P50 over P95, the date over the time: a model name and a date stay whole at 80 columns
-    t = Table(header_style="bold", title=f"P50 / P95 of {queries.STREAMED_LABEL}", title_justify="left",
+    t = Table(header_style="bold", title=label(lang, "bl.table", population=queries.STREAMED_LABEL), title_justify="left",
               box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for c in ("name", "model", "created", "n", "TTFB\nP50/P95", "TTFT\nP50/P95", "gap\nP50/P95", "prompt\nP50"):
-        t.add_column(c, justify="right" if c not in ("name", "model", "created") else "left",
+    for c in ("name", "model", "created", "n", "TTFB\nP50/P95", "TTFT\nP50/P95", "gap\nP50/P95", "prompt"):
+        head = label(lang, f"bl.col.{c}") if c in ("name", "model", "created", "prompt") else c
+        t.add_column(head, justify="right" if c not in ("name", "model", "created") else "left",
                      no_wrap=c in ("model", "created"), overflow="fold")
     for r in rows:
         t.add_row(printable(r["name"]), printable(r["model"]),
@@ -174,18 +172,20 @@ def _table(rows):
 @baseline.command("list")
 @db_option
 @json_option("summary")
-def list_(db_path, as_json):
+@lang_option
+def list_(db_path, as_json, lang):
     """The saved baselines."""
-    from firsttoken.cli.options import console, reader
+    from firsttoken.cli.options import console, reader, resolve_lang
 
+    lang = resolve_lang(lang)
     db = reader(db_path)
     rows = store.all_rows(db)
     if as_json:
         click.echo(json.dumps(rows, indent=2))
     elif not rows:
-        console().print("No baselines yet: `firsttoken baseline save NAME [--since 1d] [--experiment ...]`.")
+        console().print(label(lang, "bl.none"))
     else:
-        console().print(_table(rows))
+        console().print(_table(rows, lang))
 
 
 @baseline.command("delete")
@@ -221,13 +221,15 @@ def delete(name, db_path):
 @click.option("--api", type=click.Choice(["openai.chat", "anthropic.messages"]), help="With --sweep: request shape.")
 @click.option("--key-env", help="With --sweep: env var holding the API key.")
 @json_option("summary")
+@lang_option
 def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, route, min_n, include_cold, sweep_url,
-          runs, api, key_env, as_json):
+          runs, api, key_env, as_json, lang):
     """Compare recent traffic with baseline NAME: exit 0 within tolerance, 1 on regression, 2 without enough data.
 
     Recent traffic is measured the way the baseline was made (its filters, cold requests in or out)."""
-    from firsttoken.cli.options import fail, reader, resolve_db
+    from firsttoken.cli.options import fail, reader, resolve_db, resolve_lang
 
+    lang = resolve_lang(lang)
     tol = parse_tolerance(tolerance)
     db = reader(db_path)
     base_rows = store.rows_of(db, name, model)
@@ -252,53 +254,52 @@ def check(name, db_path, tolerance, min_delta_ms, since, model, experiment, rout
         entry: dict[str, Any] = {"model": b["model"], "n": cur["n"], "baseline_n": b["n"]}
         if cur["n"] < min_n:
             entry["status"] = "not_enough_data"
-            lines.append(f"{b['model']}: only {cur['n']} request(s) with a TTFT " + (f"in experiment {experiment}" if experiment
-                         else f"in the last {since}") + f" (need {min_n}): widen --since, send traffic, or probe with --sweep URL")
+            where = label(lang, "bl.in_experiment", v=experiment) if experiment else label(lang, "bl.in_last", v=since)
+            lines.append(label(lang, "bl.little_data", model=b["model"], n=cur["n"], where=where, min_n=min_n))
         else:
             judged += 1
             items = compare(b, cur, tol, min_delta_ms)
-            why = explain(b["model"], items, b, cur)
+            why = explain(b["model"], items, b, cur, lang)
             entry.update(status="regressed" if any(i["regressed"] for i in items) else "ok", metrics=items,
                          current=cur, explanation=why)
             regressed += entry["status"] == "regressed"
-            lines += why or [f"{b['model']}: within {tol * 100:.0f}% of the baseline (n={cur['n']})"]
+            lines += why or [label(lang, "bl.within", model=b["model"], tol=f"{tol * 100:.0f}", n=cur["n"])]
             entry["p95_judged"] = all(i["judged"] for i in items)
             if not entry["p95_judged"]:
-                lines.append(f"  P95 not judged: the baseline has {b['n']} request(s) and now {cur['n']}; under "
-                             f"{sq.TAIL_MIN_N} a P95 is mostly the one slowest request. To judge the tail, save and "
-                             f"compare {sq.TAIL_MIN_N} or more (sweep --runs {sq.TAIL_MIN_N}, or check --sweep URL "
-                             f"--runs {sq.TAIL_MIN_N}).")
+                lines.append(label(lang, "bl.p95_not_judged", b=b["n"], c=cur["n"], k=sq.TAIL_MIN_N))
         report["models"].append(entry)
     code = EXIT_REGRESSION if regressed else (EXIT_OK if judged else EXIT_NO_DATA)
     report["exit_code"] = code
     if as_json:
         click.echo(json.dumps(report, indent=2, default=str))
     else:
-        _print_check(report, lines)
+        _print_check(report, lines, lang)
     raise SystemExit(code)
 
 
-def _print_check(report: dict[str, Any], lines: list[str]) -> None:
+def _print_check(report: dict[str, Any], lines: list[str], lang: str = "en") -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from firsttoken.cli.options import console
 
     con = console()
-    t = Table(title=f"baseline {report['baseline']} vs " + ", ".join(f"{k} {v}" for k, v in report["compared"].items()),
-              header_style="bold", title_justify="left")
+    what = ", ".join(label(lang, f"bl.{k}", v=v) for k, v in report["compared"].items())
+    t = Table(title=label(lang, "bl.title", name=report["baseline"], what=what), header_style="bold", title_justify="left")
     for c in ("model", "metric", "baseline", "now", "change", ""):
-        t.add_column(c, justify="left" if c in ("model", "metric", "") else "right")
+        t.add_column(label(lang, f"bl.col.{c}") if c else "", justify="left" if c in ("model", "metric", "") else "right")
     for m in report["models"]:
         for i, it in enumerate(m.get("metrics", [])):
             ch = f"{it['change'] * 100:+.0f}%" if it["change"] is not None else "–"
             t.add_row(m["model"] if i == 0 else "", f"{it['metric'].upper() if it['metric'] != 'gap' else 'gap'} {it['q'].upper()}",
                       output.ms(it["baseline"]), output.ms(it["current"]), ch,
-                      "[bold red]REGRESSED[/]" if it["regressed"] else "[green]ok[/]" if it["judged"] else "[dim]too few[/]")
+                      f"[bold red]{label(lang, 'bl.regressed')}[/]" if it["regressed"] else
+                      f"[green]{label(lang, 'bl.ok')}[/]" if it["judged"] else f"[dim]{label(lang, 'bl.too_few')}[/]")
     if t.rows:
         con.print(t)
     style = {0: "green", 1: "bold red", 2: "yellow"}[report["exit_code"]]
-    for line in lines:
-        con.print(f"[{style}]{line}[/]" if not line.startswith("  ") else line)
+    for line in lines:  # as plain text (a model name is no markup), wrapped by the one line-break rule
+        con.print(output.Wrapped(Text(printable(line), style="" if line.startswith("  ") else style)))
 
 
 def _probe(base_rows, name, base_url, runs, api, key_env, db_path) -> str:

@@ -34,6 +34,29 @@ LABELS: dict[str, dict[str, str]] = {
         "col.requests": "requests", "col.errors": "errors", "col.codes": "top error codes", "col.cold": "cold",
         "col.fit": "TTFT vs prompt tokens",
         "sev.error": "error", "sev.warn": "warn", "sev.info": "info",
+        "bl.meaning.ttfb": "time to response headers: network, TLS, a gateway or proxy, or the provider's queue "
+                           "before it answered (not the model's prefill)",
+        "bl.meaning.gap": "headers to first token: the model side (prefill of the prompt, a slower or overloaded "
+                          "model/deployment)",
+        "bl.drift": "{model}: {metric} drifted ({parts}): {meaning}.",
+        "bl.prompt_grew": "  prompts changed size: median {a} → {b} tokens, which alone moves the prefill (compare "
+                          "like with like: baseline check --sweep sends the baseline's prompt size)",
+        "bl.prompt_same": "  the median prompt is about the same ({a} → {b} tokens): the model side got slower",
+        "bl.ttft_drift": "{model}: TTFT drifted ({parts}) while neither TTFB nor gap alone crossed the tolerance: "
+                         "both grew a little.",
+        "bl.within": "{model}: within {tol}% of the baseline (n={n})",
+        "bl.little_data": "{model}: only {n} request(s) with a TTFT {where} (need {min_n}): widen --since, send "
+                          "traffic, or probe with --sweep URL",
+        "bl.in_experiment": "in experiment {v}", "bl.in_last": "in the last {v}",
+        "bl.p95_not_judged": "  P95 not judged: the baseline has {b} request(s) and now {c}; under {k} a P95 is "
+                             "mostly the one slowest request. To judge the tail, save and compare {k} or more "
+                             "(sweep --runs {k}, or check --sweep URL --runs {k}).",
+        "bl.title": "baseline {name} vs {what}", "bl.experiment": "experiment {v}", "bl.since": "since {v}",
+        "bl.col.model": "model", "bl.col.metric": "metric", "bl.col.baseline": "baseline", "bl.col.now": "now",
+        "bl.col.change": "change", "bl.col.name": "name", "bl.col.created": "created", "bl.col.prompt": "prompt\nP50",
+        "bl.regressed": "REGRESSED", "bl.ok": "ok", "bl.too_few": "too few",
+        "bl.table": "P50 / P95 of {population}", "bl.saved": "saved baseline [bold]{name}[/] for {n} model(s):",
+        "bl.none": "No baselines yet: `firsttoken baseline save NAME [--since 1d] [--experiment ...]`.",
         "no_rows": "No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.",
         "conv.line": "conversation {cid} · turn {turn} · {requests}", "conv.requests": "{n} requests",
         "conv.requests.1": "{n} request", "conv.side": " ({n} side)", "conv.cached": " · cached {pct}%",
@@ -125,6 +148,26 @@ LABELS: dict[str, dict[str, str]] = {
         "col.requests": "请求数", "col.errors": "错误", "col.codes": "主要错误代码", "col.cold": "冷连接",
         "col.fit": "TTFT 与输入 token",
         "sev.error": "错误", "sev.warn": "警告", "sev.info": "提示",
+        "bl.meaning.ttfb": "到响应头的时间：网络、TLS、网关或代理，或服务商应答前的排队（不是模型的预填充）",
+        "bl.meaning.gap": "响应头到首个 token：模型一侧（提示词的预填充，模型或部署变慢或过载）",
+        "bl.drift": "{model}：{metric} 变慢了（{parts}）：{meaning}。",
+        "bl.prompt_grew": "  提示词长度变了：中位数 {a} → {b} 个 token，仅此就会改变预填充（同类相比："
+                          "baseline check --sweep 会按基线的提示词长度发送）",
+        "bl.prompt_same": "  提示词中位数基本不变（{a} → {b} 个 token）：是模型一侧变慢了",
+        "bl.ttft_drift": "{model}：TTFT 变慢了（{parts}），而 TTFB 和 gap 单独都没有超出容差：两者都略有增长。",
+        "bl.within": "{model}：在基线的 {tol}% 以内（n={n}）",
+        "bl.little_data": "{model}：{where}只有 {n} 个带 TTFT 的请求（需要 {min_n} 个）：放宽 --since、发送更多流量，"
+                          "或用 --sweep URL 探测",
+        "bl.in_experiment": "实验 {v} 中", "bl.in_last": "最近 {v} 内",
+        "bl.p95_not_judged": "  未判断 P95：基线有 {b} 个请求，现在有 {c} 个；少于 {k} 个时 P95 基本就是最慢的那一个"
+                             "请求。要判断尾部延迟，请保存并比较至少 {k} 个（sweep --runs {k}，或 check --sweep URL "
+                             "--runs {k}）。",
+        "bl.title": "基线 {name} 对比 {what}", "bl.experiment": "实验 {v}", "bl.since": "最近 {v}",
+        "bl.col.model": "模型", "bl.col.metric": "指标", "bl.col.baseline": "基线", "bl.col.now": "现在",
+        "bl.col.change": "变化", "bl.col.name": "名称", "bl.col.created": "创建于", "bl.col.prompt": "输入\nP50",
+        "bl.regressed": "退化", "bl.ok": "正常", "bl.too_few": "样本太少",
+        "bl.table": "流式请求的 P50 / P95", "bl.saved": "已保存基线 [bold]{name}[/]，共 {n} 个模型：",
+        "bl.none": "还没有基线：`firsttoken baseline save NAME [--since 1d] [--experiment ...]`。",
         "no_rows": "还没有记录到请求（在这些筛选条件下）。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",
         "conv.line": "会话 {cid} · 第 {turn} 轮 · {requests}", "conv.requests": "{n} 个请求",
         "conv.requests.1": "{n} 个请求", "conv.side": "（{n} 个辅助请求）", "conv.cached": " · 缓存 {pct}%",

@@ -136,3 +136,29 @@ def test_delete(traffic):
     assert _run(baseline, ["save", "tmp", "--experiment", "again", "--db", str(db)]).exit_code == 0
     assert _run(baseline, ["delete", "tmp", "--db", str(db)]).exit_code == 0
     assert _run(baseline, ["delete", "tmp", "--db", str(db)]).exit_code == 2
+
+
+def test_baseline_speaks_one_language(traffic):
+    """Issue 24 #7: a view is in one language; `baseline` takes --lang like logs, show and stats."""
+    import re
+
+    from firsttoken.cli.labels import LABELS
+
+    db, _ = traffic
+    outs = [_run(baseline, ["check", "ref", "--experiment", e, "--db", str(db), "--lang", "zh", *NOISE]).output
+            for e in ("again", "slow-network")]
+    outs.append(_run(baseline, ["list", "--db", str(db), "--lang", "zh"]).output)
+    outs.append(_run(baseline, ["save", "zh-copy", "--experiment", "base", "--db", str(db), "--lang", "zh"]).output)
+    _run(baseline, ["delete", "zh-copy", "--db", str(db)])
+    text = "\n".join(outs)
+    left = []
+    for key, en in LABELS["en"].items():
+        if key.startswith("bl.") and en != LABELS["zh"].get(key):
+            for w in re.split(r"\{[^}]*\}", en):
+                w = w.strip(" ()·:;,~.[]/")
+                if len(w) >= 4 and not w.startswith(("bold", "firsttoken")) and w in text:
+                    left.append(f"{key}: {w}")
+    assert not left, (left, text)
+    assert "退化" in outs[1] and "TTFB" in outs[1] and "基线 ref" in outs[0] and "流式请求" in outs[2], text
+    en = _run(baseline, ["check", "ref", "--experiment", "slow-network", "--db", str(db), "--lang", "en", *NOISE]).output
+    assert "REGRESSED" in en and "drifted" in en
