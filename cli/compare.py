@@ -20,11 +20,13 @@ import click
 from firsttoken.addon import routing
 from firsttoken.addon.hops import route_holds
 from firsttoken.addon.record import percentile
-from firsttoken.addon.safe_text import clause
+from firsttoken.addon.safe_text import clause, printable
 from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
-from firsttoken.cli.options import PORT, db_option
+from firsttoken.cli.labels import label
+from firsttoken.cli.options import PORT, db_option, lang_option
+from firsttoken.cli.stats import fit_warning
 from firsttoken.cli.sweep import APIS, Client, SweepError, build_prompt, error_text, guess_api, parse_ints, wait_for_rows
 
 #: TTFB medians closer than this (ms), or than TTFB_REL of the smaller one, count as the same
@@ -135,10 +137,16 @@ def same_or_adds(d: float, tol: float, a: str, b: str, same: str, adds: str) -> 
     return ("adds" if d > 0 else "saves"), adds.format(slow=slow, fast=fast)
 
 
+def _esc(v: str) -> str:
+    """A route name inside a label that is formatted once more (``same_or_adds``'s {slow}/{fast})."""
+    return str(v).replace("{", "{{").replace("}", "}}")
+
+
 def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[str, Any] | None = None,
-            held: dict[str, bool | None] | None = None) -> dict[str, Any]:
+            held: dict[str, bool | None] | None = None, lang: str = "en") -> dict[str, Any]:
     """The bisection on two routes' figures: what route b adds to TTFT, and where it went, from
-    evidence that holds on both routes (pure)."""
+    evidence that holds on both routes, worded in ``lang`` (pure)."""
+    L = lambda key, **kw: label(lang, f"cmp.{key}", **kw)  # noqa: E731
     out: dict[str, Any] = {}
     held = held or {}
     holding = [r for r in (a, b) if held.get(r)]
@@ -150,42 +158,38 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         d, lo, hi = added["added_ms"], added["p25_ms"], added["p75_ms"]
         if d < 0:  # said from the slower route's side: what it adds
             lo, hi = -hi, -lo
-        spread = f"middle half of {added['pairs']} paired requests {lo:+.0f} to {hi:+.0f} ms"
+        spread = L("spread", n=added["pairs"], lo=f"{lo:+.0f}", hi=f"{hi:+.0f}")
         base = min(v for v in (_p(ga, "ttft"), _p(gb, "ttft"), math.inf) if v is not None)
         tol = max(TTFB_ABS_MS, TTFB_REL * base) if math.isfinite(base) else TTFB_ABS_MS
         if lo > 0 or hi < 0:  # the middle half of the pairs lies on one side of 0: a steady difference, not noise
             tol = TTFB_ABS_MS
         out["ttft"], head = same_or_adds(
-            d, tol, a, b, f"TTFT is the same on both routes ({d:+.0f} ms on {b}, within {tol:.0f} ms; {spread})",
-            f"route {{slow}} adds {abs(d):.0f} ms to TTFT over {{fast}} ({spread})")
+            d, tol, a, b, L("ttft_same", d=f"{d:+.0f}", b=b, tol=f"{tol:.0f}", spread=spread),
+            L("ttft_adds", d=f"{abs(d):.0f}", spread=_esc(spread), slow="{slow}", fast="{fast}"))
     if holding:
-        names = " and ".join(holding)
-        held_text = (f"{'route ' + names + ' holds its' if len(holding) == 1 else 'routes ' + names + ' hold their'} "
-                     "response headers until the first token, so TTFB there includes the prefill and the TTFB/gap "
-                     "split is not compared")
-        head = f"{head}; {held_text}" if head else held_text
+        held_text = L("held_one" if len(holding) == 1 else "held_many", names=L("and").join(holding))
+        head = f"{head}{L('sep')}{held_text}" if head else held_text
     ta, tb = _p(ga, "ttfb"), _p(gb, "ttfb")
     ia, ib = ga.get("ttft_intercept_ms"), gb.get("ttft_intercept_ms")
     if holding:
         if ia is None or ib is None or ga.get("ttft_slope_ms_per_1k") is None or gb.get("ttft_slope_ms_per_1k") is None:
             out["ttfb"] = "unknown"
-            ttfb_text = "where it went cannot be told (give several --inputs sizes: the TTFT-vs-input fits split it)"
+            ttfb_text = L("where_unknown")
         else:
             d = ib - ia
             out["intercept_delta_ms"] = round(d, 1)
             out["ttfb"] = "before_model"
-            ttfb_text = (f"the TTFT-vs-input fits put {d:+.0f} ms of it before the model on {b} "
-                         "(intercept: network, gateway, queue)")
+            ttfb_text = L("before_model", d=f"{d:+.0f}", b=b)
     elif ta is None or tb is None:
         out["ttfb"] = "unknown"
-        ttfb_text = "TTFB could not be compared (no timed responses on " + (a if ta is None else b) + ")"
+        ttfb_text = L("ttfb_unknown", r=a if ta is None else b)
     else:
         d = tb - ta
         tol = max(TTFB_ABS_MS, TTFB_REL * min(ta, tb))
         out["ttfb_delta_ms"], out["ttfb_tolerance_ms"] = round(d, 1), round(tol, 1)
         out["ttfb"], ttfb_text = same_or_adds(
-            d, tol, a, b, f"TTFB is the same on both routes ({ta:.0f} vs {tb:.0f} ms, within {tol:.0f} ms)",
-            f"route {{slow}} adds {abs(d):.0f} ms of TTFB over {{fast}} (network/gateway)")
+            d, tol, a, b, L("ttfb_same", ta=f"{ta:.0f}", tb=f"{tb:.0f}", tol=f"{tol:.0f}"),
+            L("ttfb_adds", d=f"{abs(d):.0f}", slow="{slow}", fast="{fast}"))
 
     sa, sb = ga.get("ttft_slope_ms_per_1k"), gb.get("ttft_slope_ms_per_1k")
     if sa is None or sb is None:
@@ -193,19 +197,17 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         xa, xb = _p(ga, "gap"), _p(gb, "gap")
         if holding:  # the gap is ~0 behind a hop that holds the headers: it says nothing of prefill
             out["prefill"] = "unknown"
-            prefill_text = "prefill could not be compared (give several --inputs sizes to compare slopes)"
+            prefill_text = L("prefill_unknown_held")
         elif xa is None or xb is None:
             out["prefill"] = "unknown"
-            prefill_text = "prefill could not be compared (no first tokens)"
+            prefill_text = L("prefill_unknown")
         else:
             d = xb - xa
             tol = max(TTFB_ABS_MS, SLOPE_REL * min(xa, xb))
             out["gap_delta_ms"] = round(d, 1)
             out["prefill"] = "same" if abs(d) <= tol else "differs"
-            prefill_text = (f"prefill looks the same (gap {xa:.0f} vs {xb:.0f} ms; give several --inputs sizes "
-                            "to compare slopes)") if out["prefill"] == "same" else \
-                (f"prefill differs: the gap after the headers is {xa:.0f} ms on {a}, {xb:.0f} ms on {b} "
-                 "(give several --inputs sizes to compare slopes)")
+            prefill_text = L("gap_same" if out["prefill"] == "same" else "gap_differs", xa=f"{xa:.0f}",
+                             xb=f"{xb:.0f}", a=a, b=b)
     else:
         d = sb - sa
         mean = (abs(sa) + abs(sb)) / 2
@@ -216,25 +218,23 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         out["slope_noise_ms_per_1k"] = None if math.isinf(noise) else round(noise, 2)
         if abs(d) <= tol:
             out["prefill"] = "same"
-            within = f"within {abs(d) / mean * 100:.0f}%" if mean else f"within {abs(d):.1f} ms"
-            prefill_text = f"prefill is the same (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens, {within})"
+            within = L("within_pct", v=f"{abs(d) / mean * 100:.0f}") if mean else L("within_ms", v=f"{abs(d):.1f}")
+            prefill_text = L("prefill_same", sa=f"{sa:.0f}", sb=f"{sb:.0f}", within=within)
         elif abs(d) <= noise:
             out["prefill"] = "inconclusive"
-            prefill_text = (f"prefill may differ (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens) but the fits are "
-                            f"too noisy to tell (±{noise:.0f}): add --runs or wider --inputs")
+            prefill_text = L("prefill_noisy", sa=f"{sa:.0f}", sb=f"{sb:.0f}", noise=f"{noise:.0f}")
         else:
             out["prefill"] = "differs"
             slow, fast = (b, a) if d > 0 else (a, b)
             lo = min(abs(sa), abs(sb))
-            ratio = f", {max(abs(sa), abs(sb)) / lo:.1f}× on {slow}" if lo >= SLOPE_ABS else ""
-            prefill_text = (f"prefill differs: TTFT grows {sa:.0f} ms per 1k input tokens on {a}, {sb:.0f} on {b} "
-                            f"({abs(d):.0f} ms more per 1k on {slow}{ratio}): {slow} runs another model, deployment "
-                            f"or hardware than {fast}, or prefills a longer prompt (a gateway adding a system prompt?)")
-    out["text"] = f"{head}; {ttfb_text}; {prefill_text}." if head else f"{ttfb_text}; {prefill_text}."
+            ratio = L("ratio", r=f"{max(abs(sa), abs(sb)) / lo:.1f}", slow=slow) if lo >= SLOPE_ABS else ""
+            prefill_text = L("prefill_differs", sa=f"{sa:.0f}", sb=f"{sb:.0f}", a=a, b=b, d=f"{abs(d):.0f}", slow=slow,
+                             ratio=ratio, fast=fast)
+    out["text"] = L("sep").join(t for t in (head, ttfb_text, prefill_text) if t) + L("end")
     return out
 
 
-def summarize(db, experiment: str, routes: list[str]) -> dict[str, Any]:
+def summarize(db, experiment: str, routes: list[str], lang: str = "en") -> dict[str, Any]:
     """The side-by-side figures of both routes and the verdict (the document `--json` prints)."""
     per = sq.compare_routes(db, experiment, routes)
     a, b = routes
@@ -249,27 +249,28 @@ def summarize(db, experiment: str, routes: list[str]) -> dict[str, Any]:
             **{f"{m}_{q}": _p(g, m, q) for m in ("ttfb", "gap", "ttft", "tpot") for q in ("p50", "p95")},
             "slope_ms_per_1k": g["ttft_slope_ms_per_1k"], "slope_se_ms_per_1k": g["ttft_slope_se_ms_per_1k"],
             "intercept_ms": g["ttft_intercept_ms"], "r2": g["ttft_fit_r2"], "fit_n": g["ttft_fit_n"],
-            "fit_warning": g["ttft_fit_warning"], "headers_held": held[name],
+            "fit_warning": fit_warning(g, lang), "headers_held": held[name],
         }
     delta = {k: _delta(side[a][k], side[b][k]) for k in side[a]
              if k not in ("n", "errors", "fit_n", "fit_warning", "r2", "headers_held") and not k.startswith("slope_se")}
     return {"experiment": experiment, "routes": routes, "per_route": side, "delta": delta,
-            "verdict": verdict(a, b, ga, gb, added, held)}
+            "verdict": verdict(a, b, ga, gb, added, held, lang)}
 
 
+#: the table's rows: (the metric's name, or "cmp.row.*" label, the key, its kind)
 ROWS = (("TTFB P50", "ttfb_p50", "ms"), ("TTFB P95", "ttfb_p95", "ms"), ("gap P50", "gap_p50", "ms"),
         ("gap P95", "gap_p95", "ms"), ("TTFT P50", "ttft_p50", "ms"), ("TTFT P95", "ttft_p95", "ms"),
         ("TPOT P50", "tpot_p50", "ms"), ("TPOT P95", "tpot_p95", "ms"),
-        ("TTFT slope (ms/1k in)", "slope_ms_per_1k", "slope"), ("TTFT intercept", "intercept_ms", "ms"),
-        ("fit R²", "r2", "r2"), ("headers held", "headers_held", "held"), ("requests", "n", "int"),
-        ("errors", "errors", "int"))
+        ("cmp.row.slope", "slope_ms_per_1k", "slope"), ("cmp.row.intercept", "intercept_ms", "ms"),
+        ("cmp.row.r2", "r2", "r2"), ("cmp.row.held", "headers_held", "held"), ("cmp.row.requests", "n", "int"),
+        ("cmp.row.errors", "errors", "int"))
 
 
-def _cell(v, kind: str, signed: bool = False) -> str:
+def _cell(v, kind: str, signed: bool = False, lang: str = "en") -> str:
     if v is None:
         return "—"
     if kind == "held":  # whether the route's hop held its headers until the first token
-        return "yes" if v else "no"
+        return label(lang, "cmp.yes" if v else "cmp.no")
     if kind == "slope":
         return f"{round(v, 1) + 0.0:+.1f}" if signed else f"{v:.1f}"
     if kind == "r2":
@@ -282,27 +283,29 @@ def _cell(v, kind: str, signed: bool = False) -> str:
     return output.ms(v)
 
 
-def render(con, s: dict[str, Any]) -> None:
+def render(con, s: dict[str, Any], lang: str = "en") -> None:
     from rich.table import Table
+    from rich.text import Text
 
     a, b = s["routes"]
-    t = Table(title=f"compare {s['experiment']} (warm-up dropped; {queries.STREAMED_LABEL})", header_style="bold",
-              title_justify="left")
+    t = Table(title=Text(label(lang, "cmp.title", experiment=printable(s["experiment"]),
+                               population=queries.STREAMED_LABEL)), header_style="bold", title_justify="left")
     t.add_column("")
     for c in (a, b, f"{b} − {a}"):
-        t.add_column(c, justify="right")
-    for label, key, kind in ROWS:
+        t.add_column(Text(printable(c)), justify="right")
+    for name, key, kind in ROWS:
         pa, pb = s["per_route"][a].get(key), s["per_route"][b].get(key)
         d = s["delta"].get(key) if kind not in ("int", "held") else None
-        t.add_row(label, _cell(pa, kind), _cell(pb, kind), _cell(d, kind, signed=True) if d is not None else "")
+        t.add_row(label(lang, name) if name.startswith("cmp.") else name, _cell(pa, kind, lang=lang),
+                  _cell(pb, kind, lang=lang), _cell(d, kind, signed=True) if d is not None else "")
     con.print(t)
     for name in (a, b):
         w = s["per_route"][name]["fit_warning"]
         if w:
-            con.print(f"[yellow]⚠ {name}:[/] {w}")
+            con.print(output.Wrapped(Text.assemble((f"⚠ {printable(name)}: ", "yellow"), printable(w))))
     v = s["verdict"]
     style = "green" if v.get("prefill") == "same" else "yellow"
-    con.print(f"[bold {style}]→[/] {v['text']}")
+    con.print(output.Wrapped(Text.assemble(("→ ", f"bold {style}"), printable(v["text"]))))
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -337,15 +340,17 @@ def _per_route(values: tuple[str, ...], routes: list[str], what: str) -> list[st
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds per request.")
 @click.option("--wait", type=float, default=15.0, show_default=True, help="Seconds to wait for the proxy to record rows.")
 @db_option
+@lang_option
 def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, experiment, port, host, as_json, timeout,
-            wait, db_path):
+            wait, db_path, lang):
     """Send the same requests through two routes of a running proxy, interleaved, and show what one adds."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from firsttoken.addon.store.db import open_db
     from firsttoken.cli.env.target import resolve_target
-    from firsttoken.cli.options import console, fail, resolve_db
+    from firsttoken.cli.options import console, fail, resolve_db, resolve_lang
 
+    lang = resolve_lang(lang)
     if len(routes) != 2 or routes[0] == routes[1]:
         raise click.UsageError("give two different routes: --route A --route B (the proxy's --upstream names)")
     routes = list(routes)
@@ -406,13 +411,14 @@ def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, exp
                   f"within {wait:.0f} s")
     for r, text in info["first_error"].items():
         err.print(f"[yellow]warning:[/] {info['errors_per_route'][r]} request(s) through {r} failed; the first: {text}")
-    summary = summarize(open_db(path, write=False), experiment, routes)
+    summary = summarize(open_db(path, write=False), experiment, routes, lang)
     summary.update(models=model_of, api=api, inputs=[n for n, _ in points], max_tokens=max_tokens, runs=runs,
                    warmup=warmup, proxy=target.url, **{k: info[k] for k in ("sent", "recorded", "errors")})
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
-        render(console(), summary)
-        console().print(f"[dim]rows tagged {experiment!r}: firsttoken logs --experiment {experiment} · "
-                        f"firsttoken stats --experiment {experiment} --by route[/]")
+        from rich.text import Text
+
+        render(console(), summary, lang)
+        console().print(Text(label(lang, "cmp.rows_tagged", e=printable(experiment)), style="dim"))
     sys.stdout.flush()

@@ -57,6 +57,40 @@ LABELS: dict[str, dict[str, str]] = {
         "bl.regressed": "REGRESSED", "bl.ok": "ok", "bl.too_few": "too few",
         "bl.table": "P50 / P95 of {population}", "bl.saved": "saved baseline [bold]{name}[/] for {n} model(s):",
         "bl.none": "No baselines yet: `firsttoken baseline save NAME [--since 1d] [--experiment ...]`.",
+        "cmp.ttft_same": "TTFT is the same on both routes ({d} ms on {b}, within {tol} ms; {spread})",
+        "cmp.ttft_adds": "route {slow} adds {d} ms to TTFT over {fast} ({spread})",
+        "cmp.spread": "middle half of {n} paired requests {lo} to {hi} ms",
+        "cmp.held_one": "route {names} holds its response headers until the first token, so TTFB there includes "
+                        "the prefill and the TTFB/gap split is not compared",
+        "cmp.held_many": "routes {names} hold their response headers until the first token, so TTFB there "
+                         "includes the prefill and the TTFB/gap split is not compared",
+        "cmp.and": " and ", "cmp.sep": "; ", "cmp.end": ".",
+        "cmp.where_unknown": "where it went cannot be told (give several --inputs sizes: the TTFT-vs-input fits "
+                             "split it)",
+        "cmp.before_model": "the TTFT-vs-input fits put {d} ms of it before the model on {b} (intercept: network, "
+                            "gateway, queue)",
+        "cmp.ttfb_unknown": "TTFB could not be compared (no timed responses on {r})",
+        "cmp.ttfb_same": "TTFB is the same on both routes ({ta} vs {tb} ms, within {tol} ms)",
+        "cmp.ttfb_adds": "route {slow} adds {d} ms of TTFB over {fast} (network/gateway)",
+        "cmp.prefill_unknown_held": "prefill could not be compared (give several --inputs sizes to compare slopes)",
+        "cmp.prefill_unknown": "prefill could not be compared (no first tokens)",
+        "cmp.gap_same": "prefill looks the same (gap {xa} vs {xb} ms; give several --inputs sizes to compare slopes)",
+        "cmp.gap_differs": "prefill differs: the gap after the headers is {xa} ms on {a}, {xb} ms on {b} (give "
+                           "several --inputs sizes to compare slopes)",
+        "cmp.within_pct": "within {v}%", "cmp.within_ms": "within {v} ms",
+        "cmp.prefill_same": "prefill is the same (slopes {sa} vs {sb} ms per 1k input tokens, {within})",
+        "cmp.prefill_noisy": "prefill may differ (slopes {sa} vs {sb} ms per 1k input tokens) but the fits are too "
+                             "noisy to tell (±{noise}): add --runs or wider --inputs",
+        "cmp.ratio": ", {r}× on {slow}",
+        "cmp.prefill_differs": "prefill differs: TTFT grows {sa} ms per 1k input tokens on {a}, {sb} on {b} ({d} ms "
+                               "more per 1k on {slow}{ratio}): {slow} runs another model, deployment or hardware "
+                               "than {fast}, or prefills a longer prompt (a gateway adding a system prompt?)",
+        "cmp.title": "compare {experiment} (warm-up dropped; {population})",
+        "cmp.row.slope": "TTFT slope (ms/1k in)", "cmp.row.intercept": "TTFT intercept", "cmp.row.r2": "fit R²",
+        "cmp.row.held": "headers held", "cmp.row.requests": "requests", "cmp.row.errors": "errors",
+        "cmp.yes": "yes", "cmp.no": "no",
+        "cmp.rows_tagged": "rows tagged {e}: firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
+                           "--by route",
         "no_rows": "No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.",
         "conv.line": "conversation {cid} · turn {turn} · {requests}", "conv.requests": "{n} requests",
         "conv.requests.1": "{n} request", "conv.side": " ({n} side)", "conv.cached": " · cached {pct}%",
@@ -168,6 +202,36 @@ LABELS: dict[str, dict[str, str]] = {
         "bl.regressed": "退化", "bl.ok": "正常", "bl.too_few": "样本太少",
         "bl.table": "流式请求的 P50 / P95", "bl.saved": "已保存基线 [bold]{name}[/]，共 {n} 个模型：",
         "bl.none": "还没有基线：`firsttoken baseline save NAME [--since 1d] [--experiment ...]`。",
+        "cmp.ttft_same": "两条路由的 TTFT 相同（{b} 上 {d} 毫秒，在 {tol} 毫秒以内；{spread}）",
+        "cmp.ttft_adds": "路由 {slow} 的 TTFT 比 {fast} 多 {d} 毫秒（{spread}）",
+        "cmp.spread": "{n} 对请求的中间一半为 {lo} 到 {hi} 毫秒",
+        "cmp.held_one": "路由 {names} 直到首个 token 才发出响应头，所以它的 TTFB 包含预填充，不比较 TTFB/gap 的拆分",
+        "cmp.held_many": "路由 {names} 都直到首个 token 才发出响应头，所以它们的 TTFB 包含预填充，不比较 TTFB/gap 的拆分",
+        "cmp.and": " 和 ", "cmp.sep": "；", "cmp.end": "。",
+        "cmp.where_unknown": "无法判断时间花在了哪里（给出多个 --inputs 长度：TTFT 与输入的拟合可以把它拆开）",
+        "cmp.before_model": "TTFT 与输入的拟合显示，{b} 上其中 {d} 毫秒花在模型之前（截距：网络、网关、排队）",
+        "cmp.ttfb_unknown": "无法比较 TTFB（{r} 上没有计时的响应）",
+        "cmp.ttfb_same": "两条路由的 TTFB 相同（{ta} 对 {tb} 毫秒，在 {tol} 毫秒以内）",
+        "cmp.ttfb_adds": "路由 {slow} 的 TTFB 比 {fast} 多 {d} 毫秒（网络/网关）",
+        "cmp.prefill_unknown_held": "无法比较预填充（给出多个 --inputs 长度来比较斜率）",
+        "cmp.prefill_unknown": "无法比较预填充（没有首个 token）",
+        "cmp.gap_same": "预填充看起来相同（gap {xa} 对 {xb} 毫秒；给出多个 --inputs 长度来比较斜率）",
+        "cmp.gap_differs": "预填充不同：响应头之后的 gap 在 {a} 上是 {xa} 毫秒，在 {b} 上是 {xb} 毫秒"
+                           "（给出多个 --inputs 长度来比较斜率）",
+        "cmp.within_pct": "相差 {v}% 以内", "cmp.within_ms": "相差 {v} 毫秒以内",
+        "cmp.prefill_same": "预填充相同（斜率 {sa} 对 {sb} 毫秒/千输入 token，{within}）",
+        "cmp.prefill_noisy": "预填充可能不同（斜率 {sa} 对 {sb} 毫秒/千输入 token），但拟合噪声太大（±{noise}），"
+                             "无法判断：增加 --runs 或扩大 --inputs 的范围",
+        "cmp.ratio": "，{slow} 上是 {r} 倍",
+        "cmp.prefill_differs": "预填充不同：TTFT 在 {a} 上每千输入 token 增长 {sa} 毫秒，在 {b} 上增长 {sb} 毫秒"
+                               "（{slow} 上每千多 {d} 毫秒{ratio}）：{slow} 运行的模型、部署或硬件与 {fast} 不同，"
+                               "或者预填充了更长的提示词（网关加了系统提示词？）",
+        "cmp.title": "对比 {experiment}（已去掉预热；流式请求）",
+        "cmp.row.slope": "TTFT 斜率（毫秒/千输入）", "cmp.row.intercept": "TTFT 截距", "cmp.row.r2": "拟合 R²",
+        "cmp.row.held": "扣住响应头", "cmp.row.requests": "请求数", "cmp.row.errors": "错误",
+        "cmp.yes": "是", "cmp.no": "否",
+        "cmp.rows_tagged": "标记为 {e} 的行：firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
+                           "--by route",
         "no_rows": "还没有记录到请求（在这些筛选条件下）。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",
         "conv.line": "会话 {cid} · 第 {turn} 轮 · {requests}", "conv.requests": "{n} 个请求",
         "conv.requests.1": "{n} 个请求", "conv.side": "（{n} 个辅助请求）", "conv.cached": " · 缓存 {pct}%",

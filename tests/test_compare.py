@@ -143,3 +143,47 @@ def test_a_message_ending_in_a_period_joins_the_sentence_with_one(tmp_path, monk
         said = " ".join(_run(["--route", "a", "--route", "gw.", *ARGS, "--db", str(db)],
                              ok=False).output.split())
         assert "said goodbye. The proxy was looked for at" in said, said
+
+
+def test_compare_speaks_one_language():
+    """Issue 24 #7: every reading command takes --lang; compare's verdict and table are wholly in it."""
+    import io
+    import re
+
+    from rich.console import Console
+
+    from firsttoken.cli.compare import render
+    from firsttoken.cli.labels import LABELS
+
+    def g(ttfb, gap, ttft, slope, se=1.0, intercept=30.0):
+        return {"ttfb_ms": {"p50": ttfb}, "gap_ms": {"p50": gap}, "ttft_ms": {"p50": ttft},
+                "ttft_slope_ms_per_1k": slope, "ttft_slope_se_ms_per_1k": se, "ttft_intercept_ms": intercept}
+
+    added = {"added_ms": 40.0, "p25_ms": 35.0, "p75_ms": 44.0, "pairs": 12}
+    cases = [  # every sentence of the verdict at least once
+        ("a", "b", g(30, 100, 130, 60), g(70, 100, 170, 60), added, None),
+        ("a", "b", g(30, 100, 130, 60), g(31, 100, 131, 160), {**added, "added_ms": 1.0, "p25_ms": -3, "p75_ms": 4}, None),
+        ("a", "b", g(30, 100, 130, 60, 40), g(30, 100, 130, 100, 40), None, None),
+        ("a", "b", g(30, 100, 130, None), g(30, 150, 180, None), None, None),
+        ("a", "b", g(30, 100, 130, None), g(30, 101, 131, None), None, None),
+        ("a", "b", g(None, None, 130, None), g(30, None, 131, None), None, None),
+        ("direct", "gw", g(30, 100, 130, 60), g(130, 1, 131, 60, intercept=45), added, {"gw": True}),
+        ("direct", "gw", g(30, 100, 130, None), g(130, 1, 131, None), added, {"gw": True, "direct": True}),
+    ]
+    zh = [verdict(*c, lang="zh")["text"] for c in cases]
+    side = {k: None for k in ("ttfb_p50", "ttfb_p95", "gap_p50", "gap_p95", "ttft_p50", "ttft_p95", "tpot_p50",
+                              "tpot_p95", "slope_ms_per_1k", "intercept_ms", "r2")}
+    summary = {"experiment": "exp", "routes": ["direct", "gw"], "delta": {},
+               "per_route": {r: {**side, "n": 5, "errors": 0, "headers_held": r == "gw", "fit_warning": None}
+                             for r in ("direct", "gw")}, "verdict": verdict(*cases[6], lang="zh")}
+    buf = io.StringIO()
+    render(Console(file=buf, width=120), summary, "zh")
+    text = "\n".join(zh) + buf.getvalue()
+    left = [f"{k}: {w}" for k, en in LABELS["en"].items() if k.startswith("cmp.") and en != LABELS["zh"].get(k)
+            for w in (w.strip(" ()·:;,~.%/") for w in re.split(r"\{[^}]*\}", en))
+            if len(w) >= 4 and not w.startswith(("firsttoken", "--")) and w in text]
+    assert not left, (left, text)
+    assert all(t.endswith("。") for t in zh) and "扣住响应头" in buf.getvalue() and "是" in buf.getvalue()
+    en = verdict(*cases[0])["text"]
+    assert "route b adds 40 ms to TTFT over a" in en and en.endswith(".")
+    assert "--lang" in CliRunner().invoke(compare, ["--help"]).output
