@@ -24,6 +24,7 @@ from firsttoken.addon.safe_text import clause
 from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
+from firsttoken.cli.labels import label
 from firsttoken.cli.options import PORT, db_option
 from firsttoken.cli.sweep import APIS, Client, SweepError, build_prompt, error_text, guess_api, parse_ints, wait_for_rows
 
@@ -136,9 +137,11 @@ def same_or_adds(d: float, tol: float, a: str, b: str, same: str, adds: str) -> 
 
 
 def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[str, Any] | None = None,
-            held: dict[str, bool | None] | None = None) -> dict[str, Any]:
+            held: dict[str, bool | None] | None = None, lang: str = "en") -> dict[str, Any]:
     """The bisection on two routes' figures: what route b adds to TTFT, and where it went, from
-    evidence that holds on both routes (pure)."""
+    evidence that holds on both routes (pure); its text in ``lang``."""
+    # {slow} and {fast} are left for same_or_adds to fill in
+    L = lambda key, **kw: label(lang, f"cmp.{key}", **{"slow": "{slow}", "fast": "{fast}", **kw})  # noqa: E731
     out: dict[str, Any] = {}
     held = held or {}
     holding = [r for r in (a, b) if held.get(r)]
@@ -150,42 +153,39 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         d, lo, hi = added["added_ms"], added["p25_ms"], added["p75_ms"]
         if d < 0:  # said from the slower route's side: what it adds
             lo, hi = -hi, -lo
-        spread = f"middle half of {added['pairs']} paired requests {lo:+.0f} to {hi:+.0f} ms"
+        spread = L("spread", pairs=added["pairs"], lo=f"{lo:+.0f}", hi=f"{hi:+.0f}")
         base = min(v for v in (_p(ga, "ttft"), _p(gb, "ttft"), math.inf) if v is not None)
         tol = max(TTFB_ABS_MS, TTFB_REL * base) if math.isfinite(base) else TTFB_ABS_MS
         if lo > 0 or hi < 0:  # the middle half of the pairs lies on one side of 0: a steady difference, not noise
             tol = TTFB_ABS_MS
         out["ttft"], head = same_or_adds(
-            d, tol, a, b, f"TTFT is the same on both routes ({d:+.0f} ms on {b}, within {tol:.0f} ms; {spread})",
-            f"route {{slow}} adds {abs(d):.0f} ms to TTFT over {{fast}} ({spread})")
+            d, tol, a, b, L("ttft_same", d=f"{d:+.0f}", b=b, tol=f"{tol:.0f}", spread=spread),
+            L("ttft_adds", d=f"{abs(d):.0f}", spread=spread))
     if holding:
-        names = " and ".join(holding)
-        held_text = (f"{'route ' + names + ' holds its' if len(holding) == 1 else 'routes ' + names + ' hold their'} "
-                     "response headers until the first token, so TTFB there includes the prefill and the TTFB/gap "
-                     "split is not compared")
-        head = f"{head}; {held_text}" if head else held_text
+        names = L("and").join(holding)
+        held_text = L("held_one" if len(holding) == 1 else "held_many", names=names)
+        head = f"{head}{L('join')}{held_text}" if head else held_text
     ta, tb = _p(ga, "ttfb"), _p(gb, "ttfb")
     ia, ib = ga.get("ttft_intercept_ms"), gb.get("ttft_intercept_ms")
     if holding:
         if ia is None or ib is None or ga.get("ttft_slope_ms_per_1k") is None or gb.get("ttft_slope_ms_per_1k") is None:
             out["ttfb"] = "unknown"
-            ttfb_text = "where it went cannot be told (give several --inputs sizes: the TTFT-vs-input fits split it)"
+            ttfb_text = L("held_unknown")
         else:
             d = ib - ia
             out["intercept_delta_ms"] = round(d, 1)
             out["ttfb"] = "before_model"
-            ttfb_text = (f"the TTFT-vs-input fits put {d:+.0f} ms of it before the model on {b} "
-                         "(intercept: network, gateway, queue)")
+            ttfb_text = L("held_before", d=f"{d:+.0f}", b=b)
     elif ta is None or tb is None:
         out["ttfb"] = "unknown"
-        ttfb_text = "TTFB could not be compared (no timed responses on " + (a if ta is None else b) + ")"
+        ttfb_text = L("ttfb_unknown", route=a if ta is None else b)
     else:
         d = tb - ta
         tol = max(TTFB_ABS_MS, TTFB_REL * min(ta, tb))
         out["ttfb_delta_ms"], out["ttfb_tolerance_ms"] = round(d, 1), round(tol, 1)
         out["ttfb"], ttfb_text = same_or_adds(
-            d, tol, a, b, f"TTFB is the same on both routes ({ta:.0f} vs {tb:.0f} ms, within {tol:.0f} ms)",
-            f"route {{slow}} adds {abs(d):.0f} ms of TTFB over {{fast}} (network/gateway)")
+            d, tol, a, b, L("ttfb_same", ta=f"{ta:.0f}", tb=f"{tb:.0f}", tol=f"{tol:.0f}"),
+            L("ttfb_adds", d=f"{abs(d):.0f}"))
 
     sa, sb = ga.get("ttft_slope_ms_per_1k"), gb.get("ttft_slope_ms_per_1k")
     if sa is None or sb is None:
@@ -193,19 +193,17 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         xa, xb = _p(ga, "gap"), _p(gb, "gap")
         if holding:  # the gap is ~0 behind a hop that holds the headers: it says nothing of prefill
             out["prefill"] = "unknown"
-            prefill_text = "prefill could not be compared (give several --inputs sizes to compare slopes)"
+            prefill_text = L("prefill_held")
         elif xa is None or xb is None:
             out["prefill"] = "unknown"
-            prefill_text = "prefill could not be compared (no first tokens)"
+            prefill_text = L("prefill_unknown")
         else:
             d = xb - xa
             tol = max(TTFB_ABS_MS, SLOPE_REL * min(xa, xb))
             out["gap_delta_ms"] = round(d, 1)
             out["prefill"] = "same" if abs(d) <= tol else "differs"
-            prefill_text = (f"prefill looks the same (gap {xa:.0f} vs {xb:.0f} ms; give several --inputs sizes "
-                            "to compare slopes)") if out["prefill"] == "same" else \
-                (f"prefill differs: the gap after the headers is {xa:.0f} ms on {a}, {xb:.0f} ms on {b} "
-                 "(give several --inputs sizes to compare slopes)")
+            prefill_text = L("gap_same" if out["prefill"] == "same" else "gap_differs", xa=f"{xa:.0f}", xb=f"{xb:.0f}",
+                             a=a, b=b)
     else:
         d = sb - sa
         mean = (abs(sa) + abs(sb)) / 2
@@ -216,21 +214,19 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         out["slope_noise_ms_per_1k"] = None if math.isinf(noise) else round(noise, 2)
         if abs(d) <= tol:
             out["prefill"] = "same"
-            within = f"within {abs(d) / mean * 100:.0f}%" if mean else f"within {abs(d):.1f} ms"
-            prefill_text = f"prefill is the same (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens, {within})"
+            within = L("within_pct", pct=f"{abs(d) / mean * 100:.0f}") if mean else L("within_ms", d=f"{abs(d):.1f}")
+            prefill_text = L("slope_same", sa=f"{sa:.0f}", sb=f"{sb:.0f}", within=within)
         elif abs(d) <= noise:
             out["prefill"] = "inconclusive"
-            prefill_text = (f"prefill may differ (slopes {sa:.0f} vs {sb:.0f} ms per 1k input tokens) but the fits are "
-                            f"too noisy to tell (±{noise:.0f}): add --runs or wider --inputs")
+            prefill_text = L("slope_noisy", sa=f"{sa:.0f}", sb=f"{sb:.0f}", noise=f"{noise:.0f}")
         else:
             out["prefill"] = "differs"
             slow, fast = (b, a) if d > 0 else (a, b)
             lo = min(abs(sa), abs(sb))
-            ratio = f", {max(abs(sa), abs(sb)) / lo:.1f}× on {slow}" if lo >= SLOPE_ABS else ""
-            prefill_text = (f"prefill differs: TTFT grows {sa:.0f} ms per 1k input tokens on {a}, {sb:.0f} on {b} "
-                            f"({abs(d):.0f} ms more per 1k on {slow}{ratio}): {slow} runs another model, deployment "
-                            f"or hardware than {fast}, or prefills a longer prompt (a gateway adding a system prompt?)")
-    out["text"] = f"{head}; {ttfb_text}; {prefill_text}." if head else f"{ttfb_text}; {prefill_text}."
+            ratio = L("ratio", r=f"{max(abs(sa), abs(sb)) / lo:.1f}", slow=slow) if lo >= SLOPE_ABS else ""
+            prefill_text = L("slope_differs", sa=f"{sa:.0f}", sb=f"{sb:.0f}", a=a, b=b, d=f"{abs(d):.0f}", slow=slow,
+                             fast=fast, ratio=ratio)
+    out["text"] = L("join").join([*([head] if head else []), ttfb_text, prefill_text]) + L("end")
     return out
 
 
@@ -291,10 +287,10 @@ def render(con, s: dict[str, Any]) -> None:
     t.add_column("")
     for c in (a, b, f"{b} − {a}"):
         t.add_column(c, justify="right")
-    for label, key, kind in ROWS:
+    for row, key, kind in ROWS:
         pa, pb = s["per_route"][a].get(key), s["per_route"][b].get(key)
         d = s["delta"].get(key) if kind not in ("int", "held") else None
-        t.add_row(label, _cell(pa, kind), _cell(pb, kind), _cell(d, kind, signed=True) if d is not None else "")
+        t.add_row(row, _cell(pa, kind), _cell(pb, kind), _cell(d, kind, signed=True) if d is not None else "")
     con.print(t)
     for name in (a, b):
         w = s["per_route"][name]["fit_warning"]

@@ -1,5 +1,5 @@
 """The words of every reading view (`logs`, `show`, `stats`, the live view, `sessions`, the
-`report` page): one table of UI labels per language, so a view is in one language.
+`report` page and its `compare` verdict): one table of UI labels per language, so a view is in one language.
 
 ``label(lang, key)`` falls back to English, then to the key. The language is decided once, by
 ``addon.diagnose.lang.resolve``. Adding a label: docs/architecture.md ("Where a new thing goes").
@@ -138,6 +138,26 @@ LABELS: dict[str, dict[str, str]] = {
         "report.d.no_response": "no response", "report.d.prompt": "prompt tokens", "report.d.timing": "timing",
         "report.d.timing_v": "connect {connect} · TTFB {ttfb} · gap {gap} · TTFT {ttft} · total {total}",
         "report.d.cold": " (cold: opened a new connection)", "report.d.more": "More: {cmd}",
+        "cmp.spread": "middle half of {pairs} paired requests {lo} to {hi} ms",
+        "cmp.ttft_same": "TTFT is the same on both routes ({d} ms on {b}, within {tol} ms; {spread})",
+        "cmp.ttft_adds": "route {slow} adds {d} ms to TTFT over {fast} ({spread})", "cmp.and": " and ",
+        "cmp.held_one": "route {names} holds its response headers until the first token, so TTFB there includes the prefill and the TTFB/gap split is not compared",
+        "cmp.held_many": "routes {names} hold their response headers until the first token, so TTFB there includes the prefill and the TTFB/gap split is not compared",
+        "cmp.held_unknown": "where it went cannot be told (give several --inputs sizes: the TTFT-vs-input fits split it)",
+        "cmp.held_before": "the TTFT-vs-input fits put {d} ms of it before the model on {b} (intercept: network, gateway, queue)",
+        "cmp.ttfb_unknown": "TTFB could not be compared (no timed responses on {route})",
+        "cmp.ttfb_same": "TTFB is the same on both routes ({ta} vs {tb} ms, within {tol} ms)",
+        "cmp.ttfb_adds": "route {slow} adds {d} ms of TTFB over {fast} (network/gateway)",
+        "cmp.prefill_held": "prefill could not be compared (give several --inputs sizes to compare slopes)",
+        "cmp.prefill_unknown": "prefill could not be compared (no first tokens)",
+        "cmp.gap_same": "prefill looks the same (gap {xa} vs {xb} ms; give several --inputs sizes to compare slopes)",
+        "cmp.gap_differs": "prefill differs: the gap after the headers is {xa} ms on {a}, {xb} ms on {b} (give several --inputs sizes to compare slopes)",
+        "cmp.within_pct": "within {pct}%", "cmp.within_ms": "within {d} ms",
+        "cmp.slope_same": "prefill is the same (slopes {sa} vs {sb} ms per 1k input tokens, {within})",
+        "cmp.slope_noisy": "prefill may differ (slopes {sa} vs {sb} ms per 1k input tokens) but the fits are too noisy to tell (±{noise}): add --runs or wider --inputs",
+        "cmp.ratio": ", {r}× on {slow}",
+        "cmp.slope_differs": "prefill differs: TTFT grows {sa} ms per 1k input tokens on {a}, {sb} on {b} ({d} ms more per 1k on {slow}{ratio}): {slow} runs another model, deployment or hardware than {fast}, or prefills a longer prompt (a gateway adding a system prompt?)",
+        "cmp.join": "; ", "cmp.end": ".",
     },
     "zh": {
         "up": "已运行", "attached": "已连接", "requests": "个请求", "errors": "个错误", "in_flight": "个进行中",
@@ -267,6 +287,26 @@ LABELS: dict[str, dict[str, str]] = {
         "report.d.no_response": "没有响应", "report.d.prompt": "输入 token", "report.d.timing": "耗时",
         "report.d.timing_v": "建立连接 {connect} · TTFB {ttfb} · gap {gap} · TTFT {ttft} · 总耗时 {total}",
         "report.d.cold": "（冷连接：新建了连接）", "report.d.more": "更多：{cmd}",
+        "cmp.spread": "{pairs} 对成对请求的中间一半在 {lo} 到 {hi} ms 之间",
+        "cmp.ttft_same": "两条路由的 TTFT 相同（{b} 上 {d} ms，在 {tol} ms 以内；{spread}）",
+        "cmp.ttft_adds": "路由 {slow} 的 TTFT 比 {fast} 多 {d} ms（{spread}）", "cmp.and": " 和 ",
+        "cmp.held_one": "路由 {names} 把响应头扣到首个 token 才发出，所以那里的 TTFB 包含预填充，不比较 TTFB 与 gap 的拆分",
+        "cmp.held_many": "路由 {names} 都把响应头扣到首个 token 才发出，所以那里的 TTFB 包含预填充，不比较 TTFB 与 gap 的拆分",
+        "cmp.held_unknown": "无法判断时间花在哪里（给出多个 --inputs 大小：TTFT 与输入的拟合可以拆分它）",
+        "cmp.held_before": "TTFT 与输入的拟合表明，其中 {d} ms 在 {b} 上花在模型之前（截距：网络、网关、排队）",
+        "cmp.ttfb_unknown": "无法比较 TTFB（{route} 上没有计时的响应）",
+        "cmp.ttfb_same": "两条路由的 TTFB 相同（{ta} 对 {tb} ms，在 {tol} ms 以内）",
+        "cmp.ttfb_adds": "路由 {slow} 的 TTFB 比 {fast} 多 {d} ms（网络/网关）",
+        "cmp.prefill_held": "无法比较预填充（给出多个 --inputs 大小以比较斜率）",
+        "cmp.prefill_unknown": "无法比较预填充（没有首个 token）",
+        "cmp.gap_same": "预填充看起来相同（gap {xa} 对 {xb} ms；给出多个 --inputs 大小以比较斜率）",
+        "cmp.gap_differs": "预填充不同：响应头之后的 gap 在 {a} 上是 {xa} ms，在 {b} 上是 {xb} ms（给出多个 --inputs 大小以比较斜率）",
+        "cmp.within_pct": "相差在 {pct}% 以内", "cmp.within_ms": "相差在 {d} ms 以内",
+        "cmp.slope_same": "预填充相同（斜率 {sa} 对 {sb} ms/1k 输入 token，{within}）",
+        "cmp.slope_noisy": "预填充可能不同（斜率 {sa} 对 {sb} ms/1k 输入 token），但拟合噪声太大，无法判断（±{noise}）：增加 --runs 或扩大 --inputs 范围",
+        "cmp.ratio": "，{slow} 上是 {r}×",
+        "cmp.slope_differs": "预填充不同：TTFT 在 {a} 上每 1k 输入 token 增加 {sa} ms，在 {b} 上增加 {sb} ms（{slow} 上每 1k 多 {d} ms{ratio}）：{slow} 运行的模型、部署或硬件与 {fast} 不同，或者预填充了更长的提示词（网关加了系统提示词？）",
+        "cmp.join": "；", "cmp.end": "。",
     },
 }
 

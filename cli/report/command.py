@@ -223,7 +223,7 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str], 
         if _same_models(*served):  # the bisection holds only for the same requests through both routes
             held = {name(g["group"]): route_holds(sq.head_timings(db, dataclasses.replace(filters, route=g["group"])))
                     for g in groups}  # behind a hop that holds headers, TTFB holds the prefill
-            text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b, held=held)["text"])}</b></p>'
+            text = f'<p><b>{H.esc(verdict(name(a["group"]), name(b["group"]), a, b, held=held, lang=lang)["text"])}</b></p>'
         else:
             a_, b_ = H.esc(name(a["group"])), H.esc(name(b["group"]))
             text = '<p class="dim">' + H.words(
