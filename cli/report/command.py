@@ -51,8 +51,8 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
     name = lambda g: g if g is not None else L("no_model")  # noqa: E731
     span = sq.time_span(db, filters)
     meta = (H.esc(counted(total, "requests", lang))
-            + (f", {str(span[0])[:10]} {output.local_time(span[0])} → {str(span[1])[:10]} "
-               f"{output.local_time(span[1])}" if span and span[0] else "")
+            + (H.esc(L("span", first=f"{str(span[0])[:10]} {output.local_time(span[0])}",
+                       last=f"{str(span[1])[:10]} {output.local_time(span[1])}")) if span and span[0] else "")
             + " · " + H.esc(L("generated", when=_dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")))
             + (" · " + H.esc(L("filters", f=", ".join(f"{k}={v}" for k, v in res["filters"].items())))
                if res["filters"] else "")
