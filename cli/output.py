@@ -25,16 +25,14 @@ SEVERITY_MARK = {"error": "✖", "warn": "▲", "info": "•"}
 
 
 # ---- findings ------------------------------------------------------------------------------------
-#: which requests the latency figures are over, as every view says it (the rule: queries.STREAMED)
-POPULATION_NOTE = ("TTFB, TTFT, gap, TPOT, ITL, total and the TTFT fit are over streamed requests only: a "
-                   "non-streamed answer's headers come after the whole answer, so its TTFB is the whole generation. "
-                   "Non-streamed requests have their own figure, the time to the whole answer.")
 
 def localize(findings: list[dict[str, Any]] | None, lang: str) -> list[dict[str, Any]]:
-    """Stored findings (code + params) re-rendered in ``lang``: the reader's language, not the recorder's."""
+    """Stored findings (code + params) re-rendered in ``lang``: the reader's language, not the recorder's.
+    One stored without params (a synthetic row, e.g. bench-db's) keeps its words: rendered, every value would be ?."""
     from firsttoken.addon.diagnose import render_finding
 
-    return [render_finding(f, lang) if isinstance(f, dict) and f.get("code") else f for f in findings or []]
+    return [render_finding(f, lang) if isinstance(f, dict) and f.get("code") and "params" in f else f
+            for f in findings or []]
 
 
 def api_short(api: str | None) -> str:

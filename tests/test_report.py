@@ -265,3 +265,149 @@ def test_routes_with_different_models_get_no_verdict(tmp_path):
     assert sorted(_route_table(page)) == ["anthropic", "openai"]
     assert "The routes served different models" in page and "firsttoken compare --route" in page
     assert "of TTFB over" not in page and "TTFB is the same" not in page
+
+
+# -- --lang zh: the page wholly in one language ------------------------------------------------------------
+#: the page's main English words, written out by hand (the check below also takes every label the page uses)
+ENGLISH_HEADINGS = ("Per model", "TTFT against prompt tokens", "Per route", "prompt cache", "Percentiles", "Findings",
+                    "Slowest", "failed requests", "Request details", "prompt tokens", "no findings", "why listed",
+                    "timing", "requests", "severity", "share", "model", "status", "cold", "route", "generated",
+                    "Details of one request", "streamed", "whole answer", "no data", "least-squares", "slope")
+#: the labels the page writes: its own (report.*), the compare verdict's (cmp.*) and those it shares
+PAGE_LABELS = ("report.", "cmp.", "col.", "show.status", "show.error", "stats.follows_", "fitnote.", "sev.")
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory):
+    """`firsttoken demo`'s database, recorded in English: real findings, stored with their params."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    subprocess.run([sys.executable, "-c", "from firsttoken.cli.main import cli; cli()", "demo", "--db", str(path)],
+                   env=dict(os.environ, FIRSTTOKEN_LANG="en"), check=True, capture_output=True, timeout=120)
+    return path
+
+
+def _visible(page: str) -> str:
+    """The page's text as a reader sees it: no tags, scripts or styles, entities decoded."""
+    import html
+
+    text = re.sub(r"(?s)<(script|style)\b.*?</\1>", " ", page)
+    return html.unescape(re.sub(r"<[^>]+>", " ", text))
+
+
+def _english_words() -> set[str]:
+    """The English words of the labels the page uses, less those the Chinese labels keep too (TTFT,
+    gap, token, ms, firsttoken, --inputs …: terms, not English; a label left untranslated keeps none)."""
+    from firsttoken.cli.labels import LABELS
+
+    def words(v: str) -> set[str]:
+        return {w.lower() for w in re.findall(r"[A-Za-z]{2,}", re.sub(r"\{[^}]*\}", " ", v))}
+
+    en = {w for k, v in LABELS["en"].items() if k.startswith(PAGE_LABELS) for w in words(v)}
+    return en - {w for k, v in LABELS["zh"].items() if k.startswith(PAGE_LABELS) and v != LABELS["en"].get(k)
+                 for w in words(v)}
+
+
+def _data(db) -> list[str]:
+    """What the page shows as it came (names, ids, the upstream's own words in a finding's params or
+    the error), longest first: it is left out of the language check."""
+    from firsttoken.addon.store.db import open_reader
+
+    rows = [dict(r) for r in open_reader(str(db)).query("SELECT id, model, route, error, findings FROM requests")]
+    out = {str(v) for r in rows for k in ("id", "model", "route", "error") if (v := r[k])}
+    for r in rows:
+        for f in json.loads(r["findings"] or "[]"):
+            out |= {str(v) for v in (f.get("params") or {}).values() if isinstance(v, str) and len(v) > 1}
+    return sorted(out, key=len, reverse=True)
+
+
+def _said(db, lang: str) -> list[str]:
+    """The findings' messages and hints in ``lang``: the diagnosis catalog's words (its own tests check
+    them), which keep terms such as prefill and API."""
+    from firsttoken.addon.diagnose import render_finding
+    from firsttoken.addon.store.db import open_reader
+
+    found = [render_finding(f, lang) for (fs,) in open_reader(str(db)).execute("SELECT findings FROM requests").fetchall()
+             for f in json.loads(fs or "[]") if "params" in f]
+    return [t for f in found for t in (f["message"], f["hint"]) if t]
+
+
+def _english_left(page: str, db) -> list[str]:
+    """English words of the page's own labels (and its main headings) still on it: not counting
+    the data, the findings' words, code (<code>, `…`), options, paths and identifiers."""
+    text = _visible(re.sub(r"(?s)<code>.*?</code>", " ", page))
+    for d in sorted(_data(db) + _said(db, "zh"), key=len, reverse=True):
+        text = text.replace(d, " ")
+    text = re.sub(r"`[^`]*`|(?<![\w-])--?[\w-]+|\S*/\S*|\S+\.\w+\S*", " ", text)
+    english = _english_words()
+    left = sorted({w for w in re.findall(r"(?<![A-Za-z0-9_])[A-Za-z]{2,}(?![A-Za-z0-9_])", text) if w.lower() in english})
+    return left + [h for h in ENGLISH_HEADINGS if re.search(rf"(?<![\w.-]){re.escape(h)}(?![\w.-])", text)]
+
+
+def _numbers(page: str) -> list[str]:
+    """The figures in the numeric table cells and the charts' labels: the same in every language."""
+    cells = re.findall(r'<td class="n">([^<]*)</td>', page) + re.findall(r"<text [^>]*>([^<]*)</text>", page)
+    return [n for c in cells for n in re.findall(r"\d[\d.,]*(?:ms|s|%|k)?", c)]
+
+
+@pytest.mark.parametrize("which", ["demo", "routes"])
+def test_report_lang_zh_is_wholly_chinese(which, demo_db, two_route_db, tmp_path):
+    db = demo_db if which == "demo" else two_route_db
+    zh, en = _report(db, tmp_path, "--lang", "zh"), _report(db, tmp_path, "--lang", "en")
+    assert zh.startswith('<!DOCTYPE html><html lang="zh">') and en.startswith('<!DOCTYPE html><html lang="en">')
+    assert "<title>firsttoken 报告</title>" in zh and "按模型" in zh and "百分位" in zh
+    assert _english_left(en, db), "the check finds nothing on the English page: it checks nothing"
+    assert not _english_left(zh, db), _english_left(zh, db)
+    assert _numbers(zh) == _numbers(en) and _numbers(zh)  # numbers and units as they are
+    from firsttoken.addon.store.db import open_reader
+
+    for r in open_reader(str(db)).query("SELECT id, model, route FROM requests"):  # names and ids as they are
+        for d in (r["id"][:8], r["model"], r["route"]):
+            assert (H_esc(d) in zh) == (H_esc(d) in en), d
+    codes = set(re.findall(r"<b style=\"color:#[0-9a-f]+\">([\w.]+)</b>", en))
+    assert codes == set(re.findall(r"<b style=\"color:#[0-9a-f]+\">([\w.]+)</b>", zh))
+    if which == "routes":  # the routes' verdict (compare's words) and the prompt-cache fit, in Chinese too
+        assert "按路由" in zh and "路由 gateway 的 TTFB 比 direct 多" in zh and "更贴合未缓存的输入 token" in zh
+        assert 'aria-label="各路由的 TTFT 与输入 token"' in zh
+
+
+def H_esc(v: str) -> str:
+    from firsttoken.cli.report.html import esc
+
+    return esc(v)
+
+
+def test_report_renders_findings_in_the_pages_language(demo_db, tmp_path):
+    """The demo recorded its findings in English; each page words them in its own language."""
+    from firsttoken.addon.diagnose import render_finding
+    from firsttoken.addon.store.db import open_reader
+
+    zh, en = _report(demo_db, tmp_path, "--lang", "zh"), _report(demo_db, tmp_path, "--lang", "en")
+    found = [f for (fs,) in open_reader(str(demo_db)).execute("SELECT findings FROM requests").fetchall()
+             for f in json.loads(fs or "[]")]
+    shown = [f for f in found if f">{H_esc(f['code'])}</b> " in en]
+    assert shown
+    for f in shown:
+        zh_f, en_f = render_finding(f, "zh"), render_finding(f, "en")
+        assert zh_f["message"] != en_f["message"]
+        assert H_esc(zh_f["message"]) in zh and H_esc(en_f["message"]) not in zh, f["code"]
+        assert H_esc(en_f["message"]) in en and H_esc(zh_f["message"]) not in en, f["code"]
+        if en_f.get("hint"):
+            assert H_esc(en_f["hint"]) not in zh
+    assert "<td>错误</td>" in zh or "<td>警告</td>" in zh  # severities in the findings table
+
+
+def test_report_routes_of_different_models_in_chinese(tmp_path):
+    path = tmp_path / "m.db"
+    generate(path, 400, days=1, seed=4)
+    zh = _report(path, tmp_path, "--lang", "zh")
+    assert "这些路由服务的模型不同" in zh and "The routes served different models" not in zh
+    assert "firsttoken compare --route" in zh  # the command as it is typed
+
+
+def test_report_help_names_lang():
+    res = CliRunner().invoke(report, ["--help"])
+    assert res.exit_code == 0 and "--lang [en|zh]" in res.output

@@ -85,8 +85,9 @@ def chromium() -> str:
     pytest.skip(msg)
 
 
-@pytest.fixture(scope="module")
-def probed(tmp_path_factory):
+@pytest.fixture(scope="module", params=["en", "zh"])
+def probed(tmp_path_factory, request):
+    """The report (in English, then in Chinese: other words, other widths) with the probe."""
     d = tmp_path_factory.mktemp("browser")
     path = d / "r.db"
     generate(path, 1500, days=2, seed=3)
@@ -98,7 +99,7 @@ def probed(tmp_path_factory):
                            "findings": "[]"})
     db.conn.commit()
     out = d / "r.html"
-    res = CliRunner().invoke(report, ["--db", str(path), "--html", str(out)])
+    res = CliRunner().invoke(report, ["--db", str(path), "--html", str(out), "--lang", request.param])
     assert res.exit_code == 0, res.output
     page = out.read_text(encoding="utf-8")
     assert "<script" not in page

@@ -14,6 +14,7 @@ from typing import Any
 
 from firsttoken.addon.safe_text import printable
 from firsttoken.cli import output
+from firsttoken.cli.labels import label
 
 PALETTE = ("#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#0891b2", "#db2777", "#4b5563")
 SEV_COLOR = {"error": "#dc2626", "warn": "#d97706", "info": "#0891b2"}
@@ -42,6 +43,12 @@ svg{display:block;margin:8px 0;width:100%;height:auto}svg text{font:12px system-
 def esc(v: Any) -> str:
     """HTML-escaped, with control characters shown as escapes (never raw in the file)."""
     return html.escape(printable("" if v is None else str(v), keep_newlines=True), quote=True)
+
+
+def words(lang: str, key: str, **markup: str) -> str:
+    """The ``key`` label in ``lang``, escaped, its fields filled with ``markup`` (HTML, escaped by the caller)."""
+    text = esc(label(lang, key))
+    return text.format(**markup) if markup else text
 
 
 def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
@@ -77,7 +84,7 @@ def model_name(name: Any) -> str:
 
 def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[str, tuple[float, float]],
                 colors: dict[str, str], w: int = 900, h: int = 380, linked: set[str] | frozenset[str] = frozenset(),
-                names: dict[Any, str] | None = None, label: str = "TTFT versus prompt tokens") -> str:
+                names: dict[Any, str] | None = None, aria: str | None = None, lang: str = "en") -> str:
     """TTFT (y, ms) against prompt tokens (x), one colour per group (model, route), with each
     group's fitted line.
 
@@ -85,14 +92,15 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[st
     link to their details."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
-        return '<p class="dim">No requests with both a TTFT and a prompt size.</p>'
+        return f'<p class="dim">{words(lang, "report.no_points")}</p>'
     ml, mr, mt, mb = 60, 16, 12, 40
     xs = nice_ticks(0, max(p[0] for p in pts))
     ys = nice_ticks(0, max(p[1] for p in pts))
     x1, y1 = xs[-1], ys[-1]
     sx = lambda x: ml + (w - ml - mr) * x / x1  # noqa: E731
     sy = lambda y: h - mb - (h - mt - mb) * y / y1  # noqa: E731
-    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(label)}">']
+    aria = aria or label(lang, "report.aria_scatter")
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(aria)}">']
     for t in xs:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt}" x2="{sx(t):.1f}" y2="{h - mb}" stroke="#f3f4f6"/>'
                    f'<text x="{sx(t):.1f}" y="{h - mb + 16}" text-anchor="middle">{_num(t)}</text>')
@@ -101,17 +109,17 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[st
                    f'<text x="{ml - 6}" y="{sy(t) + 4:.1f}" text-anchor="end">{esc(output.ms(t))}</text>')
     out.append(f'<line x1="{ml}" y1="{h - mb}" x2="{w - mr}" y2="{h - mb}" stroke="#9ca3af"/>'
                f'<line x1="{ml}" y1="{mt}" x2="{ml}" y2="{h - mb}" stroke="#9ca3af"/>'
-               f'<text x="{(w + ml) / 2:.0f}" y="{h - 6}" text-anchor="middle">prompt tokens</text>'
+               f'<text x="{(w + ml) / 2:.0f}" y="{h - 6}" text-anchor="middle">{words(lang, "report.axis_prompt")}</text>'
                f'<text x="14" y="{(h - mb) / 2:.0f}" transform="rotate(-90 14 {(h - mb) / 2:.0f})" text-anchor="middle">TTFT</text>')
     for model, ps in series.items():
         c = colors[model]
-        label = (names or {}).get(model, model)
+        name = (names or {}).get(model, model)
         out.append(f'<g fill="{c}" fill-opacity="0.85" stroke="#ffffff" stroke-width="0.75">')
         for x, y, rid in ps:
             if y > y1:
                 continue
-            dot = (f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5"><title>{esc(rid)} · {esc(label)} · TTFT '
-                   f'{esc(output.ms(y))} · {x:,.0f} prompt tokens</title></circle>')
+            dot = (f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5"><title>{esc(rid)} · {esc(name)} · TTFT '
+                   f'{esc(output.ms(y))} · {esc(label(lang, "report.dot_prompt", n=f"{x:,.0f}"))}</title></circle>')
             out.append(f'<a href="#{anchor(rid)}">{dot}</a>' if rid in linked else dot)
         out.append("</g>")
     for model, (a, b) in fits.items():
@@ -126,11 +134,11 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[st
     return "".join(out)
 
 
-def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 900) -> str:
+def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 900, lang: str = "en") -> str:
     """Horizontal bars: P99 (lightest) behind P95, P90 and P50 (darkest), one row per group."""
     rows = [(g, m) for g, m in rows if m.get("n")]
     if not rows:
-        return f'<p class="dim">{esc(title)}: no data</p>'
+        return f'<p class="dim">{esc(label(lang, "report.no_data", title=title))}</p>'
     ml, mr, row_h, mt = 170, 130, 24, 26
     h = mt + row_h * len(rows) + 24
     top = max(m.get("p99") or m.get("p95") or 0 for _, m in rows) or 1
@@ -155,13 +163,13 @@ def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 
     return "".join(out)
 
 
-def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 900) -> str:
+def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 900, lang: str = "en") -> str:
     """One bar per actual request (rows: label, request id, its TTFB, its gap): its own TTFB then
     its own gap, which add up to its own TTFT. (Percentiles of TTFB and gap never add up to a
     percentile of TTFT, so no bar here is built from percentiles.)"""
     rows = [(g, rid, b, gp) for g, rid, b, gp in rows if b is not None and gp is not None]
     if not rows:
-        return f'<p class="dim">{esc(title)}: no data</p>'
+        return f'<p class="dim">{esc(label(lang, "report.no_data", title=title))}</p>'
     ml, mr, bar_h, mt = 250, 190, 20, 26
     h = mt + bar_h * len(rows) + 24
     top = max(b + max(0.0, gp) for _, _, b, gp in rows) or 1
@@ -172,7 +180,7 @@ def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 9
            f'<rect x="{w - 200}" y="4" width="10" height="10" fill="{SPLIT_COLORS["ttfb"]}"/>'
            f'<text x="{w - 186}" y="13">TTFB</text>'
            f'<rect x="{w - 140}" y="4" width="10" height="10" fill="{SPLIT_COLORS["gap"]}"/>'
-           f'<text x="{w - 126}" y="13">gap (TTFT − TTFB)</text>']
+           f'<text x="{w - 126}" y="13">{words(lang, "report.phases_gap")}</text>']
     for t in ticks:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt - 4}" x2="{sx(t):.1f}" y2="{h - 20}" stroke="#f3f4f6"/>'
                    f'<text x="{sx(t):.1f}" y="{h - 6}" text-anchor="middle">{esc(output.ms(t))}</text>')
@@ -180,7 +188,7 @@ def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 9
         y = mt + i * bar_h
         gap = max(0.0, gap)
         ttft = ttfb + gap
-        tip = f"request {rid}: TTFT {output.ms(ttft)} = its TTFB {output.ms(ttfb)} + its gap {output.ms(gap)}"
+        tip = label(lang, "report.phases_tip", rid=rid, ttft=output.ms(ttft), ttfb=output.ms(ttfb), gap=output.ms(gap))
         out.append(f'<g data-request="{esc(rid)}" data-ttfb="{ttfb:.3f}" data-gap="{gap:.3f}">'
                    f'<text x="{ml - 6}" y="{y + 14}" text-anchor="end">{esc(str(rid)[:8])} {esc(str(g)[:22])}</text>'
                    f'<rect x="{ml}" y="{y + 3}" width="{max(0.5, sx(ttfb) - ml):.1f}" height="{bar_h - 6}" '
@@ -193,28 +201,30 @@ def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 9
     return "".join(out)
 
 
-def details(r: dict[str, Any], name: str, why: str) -> str:
-    """One request's details section (the target of its id links)."""
+def details(r: dict[str, Any], name: str, why: str, lang: str = "en") -> str:
+    """One request's details section (the target of its id links); findings as given (``output.localize`` them)."""
     def ms(k: str) -> str:
         return output.ms(r.get(k))
 
+    L = lambda key, **kw: label(lang, f"report.d.{key}", **kw)  # noqa: E731
     prompt = r.get("usage_prompt_tokens") if r.get("usage_prompt_tokens") is not None else r.get("prompt_tokens_est")
-    fields = [("why listed", why), ("started", f"{str(r.get('started_at'))[:10]} {output.local_time(r.get('started_at'))}"),
-              ("model", name), ("route / API", f"{r.get('route') or '–'} · {r.get('api') or '–'}"),
-              ("status", r.get("status") if r.get("status") is not None else "no response"),
-              ("prompt tokens", output.num(prompt)),
-              ("timing", f"connect {ms('connect_ms')} · TTFB {ms('ttfb_ms')} · gap {ms('gap_ms')} · TTFT {ms('ttft_ms')} "
-                         f"· total {ms('total_ms')}" + (" (cold: opened a new connection)"
-                                                        if r.get("conn_reused") in (0, False) and r.get("connect_ms") is not None else ""))]
+    fields = [(L("why"), why), (L("started"), f"{str(r.get('started_at'))[:10]} {output.local_time(r.get('started_at'))}"),
+              (label(lang, "col.model"), name), (L("route_api"), f"{r.get('route') or '–'} · {r.get('api') or '–'}"),
+              (label(lang, "show.status"), r.get("status") if r.get("status") is not None else L("no_response")),
+              (L("prompt"), output.num(prompt)),
+              (L("timing"), L("timing_v", connect=ms("connect_ms"), ttfb=ms("ttfb_ms"), gap=ms("gap_ms"),
+                              ttft=ms("ttft_ms"), total=ms("total_ms"))
+               + (L("cold") if r.get("conn_reused") in (0, False) and r.get("connect_ms") is not None else ""))]
     if r.get("error"):
-        fields.append(("error", r["error"]))
+        fields.append((label(lang, "show.error"), r["error"]))
     dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in fields)
     found = [f for f in (r.get("findings") or []) if isinstance(f, dict)]
     fx = "".join(f'<div><b style="color:{SEV_COLOR.get(f.get("severity"), "#374151")}">{esc(f.get("code"))}</b> '
                  f'{esc(f.get("message"))}' + (f'<div class="hint">→ {esc(f.get("hint"))}</div>' if f.get("hint") else "")
-                 + "</div>" for f in found) or '<span class="dim">no findings</span>'
+                 + "</div>" for f in found) or f'<span class="dim">{words(lang, "report.no_findings")}</span>'
+    more = words(lang, "report.d.more", cmd=f'<code>firsttoken show {esc(r["id"])}</code>')
     return (f'<div class="req" id="{anchor(r["id"])}"><h3>{esc(r["id"])}</h3><dl>{dl}</dl>{fx}'
-            f'<p class="dim">More: <code>firsttoken show {esc(r["id"])}</code></p></div>')
+            f'<p class="dim">{more}</p></div>')
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterable[int] = (),
@@ -235,8 +245,8 @@ def table(head: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterable[
     return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
-def page(title: str, meta: str, sections: list[tuple[str, str]]) -> str:
+def page(title: str, meta: str, sections: list[tuple[str, str]], lang: str = "en") -> str:
     body = "".join(f"<h2>{esc(h)}</h2>{content}" if h else content for h, content in sections)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"/><meta name="viewport" '
+    return (f'<!DOCTYPE html><html lang="{esc(lang)}"><head><meta charset="utf-8"/><meta name="viewport" '
             f'content="width=device-width, initial-scale=1"/><title>{esc(title)}</title><style>{CSS}</style></head>'
             f'<body><h1>{esc(title)}</h1><p class="meta">{meta}</p>{body}</body></html>\n')
