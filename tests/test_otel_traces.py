@@ -236,30 +236,42 @@ def test_addon_env_switches_one_signal_off(monkeypatch):
     assert [_attrs(sp.attributes)["firsttoken.request.id"] for sp in got if sp.name != O.TTFT_SPAN] == ["r1"]
 
 
-@needs_otel
-@pytest.mark.parametrize("status", [405, 404])
-def test_an_endpoint_that_refuses_metrics_is_told_once_and_not_pushed_to_again(status, caplog):
-    """Phoenix and Langfuse take traces, not metrics (405 / 404 to /v1/metrics): one plain warning,
-    no more metrics pushed there, and the spans still go; --otlp-metrics-endpoint sends them elsewhere."""
-    import logging
+def _push_three(refuse: dict[str, int]) -> Receiver:
+    """Three records through a proxy's OTel addon to a receiver that refuses ``refuse``, each span
+    flushed and several metric intervals apart: the receiver, stopped, with what it was sent."""
     import time
 
     from mitmproxy.test import taddons
 
     from firsttoken.addon.capture import Capture
 
-    caplog.set_level(logging.WARNING, logger="firsttoken")
-    with Receiver(refuse={"/v1/metrics": status}) as rcv:
+    with Receiver(refuse=refuse) as rcv:
         cap = Capture()
         addon = O.OtelAddon(cap, export_interval_s=0.1)
         with taddons.context(addon) as tctx:
             tctx.configure(addon, firsttoken_otlp_endpoint=rcv.url)
             for i in range(3):
                 cap.listeners[0](make_record(id=f"r{i}"))
+                addon.traces.force_flush()
                 time.sleep(0.4)  # several export intervals, each with new data
-            addon.traces.force_flush()
             addon.done()
-        sent = [p for p, _, _ in rcv.posts]
+    return rcv
+
+
+@needs_otel
+@pytest.mark.parametrize("status", [405, 404])
+def test_an_endpoint_that_refuses_metrics_is_told_once_and_not_pushed_to_again(status, caplog):
+    """Phoenix and Langfuse take traces, not metrics (405 / 404 to /v1/metrics): one plain warning,
+    no more metrics pushed there, and the spans still go; --otlp-metrics-endpoint sends them elsewhere."""
+    import logging
+
+    from mitmproxy.test import taddons
+
+    from firsttoken.addon.capture import Capture
+
+    caplog.set_level(logging.WARNING, logger="firsttoken")
+    rcv = _push_three(refuse={"/v1/metrics": status})
+    sent = [p for p, _, _ in rcv.posts]
     assert sent.count("/v1/metrics") == 1, sent  # refused once, never again (no push loop)
     assert sent.count("/v1/traces") >= 1
     got, _ = spans(rcv)
@@ -286,24 +298,9 @@ def test_an_endpoint_that_refuses_metrics_is_told_once_and_not_pushed_to_again(s
 def test_an_endpoint_that_wants_credentials_is_told_once_and_not_pushed_to_again(status, caplog):
     """A collector behind auth (Langfuse without its keys): each signal is refused once, said once, then left."""
     import logging
-    import time
-
-    from mitmproxy.test import taddons
-
-    from firsttoken.addon.capture import Capture
 
     caplog.set_level(logging.WARNING, logger="firsttoken")
-    with Receiver(refuse={"/v1/metrics": status, "/v1/traces": status}) as rcv:
-        cap = Capture()
-        addon = O.OtelAddon(cap, export_interval_s=0.1)
-        with taddons.context(addon) as tctx:
-            tctx.configure(addon, firsttoken_otlp_endpoint=rcv.url)
-            for i in range(3):
-                cap.listeners[0](make_record(id=f"r{i}"))
-                addon.traces.force_flush()
-                time.sleep(0.4)
-            addon.done()
-        sent = [p for p, _, _ in rcv.posts]
+    sent = [p for p, _, _ in _push_three(refuse={"/v1/metrics": status, "/v1/traces": status}).posts]
     assert sent.count("/v1/metrics") == 1 and sent.count("/v1/traces") == 1, sent
     told = [r.getMessage() for r in caplog.records if "wants credentials" in r.getMessage()]
     assert len(told) == 2 and all(str(status) in t and "OTEL_EXPORTER_OTLP_HEADERS" in t for t in told), told
