@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 import click
+from rich.markup import escape as esc
 
 from firsttoken.addon import routing
 from firsttoken.addon.hops import route_holds
@@ -366,7 +367,7 @@ def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, exp
     for var in dict.fromkeys(env_of.values()):
         if not os.environ.get(var):
             through = " and ".join(r for r in routes if env_of[r] == var)
-            err.print(f"[yellow]note:[/] ${var} is not set: sending requests through {through} without an API key")
+            err.print(label(lang, "cmp.no_key", var=var, through=esc(printable(through))))
 
     path = resolve_db(db_path)
     target = resolve_target(port=port, host=host, db_path=db_path)
@@ -407,10 +408,9 @@ def compare(routes, models, api, key_envs, inputs, max_tokens, runs, warmup, exp
         for c in clients.values():
             c.close()
     if info["recorded"] < info["sent"]:
-        err.print(f"[yellow]warning:[/] the proxy recorded {info['recorded']} of {info['sent']} measured requests "
-                  f"within {wait:.0f} s")
+        err.print(label(lang, "cmp.unrecorded", rec=info["recorded"], sent=info["sent"], wait=f"{wait:.0f}"))
     for r, text in info["first_error"].items():
-        err.print(f"[yellow]warning:[/] {info['errors_per_route'][r]} request(s) through {r} failed; the first: {text}")
+        err.print(label(lang, "cmp.failed", n=info["errors_per_route"][r], r=esc(printable(r)), text=esc(printable(text))))
     summary = summarize(open_db(path, write=False), experiment, routes, lang)
     summary.update(models=model_of, api=api, inputs=[n for n, _ in points], max_tokens=max_tokens, runs=runs,
                    warmup=warmup, proxy=target.url, **{k: info[k] for k in ("sent", "recorded", "errors")})

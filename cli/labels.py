@@ -89,6 +89,9 @@ LABELS: dict[str, dict[str, str]] = {
         "cmp.row.slope": "TTFT slope (ms/1k in)", "cmp.row.intercept": "TTFT intercept", "cmp.row.r2": "fit R²",
         "cmp.row.held": "headers held", "cmp.row.requests": "requests", "cmp.row.errors": "errors",
         "cmp.yes": "yes", "cmp.no": "no",
+        "cmp.no_key": "[yellow]note:[/] ${var} is not set: sending requests through {through} without an API key",
+        "cmp.unrecorded": "[yellow]warning:[/] the proxy recorded {rec} of {sent} measured requests within {wait} s",
+        "cmp.failed": "[yellow]warning:[/] {n} request(s) through {r} failed; the first: {text}",
         "cmp.rows_tagged": "rows tagged {e}: firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
                            "--by route",
         "no_rows": "No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.",
@@ -268,6 +271,9 @@ LABELS: dict[str, dict[str, str]] = {
         "cmp.row.slope": "TTFT 斜率（毫秒/千输入）", "cmp.row.intercept": "TTFT 截距", "cmp.row.r2": "拟合 R²",
         "cmp.row.held": "扣住响应头", "cmp.row.requests": "请求数", "cmp.row.errors": "错误",
         "cmp.yes": "是", "cmp.no": "否",
+        "cmp.no_key": "[yellow]注意：[/] 没有设置 ${var}：经 {through} 发送的请求不带 API 密钥",
+        "cmp.unrecorded": "[yellow]警告：[/] {wait} 秒内代理只记录了 {sent} 个测量请求中的 {rec} 个",
+        "cmp.failed": "[yellow]警告：[/] 经 {r} 的 {n} 个请求失败；第一个：{text}",
         "cmp.rows_tagged": "标记为 {e} 的行：firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
                            "--by route",
         "no_rows": "还没有记录到请求（在这些筛选条件下）。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",

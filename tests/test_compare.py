@@ -187,3 +187,16 @@ def test_compare_speaks_one_language():
     en = verdict(*cases[0])["text"]
     assert "route b adds 40 ms to TTFT over a" in en and en.endswith(".")
     assert "--lang" in CliRunner().invoke(compare, ["--help"]).output
+
+
+def test_compare_in_chinese_end_to_end(tmp_path, monkeypatch):
+    """`compare --lang zh` as a person runs it: its notes, table, verdict and footer in Chinese."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    db = tmp_path / "ft.db"
+    with SimServer(SimConfig(**BASE)) as a, SimServer(SimConfig(**BASE)) as b, \
+            ProxyServer([f"a={a.url}", f"b={b.url}"], str(db), port=0) as proxy:
+        res = _run(["--route", "a", "--route", "b", "--model", "gpt-4o-mini", "--inputs", "100", "--max-tokens", "4",
+                    "--runs", "1", "--warmup", "0", "--port", str(proxy.bound_port), "--db", str(db), "--lang", "zh"])
+    out = res.output
+    assert "没有设置 $OPENAI_API_KEY" in out and "扣住响应头" in out and "标记为" in out, out
+    assert "→ " in out and "。" in out and "not set" not in out and "rows tagged" not in out, out
