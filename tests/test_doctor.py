@@ -334,11 +334,11 @@ def test_upstream_probes(home, cwd, tmp_path, sim):
     assert refused.status == dc.FAIL and "refused" in refused.detail and refused.fix
 
 
-def test_upstream_targets_from_env_and_settings(home, cwd):
+def test_configured_upstreams_from_env_and_settings(home, cwd):
     env = {"OPENAI_BASE_URL": "https://relay.example/v1", "ANTHROPIC_BASE_URL": "http://127.0.0.1:8787"}
     c = ctx(env, home, cwd, proxy_url="http://127.0.0.1:8787",
             routes=parse_upstreams(["https://api.deepseek.com"]))
-    assert dc.upstream_targets(c, [("s", {"ANTHROPIC_BASE_URL": "https://gw.example:8443"})]) == [
+    assert dc.configured_upstreams(c, [("s", {"ANTHROPIC_BASE_URL": "https://gw.example:8443"})]) == [
         ("https", "api.deepseek.com", 443), ("https", "relay.example", 443), ("https", "gw.example", 8443)]
 
 

@@ -75,9 +75,7 @@ class Egress:
 
     def _set_bundle(self, o) -> None:
         extra = (o.firsttoken_upstream_ca or "").strip() or None
-        if extra and not os.path.isfile(os.path.expanduser(extra)):
-            raise trust.TrustError(f"--upstream-ca {extra}: no such file. Give the PEM file of the CA that signs "
-                                   "your upstream's (or your company proxy's) certificates.")
+        trust.check_extra(extra)
         src = trust.sources(self.env, extra)
         self.ca_missing = src.missing
         for var, path in src.missing:

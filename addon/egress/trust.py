@@ -65,6 +65,13 @@ class TrustError(ValueError):
     pass
 
 
+def check_extra(extra: str | None) -> None:
+    """Raise TrustError when ``--upstream-ca`` names no file (`proxy` at configure, `run` before its child)."""
+    if extra and not os.path.isfile(os.path.expanduser(extra)):
+        raise TrustError(f"--upstream-ca {extra}: no such file. Give the PEM file of the CA that signs your "
+                         "upstream's (or your company proxy's) certificates.")
+
+
 def read_pem(path: Path, what: str) -> str:
     try:
         text = path.read_text(errors="replace")

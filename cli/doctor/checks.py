@@ -53,8 +53,8 @@ from firsttoken.cli.doctor.upstreams import (
     check_forward_ca,
     check_proxy,
     check_upstreams,
+    configured_upstreams,
     probe_upstream,
-    upstream_targets,
     urls_to_proxy,
 )
 
@@ -65,7 +65,7 @@ __all__ = [
     "check_db", "check_db_safety", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
     "check_proxy", "check_proxy_vars", "check_tokenizers", "check_upstreams", "codex_config_path", "fingerprint",
     "key_facts", "no_proxy_covers", "probe_upstream", "read_claude_settings", "resolve_db_path", "run_checks",
-    "summary", "upstream_targets", "urls_to_proxy",
+    "summary", "configured_upstreams", "urls_to_proxy",
 ]
 
 

@@ -83,11 +83,6 @@ def check_proxy(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> Check
 LIKELY_UPSTREAMS = (("https", "api.openai.com", 443), ("https", "api.anthropic.com", 443))
 
 
-def upstream_targets(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, int]]:
-    """(scheme, host, port) of every upstream worth probing; the two big APIs when none is known."""
-    return configured_upstreams(ctx, blocks) or list(LIKELY_UPSTREAMS)
-
-
 def configured_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, str, int]]:
     """(scheme, host, port) of the upstreams named by --upstream, the routes and the clients' base URLs."""
     found: list[tuple[str, str, int]] = []

@@ -88,9 +88,13 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
             click.echo(line)
         return
     run_id = os.urandom(4).hex()  # (the secrets module costs an import before the child starts)
-    if upstream_ca and not os.path.isfile(os.path.expanduser(upstream_ca)):
-        fail(f"--upstream-ca {upstream_ca}: no such file. Give the PEM file of the CA that signs your upstream's "
-             "(or your company proxy's) certificates.", 2)
+    if upstream_ca:  # said now: the proxy starts beside the child, too late to refuse
+        from firsttoken.addon.egress.trust import TrustError, check_extra
+
+        try:
+            check_extra(upstream_ca)
+        except TrustError as e:
+            fail(str(e), 2)
     egress = {"upstream_proxy": upstream_proxy, "no_upstream_proxy": no_upstream_proxy, "upstream_ca": upstream_ca}
     # a joined proxy goes its own way out and trusts its own CAs: with an explicit choice, start our own
     join = join and not (upstream_proxy or no_upstream_proxy or upstream_ca)
