@@ -116,6 +116,8 @@ def baseline() -> None:
 @lang_option
 def save(name, db_path, include_cold, min_n, lang, **kw):
     """Store the current P50/P95 of TTFB, TTFT and gap per model as NAME (replacing an older NAME)."""
+    from rich.markup import escape
+
     from firsttoken.addon.store.db import open_db
     from firsttoken.cli.options import console, fail, reader, resolve_db, resolve_lang
 
@@ -146,7 +148,7 @@ def save(name, db_path, include_cold, min_n, lang, **kw):
     finally:
         wdb.conn.close()
     con = console()
-    con.print(label(lang, "bl.saved", name=printable(name).replace("[", "\\["), n=len(keep)))
+    con.print(label(lang, "bl.saved", name=escape(printable(name)), n=len(keep)))
     con.print(_table({m: {"name": name, "model": m, "created_at": now, **r} for m, r in keep.items()}.values(), lang))
 
 

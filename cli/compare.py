@@ -13,6 +13,7 @@ import math
 import os
 import secrets
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -128,19 +129,14 @@ def holds_headers(rows: list[dict[str, Any]]) -> bool | None:
     return route_holds((r.get("prompt_tokens"), r["ttfb_ms"], r["ttft_ms"]) for r in rows)
 
 
-def same_or_adds(d: float, tol: float, a: str, b: str, same: str, adds: str) -> tuple[str, str]:
+def same_or_adds(d: float, tol: float, a: str, b: str, same: str,
+                 adds: Callable[[str, str], str]) -> tuple[str, str]:
     """The verdict on what route b adds (d ms, b minus a): "same" within tol ms, else "adds" or "saves"
-    (from b's side), with its text: `same`, or `adds` said from the slower route's side with {slow}
-    and {fast} filled in (pure)."""
+    (from b's side), with its text: `same`, or ``adds(slow, fast)`` said from the slower route's side (pure)."""
     if abs(d) <= tol:
         return "same", same
     slow, fast = (b, a) if d > 0 else (a, b)
-    return ("adds" if d > 0 else "saves"), adds.format(slow=slow, fast=fast)
-
-
-def _esc(v: str) -> str:
-    """A route name inside a label that is formatted once more (``same_or_adds``'s {slow}/{fast})."""
-    return str(v).replace("{", "{{").replace("}", "}}")
+    return ("adds" if d > 0 else "saves"), adds(slow, fast)
 
 
 def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[str, Any] | None = None,
@@ -166,7 +162,7 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
             tol = TTFB_ABS_MS
         out["ttft"], head = same_or_adds(
             d, tol, a, b, L("ttft_same", d=f"{d:+.0f}", b=b, tol=f"{tol:.0f}", spread=spread),
-            L("ttft_adds", d=f"{abs(d):.0f}", spread=_esc(spread), slow="{slow}", fast="{fast}"))
+            lambda slow, fast: L("ttft_adds", d=f"{abs(d):.0f}", spread=spread, slow=slow, fast=fast))
     if holding:
         held_text = L("held_one" if len(holding) == 1 else "held_many", names=L("and").join(holding))
         head = f"{head}{L('sep')}{held_text}" if head else held_text
@@ -190,7 +186,7 @@ def verdict(a: str, b: str, ga: dict[str, Any], gb: dict[str, Any], added: dict[
         out["ttfb_delta_ms"], out["ttfb_tolerance_ms"] = round(d, 1), round(tol, 1)
         out["ttfb"], ttfb_text = same_or_adds(
             d, tol, a, b, L("ttfb_same", ta=f"{ta:.0f}", tb=f"{tb:.0f}", tol=f"{tol:.0f}"),
-            L("ttfb_adds", d=f"{abs(d):.0f}", slow="{slow}", fast="{fast}"))
+            lambda slow, fast: L("ttfb_adds", d=f"{abs(d):.0f}", slow=slow, fast=fast))
 
     sa, sb = ga.get("ttft_slope_ms_per_1k"), gb.get("ttft_slope_ms_per_1k")
     if sa is None or sb is None:
