@@ -316,15 +316,21 @@ def indented(text: Text, width: int, indent: int) -> list[Text]:
 
 
 def ms(v: float | None) -> str:
+    """A duration in milliseconds as every view shows it (``0.4ms``, ``573ms``, ``1.20s``, ``12.3s``):
+    the one home of that format. Sized by its magnitude (a negative difference reads like a positive
+    one), and never a negative zero: a value that rounds to zero is ``0.0ms``, whatever its sign."""
     if v is None:
         return "–"
-    if v >= 10_000:
-        return f"{v / 1000:.1f}s"
-    if v >= 1000:
-        return f"{v / 1000:.2f}s"
-    if v >= 100:
-        return f"{v:.0f}ms"
-    return f"{v:.1f}ms"
+    a = abs(v)  # the thresholds are where the rounded figure would need the next format (99.96 -> 100ms)
+    if a >= 9_995:
+        text = f"{v / 1000:.1f}s"
+    elif a >= 999.5:
+        text = f"{v / 1000:.2f}s"
+    elif a >= 99.95:
+        text = f"{v:.0f}ms"
+    else:
+        text = f"{v:.1f}ms"
+    return text[1:] if text.startswith("-") and not any(c in "123456789" for c in text) else text
 
 
 def num(v: int | float | None, est: bool = False) -> str:

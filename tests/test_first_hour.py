@@ -1,0 +1,52 @@
+"""Issue 31: a newcomer's first hour (items 2, 3, 4, 5, 7, 11), each reproduced first."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from firsttoken.addon.store.db import open_db
+
+N = 0
+
+
+def add(db, **kw) -> str:
+    global N
+    N += 1
+    row = {"id": f"f{N:07d}-0000-0000-0000-000000000000", "started_at": f"2026-12-03T10:00:{N % 60:02d}.000+00:00",
+           "state": "done", "model": "gpt-4o-mini", "route": "default", "api": "openai.chat",
+           "status": 200, "conn_reused": 1, "stream": 1, **kw}
+    db["requests"].insert(row, alter=False)
+    db.conn.commit()
+    return row["id"]
+
+
+@pytest.fixture
+def db(tmp_path):
+    return open_db(tmp_path / "f.db")
+
+
+def _path(db) -> str:
+    return db.execute("PRAGMA database_list").fetchone()[2]
+
+
+# ---- 5. no negative zero ----------------------------------------------------------------------------
+def test_durations_never_show_a_negative_zero():
+    from firsttoken.cli.output import ms
+
+    assert [ms(v) for v in (-0.0, -0.04, 0.0, 0.04)] == ["0.0ms"] * 4
+    assert ms(-12.0) == "-12.0ms" and ms(-150.0) == "-150ms" and ms(-1500.0) == "-1.50s"  # sized by magnitude
+    assert ms(99.96) == "100ms" and ms(999.6) == "1.00s" and ms(9999.4) == "10.0s"  # never "100.0ms", "10.00s"
+
+
+def test_show_of_a_buffered_stream_has_no_negative_zero(db):
+    """`stream ×32 … 573ms -0.0ms`: the last chunk's offset a hair past the total."""
+    from firsttoken.cli.show import show
+
+    rid = add(db, connect_ms=0.7, conn_reused=0, ttfb_ms=72.9, ttft_ms=573.2, gap_ms=500.3, total_ms=573.17,
+              events=32, event_offsets="[573.2]",
+              findings='[{"code": "stream.buffered", "severity": "warn", "params": {"variant": "tail_at_once"}}]')
+    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", _path(db)]).output
+    assert "stream ×32" in out and "-0.0" not in out, out
