@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -50,3 +53,34 @@ def test_show_of_a_buffered_stream_has_no_negative_zero(db):
               findings='[{"code": "stream.buffered", "severity": "warn", "params": {"variant": "tail_at_once"}}]')
     out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", _path(db)]).output
     assert "stream ×32" in out and "-0.0" not in out, out
+
+
+# ---- 11. `firsttoken --help`: grouped, every summary whole -------------------------------------------
+def test_help_groups_the_commands_and_cuts_no_summary():
+    from test_widths import broken_words, missing
+
+    from firsttoken.cli.main import SECTIONS, cli
+
+    titles = [t for t, _ in SECTIONS]
+    assert titles[0] == "Start here" and {"demo", "run", "proxy"} == {n for n, _ in SECTIONS[0][1]}
+    listed = [n for _, rows in SECTIONS for n, _ in rows]
+    assert sorted(listed) == sorted(cli.list_commands(None)), "every command has one place in the help"
+    advanced = {n for n, _ in SECTIONS[-1][1]}
+    assert {"bench", "bench-db", "bench-live", "script-path"} <= advanced
+    for cols in (60, 80, 100, 140, 200):
+        out = subprocess.run([sys.executable, "-c", "from firsttoken.cli.main import cli; cli()", "--help"],
+                             env=dict(os.environ, COLUMNS=str(cols)), capture_output=True, text=True, timeout=60).stdout
+        assert "..." not in out.split("\n", 1)[1] and all(len(ln) <= cols for ln in out.splitlines()), out
+        at = [out.index(f"\n{t}:\n") for t in titles]
+        assert at == sorted(at), out  # in the order a newcomer meets them
+        summaries = [text for _, rows in SECTIONS for _, text in rows]
+        assert not missing(out, listed + summaries), (cols, missing(out, listed + summaries))
+        assert not broken_words(out, cols, summaries), (cols, broken_words(out, cols, summaries))
+
+
+def test_help_imports_no_command():
+    code = ("import sys; from firsttoken.cli.main import cli\ntry: cli(['--help'])\nexcept SystemExit: pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('firsttoken.cli.', 'mitmproxy', 'rich'))),"
+            " file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "Start here:" in r.stdout and r.stderr.strip() == "['firsttoken.cli.main']", r.stderr

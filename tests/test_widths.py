@@ -76,6 +76,34 @@ def missing(text: str, wants: list[str]) -> list[str]:
     return [w for w in dict.fromkeys(wants) if w and not present(text, w)]
 
 
+def terminal_rows(text: str, cols: int) -> list[str]:
+    """``text`` as a terminal of ``cols`` columns shows it: a line longer than the terminal goes on
+    in the next row, cut wherever the edge falls (in the middle of a word)."""
+    from rich.cells import cell_len
+
+    rows = []
+    for ln in text.split("\n"):
+        row, w = "", 0
+        for ch in ln:
+            cw = cell_len(ch)
+            if w + cw > cols:
+                rows.append(row)
+                row, w = "", 0
+            row, w = row + ch, w + cw
+        rows.append(row)
+    return rows
+
+
+def broken_words(text: str, cols: int, wants: list[str]) -> list[str]:
+    """The words of ``wants`` (split at spaces) that are not whole on a ``cols``-column screen: each
+    word short enough to fit on a line must be one word of some row, not "configur" / "ed"."""
+    from rich.cells import cell_len
+
+    words = {w for row in terminal_rows(text, cols) for w in row.replace("│", " ").split()}
+    return [w for want in wants for w in dict.fromkeys((want or "").split())
+            if cell_len(w) <= cols // 2 and w not in words]
+
+
 def screen(argv: list[str], cols: int, rows: int = 400, env: dict | None = None) -> str:
     """The command's output on a cols x rows terminal, once it has exited."""
     t = PseudoTerminal(cols, rows)
@@ -254,6 +282,18 @@ def test_diagnoses_catalog_loses_nothing():
         out = screen(["diagnoses", "--lang", "en"], cols, rows=2000)
         lost = missing(out, [t for e in cat for t in (e["code"], e["title"], hint_text(e["code"], "en"))])
         assert not lost, f"diagnoses at {cols} columns lost {lost[:5]}"
+
+
+def test_help_loses_nothing_and_keeps_words_whole():
+    from firsttoken.cli.main import SECTIONS
+
+    wants = [t for title, rows in SECTIONS for t in (f"{title}:", *[x for row in rows for x in row])]
+    for cols in WIDTHS:
+        out = screen(["--help"], cols)
+        lost = missing(out, wants)
+        assert not lost, f"--help at {cols} columns lost {lost}:\n{out}"
+        broken = broken_words(out, cols, wants)
+        assert not broken, f"--help at {cols} columns broke {broken}:\n{out}"
 
 
 def test_doctor_and_env_lose_nothing(traffic):
