@@ -84,3 +84,39 @@ def test_help_imports_no_command():
             " file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "Start here:" in r.stdout and r.stderr.strip() == "['firsttoken.cli.main']", r.stderr
+
+
+# ---- 3. one name per client, the program's name accepted ------------------------------------------------
+def _env(*args):
+    from firsttoken.cli.main import cli
+
+    return CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["env", *args, "--port", "8787"])
+
+
+def test_env_takes_the_program_name_as_run_and_readme_do():
+    r = _env("claude")
+    assert r.exit_code == 0, r.output
+    assert r.output == _env("claude-code").output and "ANTHROPIC_BASE_URL=http://127.0.0.1:8787" in r.output
+    assert _env("qwen").output.startswith("firsttoken env qwen-code:")
+    bad = _env("vim")
+    assert bad.exit_code == 2 and "claude-code (claude)" in bad.output and "firsttoken run -- PROGRAM" in bad.output
+
+
+def test_one_name_per_client_in_env_run_and_the_docs():
+    from pathlib import Path
+
+    from firsttoken.cli.env.clients import CLIENTS
+    from firsttoken.cli.run.clients.registry import ADAPTERS, client_name, client_names, client_of
+
+    assert CLIENTS == client_names()
+    for a in ADAPTERS:  # run finds a client by its program; env takes the program, the name and the package
+        for word in (a.name, *a.programs, *a.packages):
+            assert client_name(word) == a.name, word
+        for program in a.programs:
+            assert client_of([program])[0].name == a.name
+        r = _env(a.programs[0])
+        assert r.exit_code == 0 and r.output.startswith(f"firsttoken env {a.name}:"), r.output
+    root = Path(__file__).resolve().parent.parent
+    said = {m for f in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+            for m in re.findall(r"firsttoken env ([a-z][\w-]*)", f.read_text(encoding="utf-8"))}
+    assert said and all(client_name(w) for w in said), said

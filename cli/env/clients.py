@@ -1,6 +1,6 @@
 """What each client needs to go through the proxy: a :class:`Plan` (variables to export,
-settings blocks to paste, notes and warnings) for claude-code, openai, anthropic, cline,
-codex and curl, in reverse-proxy or forward (HTTPS_PROXY + CA) mode.
+settings blocks to paste, notes and warnings) for every client the name rule knows
+(cli/run/clients/registry.py), in reverse-proxy or forward (HTTPS_PROXY + CA) mode.
 
 Keys are never put in a plan: the client keeps its own, the proxy forwards it unchanged.
 """
@@ -18,8 +18,12 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.env.target import EnvError, Target, pick_route
+from firsttoken.cli.run.clients import registry
 
-CLIENTS = ("claude-code", "openai", "anthropic", "cline", "codex", "curl")
+#: every client's one name (the registry's rule: `env claude` is `env claude-code`)
+CLIENTS = registry.client_names()
+#: the clients with a plan of their own here; the others get their own setting, from their `run` adapter
+PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl")
 
 
 @dataclass
@@ -65,8 +69,10 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
              env: Mapping[str, str] | None = None, home: Path | None = None) -> Plan:
     env = os.environ if env is None else env
     home = Path.home() if home is None else home
-    if client not in CLIENTS:
-        raise EnvError(f"unknown client {client!r}; one of: {', '.join(CLIENTS)}")
+    name = registry.client_name(client)
+    if name is None:
+        raise EnvError(registry.unknown_client(client))
+    client = name
     if target.forward:
         return _forward_plan(client, target, env)
     plan = Plan(client, "")
@@ -146,7 +152,29 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
         return plan
     if client == "cline":
         return _cline_plan(plan, target, route_name, model)
-    return _curl_plan(plan, target, route_name, model)
+    if client == "curl":
+        return _curl_plan(plan, target, route_name, model)
+    return _own_setting_plan(plan, target, route_name)
+
+
+def _own_setting_plan(plan: Plan, target: Target, route_name: str | None) -> Plan:
+    """A client that reads no base-URL variable (opencode, Qwen Code, aider, ...): its own setting,
+    as its `run` adapter words it, with the proxy's address filled in."""
+    adapter = registry.by_name(plan.client)
+    try:
+        route = pick_route(target, "openai", route_name)
+    except EnvError as e:  # several routes and no --route: the setting with the proxy's root, and why
+        route = None
+        plan.warnings.append(str(e))
+    proxy = target.url + ((route.mount or "") if route is not None else "")
+    plan.title = f"{plan.client}: proxy {proxy}"
+    from firsttoken.cli.run.clients.base import Plan as RunPlan
+
+    lines = adapter.by_hand(RunPlan(argv=[adapter.programs[0]], client=plan.client, upstreams={}))
+    plan.blocks.append((f"{adapter.title}'s own setting", "\n".join(ln.replace("<the proxy's URL>", proxy) for ln in lines)))
+    plan.notes.append(f"`firsttoken run -- {adapter.programs[0]} …` points one run at a proxy of its own without "
+                      "changing your settings (`firsttoken docs run` names each client's setting).")
+    return plan
 
 
 def _version_note(plan: Plan, route: Route | None) -> None:

@@ -94,8 +94,24 @@ def egress_notes(target, environ) -> list[str]:
 
 # -- the command -------------------------------------------------------------------------------
 
+class ClientName(click.ParamType):
+    """A client, by its one name or its program's (``claude``): the registry's name rule."""
+
+    name = "client"
+
+    def convert(self, value, param, ctx) -> str:
+        from firsttoken.cli.run.clients import registry
+
+        return registry.client_name(value) or self.fail(registry.unknown_client(value), param, ctx)
+
+    def shell_complete(self, ctx, param, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(n) for n in CLIENTS if n.startswith(incomplete)]
+
+
 @click.command("env")
-@click.argument("client", type=click.Choice(CLIENTS))
+@click.argument("client", type=ClientName())
 @click.option("--port", "-p", type=PORT, default=None, help="The proxy's port (default: the running proxy's, else 8787).")
 @click.option("--host", default=None, help="The proxy's address (default 127.0.0.1).")
 @click.option("--route", "route_name", default=None, metavar="NAME", help="Which route (for a proxy with several upstreams).")
@@ -109,7 +125,8 @@ def egress_notes(target, environ) -> list[str]:
 def env(client, port, host, route_name, upstreams, model, forward_mode, fmt, db_path):
     """Print what to set so CLIENT goes through the proxy.
 
-    CLIENT: claude-code, openai (Python/Node SDK), anthropic (SDK), cline, codex or curl.
+    CLIENT: claude-code (or claude), codex, cline, opencode, qwen-code (or qwen), aider, llm, cn,
+    kilo, kimi, openai (Python/Node SDK), anthropic (SDK) or curl: a client's name or its program's.
     Keys are never printed: clients keep their own and the proxy forwards them unchanged.
     """
     target = resolve_target(upstreams=upstreams, port=port, host=host, db_path=db_path, forward=forward_mode)

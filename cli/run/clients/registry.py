@@ -36,8 +36,36 @@ SCRIPT_RUNNER_VALUE_OPTIONS = ("-r", "--require", "--import", "--loader", "--exp
                                "--conditions", "--env-file", "--title", "--stack-size", "--max-old-space-size")
 
 
+#: clients `env` prints settings for that `run` wraps as any other command: the SDKs and curl
+OTHER_CLIENTS = ("openai", "anthropic", "curl")
+
+
 def by_name(name: str) -> Client:
     return next((a for a in ADAPTERS if a.name == name), FALLBACK)
+
+
+def client_names() -> tuple[str, ...]:
+    """Every client's one name, as `env`, `run`'s plans and the docs write it."""
+    return (*(a.name for a in ADAPTERS), *OTHER_CLIENTS)
+
+
+def client_name(word: str) -> str | None:
+    """THE client-name rule: the one name of the client ``word`` names, by that name or by its
+    program or package (``claude`` and ``@anthropic-ai/claude-code`` are ``claude-code``, ``qwen``
+    is ``qwen-code``); None for a word that names no client firsttoken knows."""
+    w = (word or "").strip().lower()
+    if w in client_names():
+        return w
+    found = _by_program(w) or _by_package(w)
+    return found.name if found else None
+
+
+def unknown_client(word: str) -> str:
+    """What to say about a word that names no known client, and what to do instead."""
+    names = ", ".join(a.name + (f" ({'/'.join(p for p in a.programs if p != a.name)})"
+                                if any(p != a.name for p in a.programs) else "") for a in ADAPTERS)
+    return (f"{word!r} is not a client firsttoken knows: give one of {names}, {', '.join(OTHER_CLIENTS)} "
+            "(the program's name works too); any other program: `firsttoken run -- PROGRAM …`")
 
 
 def _program(word: str) -> str:
