@@ -120,3 +120,35 @@ def test_one_name_per_client_in_env_run_and_the_docs():
     said = {m for f in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
             for m in re.findall(r"firsttoken env ([a-z][\w-]*)", f.read_text(encoding="utf-8"))}
     assert said and all(client_name(w) for w in said), said
+
+
+# ---- 4. doctor: whole words, and a guessed upstream is not the user's typo ---------------------------------
+def test_doctor_never_blames_a_guessed_upstream_on_a_typo():
+    from firsttoken.cli.doctor import checks as dc
+
+    net = dc.Net(2.0)
+    guessed = dc.probe_upstream(net, "https", "doctor-guess.invalid", 443, env={}, severity=dc.WARN)
+    typed = dc.probe_upstream(net, "https", "doctor-typed.invalid", 443, env={}, severity=dc.FAIL)
+    assert "DNS lookup failed" in guessed.title and "DNS lookup failed" in typed.title
+    assert "typo" not in guessed.fix and "check the network" in guessed.fix, guessed.fix
+    assert "doctor-typed.invalid for typos" in typed.fix  # a host the user gave may well be mistyped
+
+
+def test_doctor_wraps_between_words():
+    from test_widths import broken_words
+
+    from firsttoken.cli.doctor import checks as dc
+    from firsttoken.cli.doctor.command import render
+
+    long = ("a check whose detail is long enough to need several lines, with words such as configured and "
+            "needs a proxy that a terminal would cut in two at its edge")
+    checks = [dc.Check("x.y", "keys", dc.WARN, "configured " * 12, long, "fix it: " + long)]
+    for cols in (60, 80, 100, 137, 200):
+        from rich.console import Console
+
+        out = Console(width=cols, record=True, highlight=False, soft_wrap=True, file=open(os.devnull, "w"))
+        render(checks, out)
+        text = out.export_text()
+        assert all(len(ln) <= cols for ln in text.splitlines()), text
+        assert not broken_words(text, cols, [c.title for c in checks] + [long]), text
+        assert "      fix: fix it:" in text

@@ -304,13 +304,19 @@ def test_doctor_and_env_lose_nothing(traffic):
     plan = subprocess.run(CLI + ["env", "openai", "--db", db], env=dict(ENV, COLUMNS="1000"), capture_output=True,
                           text=True, timeout=60).stdout
     assert "OPENAI_BASE_URL" in plan
-    for cols in FEW:
+    notes = [ln for ln in plan.splitlines() if ln.startswith("- ")]
+    assert notes
+    for cols in WIDTHS:
         out = screen(["doctor", "--offline", "--db", db], cols)
         lost = missing(out, wants)
         assert not lost, f"doctor at {cols} columns lost {lost}:\n{out}"
+        broken = broken_words(out, cols, wants)  # "configur" / "ed" at 100 columns (issue 31)
+        assert not broken, f"doctor at {cols} columns broke {broken}:\n{out}"
         out = screen(["env", "openai", "--db", db], cols)
         lost = missing(out, [ln for ln in plan.splitlines() if ln.strip()])
         assert not lost, f"env at {cols} columns lost {lost}:\n{out}"
+        broken = broken_words(out, cols, notes)
+        assert not broken, f"env at {cols} columns broke {broken}:\n{out}"
 
 
 # -- the live view -----------------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from firsttoken.addon import routing
 from firsttoken.cli.doctor import checks as dc
 from firsttoken.cli.options import db_option
-from firsttoken.cli.output import plural
+from firsttoken.cli.output import plural, wrap
 from firsttoken.cli.proxy.state import read_states, state_routes
 
 STYLE = {dc.PASS: ("[green]✓[/]", "ok"), dc.WARN: ("[yellow]![/]", "warn"), dc.FAIL: ("[bold red]✗[/]", "FAIL")}
@@ -48,18 +48,24 @@ def build_context(*, proxy_url: str | None, env_keys, db_path, upstreams, offlin
 
 
 def render(checks: list[dc.Check], out: Console) -> None:
+    """Each check on lines no wider than the terminal, wrapped between words under its own text
+    (``output.wrap``): never cut mid-word by the terminal."""
+    def say(text: Text, indent: int, rest: int) -> None:
+        for line in wrap(text, out.width, indent, rest):
+            out.print(line)
+
     for section, title in dc.SECTIONS.items():
         group = [c for c in checks if c.section == section]
         if not group:
             continue
         out.print(f"[bold]{title}[/]")
         for c in group:
-            mark, _ = STYLE[c.status]
-            out.print(f"  {mark} {escape(c.title)}")
+            mark = Text.from_markup(STYLE[c.status][0])
+            say(Text.assemble(mark, " ", c.title), 2, 4)
             if c.detail and c.status != dc.PASS or c.detail and len(c.detail) < 100:
-                out.print(f"      [dim]{escape(c.detail)}[/]")
+                say(Text(c.detail, style="dim"), 6, 6)
             if c.fix and c.status != dc.PASS:
-                out.print(f"      fix: {escape(c.fix)}")
+                say(Text.assemble("fix: ", c.fix), 6, 11)
         out.print()
     s = dc.summary(checks)
     color = "red" if s[dc.FAIL] else "yellow" if s[dc.WARN] else "green"

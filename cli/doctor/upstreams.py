@@ -102,7 +102,8 @@ def configured_upstreams(ctx: Context, blocks: list[tuple[str, dict[str, Any]]])
 def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str, str] | None = None,
                    severity: str = FAIL) -> Check:
     """The way firsttoken's proxy will go (addon/egress: through HTTPS_PROXY & co. where they apply);
-    a direct way that fails is ``severity`` (WARN for a guessed upstream, FAIL for a configured one)."""
+    a direct way that fails is ``severity`` (WARN for a guessed upstream, FAIL for a configured one).
+    A guessed upstream is one doctor chose, not the user: its failure is never put down to their typo."""
     from firsttoken.addon.egress import EgressError, decide
 
     cid, title = f"upstream.{host}:{port}", f"{scheme}://{host}:{port}"
@@ -119,7 +120,8 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str
     except Exception as e:  # noqa: BLE001
         return Check(cid, "upstreams", severity, f"{title}: DNS lookup failed",
                      f"{describe_oserror(e)} (offline? a DNS or VPN problem?)",
-                     f"check the host name {host} for typos, and the network: firsttoken connects to the upstream directly (no proxy variable applies to it) and "
+                     ("check the network" if severity != FAIL else f"check the host name {host} for typos, and the network")
+                     + ": firsttoken connects to the upstream directly (no proxy variable applies to it) and "
                      "would fail the same way; if this machine needs a proxy, export HTTPS_PROXY (firsttoken follows it)")
     t1 = time.perf_counter()
     try:
@@ -127,8 +129,10 @@ def probe_upstream(net: Net, scheme: str, host: str, port: int, env: Mapping[str
     except Exception as e:  # noqa: BLE001
         return Check(cid, "upstreams", severity, f"{title}: TCP connect to {addrs[0]} failed",
                      f"{describe_oserror(e)} after DNS {1000 * (t1 - t0):.0f} ms (offline? a firewall?)",
-                     f"check that {host}:{port} is the right address and that it runs; firsttoken connects to it directly "
-                     "and its requests would fail the same way (if this machine needs a proxy, export HTTPS_PROXY)")
+                     ("check the network or the firewall" if severity != FAIL
+                      else f"check that {host}:{port} is the right address and that it runs")
+                     + "; firsttoken connects to it directly and its requests would fail the same way "
+                     "(if this machine needs a proxy, export HTTPS_PROXY)")
     t2 = time.perf_counter()
     timing = f"DNS {1000 * (t1 - t0):.0f} ms, TCP {1000 * (t2 - t1):.0f} ms"
     if scheme != "https":

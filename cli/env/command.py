@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
+import sys
 
 import click
 
@@ -35,9 +37,10 @@ def _ps_quote(v: str) -> str:
     return '"' + v.replace("`", "``").replace('"', '`"').replace("$", "`$") + '"'
 
 
-def render(plan: Plan, fmt: str = "human") -> str:
+def render(plan: Plan, fmt: str = "human", width: int | None = None) -> str:
     """``human``: blocks and notes; ``shell``: ``export`` lines; ``powershell``: ``$env:`` lines.
-    The shell formats hold only assignments and ``#`` comments, so they can be eval'd."""
+    The shell formats hold only assignments and ``#`` comments, so they can be eval'd. ``width``
+    (a terminal's): the notes wrap between words; what is there to copy stays one line each."""
     lines: list[str] = []
     if fmt in ("shell", "powershell"):
         lines.append(f"# firsttoken env {plan.title}")
@@ -64,11 +67,15 @@ def render(plan: Plan, fmt: str = "human") -> str:
         lines.append(f"{where}:")
         lines += [f"  {t}" if t else "" for t in text.splitlines()]
         lines.append("")
-    for n in plan.notes:
-        lines.append(f"- {n}")
+    notes = [f"- {n}" for n in plan.notes]
     if plan.exports:
-        lines.append(f'- In a shell: eval "$(firsttoken env {plan.client} --shell)" with the same options '
+        notes.append(f'- In a shell: eval "$(firsttoken env {plan.client} --shell)" with the same options '
                      f"(PowerShell: firsttoken env {plan.client} --powershell | Invoke-Expression)")
+    if width:
+        from firsttoken.cli.output import wrap
+
+        notes = [ln.plain.rstrip() for n in notes for ln in wrap(n, width, 0, 2)]
+    lines += notes
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -132,9 +139,14 @@ def env(client, port, host, route_name, upstreams, model, forward_mode, fmt, db_
     target = resolve_target(upstreams=upstreams, port=port, host=host, db_path=db_path, forward=forward_mode)
     plan = plan_for(client, target, route_name=route_name, model=model)
     plan.notes += egress_notes(target, os.environ)
-    click.echo(render(plan, fmt or "human"), nl=False)
-    for n in plan.notes if fmt else []:
-        if n.startswith("no running proxy found"):
-            click.echo(f"note: {n}", err=True)
-    for w in plan.warnings:
-        click.echo(f"warning: {w}", err=True)
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    click.echo(render(plan, fmt or "human", width=width), nl=False)
+    said = [f"note: {n}" for n in plan.notes if fmt and n.startswith("no running proxy found")]
+    said += [f"warning: {w}" for w in plan.warnings]
+    wide = shutil.get_terminal_size().columns if sys.stderr.isatty() else None
+    for n in said:
+        if wide:
+            from firsttoken.cli.output import wrap
+
+            n = "\n".join(ln.plain.rstrip() for ln in wrap(n, wide, 0, 2))
+        click.echo(n, err=True)
