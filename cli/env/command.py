@@ -54,7 +54,14 @@ def render(plan: Plan, fmt: str = "human", width: int | None = None) -> str:
                 lines.append(f"# {where}:")
                 lines += [f"#   {t}" for t in text.splitlines()]
         return "\n".join(lines) + "\n"
-    lines.append(f"firsttoken env {plan.title}")
+    def prose(text: str, rest: int = 2) -> list[str]:  # wrapped between words on a terminal
+        if not width:
+            return [text]
+        from firsttoken.cli.output import wrap
+
+        return [ln.plain.rstrip() for ln in wrap(text, width, 0, rest)]
+
+    lines += prose(f"firsttoken env {plan.title}")
     lines.append("")
     if plan.exports and plan.client not in ("cline",):
         lines.append("Environment (shell):")
@@ -64,18 +71,14 @@ def render(plan: Plan, fmt: str = "human", width: int | None = None) -> str:
             lines.append(f"  export {k}={shlex.quote(v)}   # fill in")
         lines.append("")
     for where, text in plan.blocks:
-        lines.append(f"{where}:")
-        lines += [f"  {t}" if t else "" for t in text.splitlines()]
+        lines += prose(f"{where}:")
+        lines += [f"  {t}" if t else "" for t in text.splitlines()]  # to copy: one line each
         lines.append("")
     notes = [f"- {n}" for n in plan.notes]
     if plan.exports:
         notes.append(f'- In a shell: eval "$(firsttoken env {plan.client} --shell)" with the same options '
                      f"(PowerShell: firsttoken env {plan.client} --powershell | Invoke-Expression)")
-    if width:
-        from firsttoken.cli.output import wrap
-
-        notes = [ln.plain.rstrip() for n in notes for ln in wrap(n, width, 0, 2)]
-    lines += notes
+    lines += [ln for n in notes for ln in prose(n)]
     return "\n".join(lines).rstrip() + "\n"
 
 
