@@ -297,6 +297,14 @@ def same_prompt(a: str, b: str) -> bool:
     return shared / longest >= SAME_PROMPT_SHARE
 
 
+def identifies(parts: Parts) -> bool:
+    """Whether a prompt is one conversation's rather than anyone's: a history (two messages or
+    more), tools, or a user message long enough to tell conversations apart. A lone "Say hi." or
+    "ping" (a demo, a health check, curl by hand) is sent alike by requests that share nothing,
+    and a system prompt alone is an app's, shared by all its users."""
+    return len(parts.messages) > 1 or parts.has_tools or bool(parts.anchors)
+
+
 def same_tools(a: list[str], b: list[str]) -> bool:
     """Whether two tool lists are one agent's tools (equal, reordered, or a few added or removed:
     an MCP server connected) rather than two agents' (a side task given a few tools of its own)."""
@@ -445,16 +453,17 @@ class ConversationIndex:
                 return conv
         return None
 
-    def _retry_match(self, key: tuple[str, str], parts: Parts, now: float) -> Conversation | None:
-        """The conversation whose last request ``parts`` repeats exactly (messages, system, tools)
-        after that request failed (an error status, a cut, the client giving up): a retry of one
-        call. Identical requests while it runs are not retries (a load test sends many)."""
-        if not parts.messages or not self._failed:  # (nothing failed: no retry, and no scan of twins)
+    def _retry_match(self, key: tuple[str, str], parts: Parts, model: str | None, now: float) -> Conversation | None:
+        """The conversation whose last request ``parts`` repeats exactly (messages, system, tools,
+        model) after that request failed (an error status, a cut, the client giving up): a retry of
+        one call. Identical requests while it runs are not retries (a load test sends many), nor is
+        a prompt that could be anyone's (:func:`identifies`): five "Say hi." are five requests."""
+        if not parts.messages or not self._failed or not identifies(parts):  # (no scan of twins for nothing)
             return None
         found = self._chains.get((key, len(parts.messages), hash(tuple(parts.messages))))
         for conv in reversed((found or {}).values()):
             last = conv.last
-            if (now - conv.last_seen <= RETRY_WINDOW_S and conv.last_failed
+            if (now - conv.last_seen <= RETRY_WINDOW_S and conv.last_failed and conv.main_model == model
                     and last.messages == parts.messages and last.system == parts.system and last.tools == parts.tools):
                 return conv
         return None
@@ -517,7 +526,7 @@ class ConversationIndex:
                 conv = Conversation(id=cid, key=key, session=parts.session)
                 self._resume(conv)
         else:
-            conv = (self._chain_match(key, parts, t0) or self._retry_match(key, parts, t0)
+            conv = (self._chain_match(key, parts, t0) or self._retry_match(key, parts, model, t0)
                     or self._anchor_match(key, parts, t0))
             if conv is None:
                 conv = Conversation(id=new_conversation_id(), key=key, session=None)

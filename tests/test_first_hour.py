@@ -152,3 +152,32 @@ def test_doctor_wraps_between_words():
         assert all(len(ln) <= cols for ln in text.splitlines()), text
         assert not broken_words(text, cols, [c.title for c in checks] + [long]), text
         assert "      fix: fix it:" in text
+
+
+# ---- 7. unrelated requests are not a conversation -------------------------------------------------------
+def test_a_short_prompt_sent_again_after_a_failure_is_not_a_retry():
+    """The demo's five "Say hi." (one with a bad key, one to /v1/v1) were one conversation: each
+    joined the last as a "retry" of a failed request."""
+    from firsttoken.addon.conversations import ConversationIndex, prompt_parts
+
+    def place(idx, body, t, model="gpt-4o-mini", failed=False):
+        a = idx.assign(route="default", family="openai", model=model, path="/v1/chat/completions",
+                       parts=prompt_parts("openai.chat", body), t0=t)
+        idx.ended(a.conversation, t + 0.1, failed=failed)
+        return a.conversation_id
+
+    idx = ConversationIndex()
+    hi = {"messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi."}]}
+    ids = [place(idx, hi, 1.0, failed=True), place(idx, hi, 1.2, failed=True), place(idx, hi, 1.4)]
+    assert len(set(ids)) == 3, ids
+    # what a conversation owns, sent again after it failed, is a retry: a history, tools, a real question
+    loop = {"messages": [{"role": "user", "content": "Fix the failing test in src/app.py"},
+                         {"role": "assistant", "content": "Reading it."}, {"role": "user", "content": "go on"}]}
+    asked = {"messages": [{"role": "user", "content": "Why is the sky blue? Answer in two lines."}]}
+    tools = {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "read"}}]}
+    for body in (loop, asked, tools):
+        first = place(idx, body, 10.0, failed=True)
+        assert place(idx, body, 11.0) == first, body
+        # the same prompt to another model after a failure: another request, not a side call of it
+        again = place(idx, body, 12.0, failed=True)
+        assert place(idx, body, 13.0, model="gpt-4.1") != again
