@@ -186,12 +186,13 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     parts.append(tok)
     parts += output.wrap(_kv([
         (L("tokenizer"), f"{_tokenizer(r['tokenizer'], lang)} ({L('exact') if exact else L('approximate')})" if r.get("tokenizer") else None),
-        (L("ratio"), r.get("usage_ratio")),
-        (L("calibrated"), L("calibrated_v", n=f"{r['prompt_tokens_calibrated']:,}", f=r.get("calibration_factor"))
+        (L("ratio"), _factor(r.get("usage_ratio"))),
+        (L("calibrated"), L("calibrated_v", n=f"{r['prompt_tokens_calibrated']:,}", f=_factor(r.get("calibration_factor")))
          if r.get("prompt_tokens_calibrated") else None),
         (L("system"), r.get("system_tokens")), (L("tools"), r.get("tools_tokens")),
         (L("last_user"), r.get("last_user_tokens")), (L("messages"), r.get("messages")), (L("images"), r.get("images") or None),
-        (L("prefix"), L("prefix_v", n=r.get("prefix_tokens"), k=r.get("prefix_seen_before")) if r.get("prefix_hash") else None),
+        (L("prefix"), L("prefix_v" if r.get("prefix_seen_before") else "prefix_new", n=r.get("prefix_tokens"),
+                        k=r.get("prefix_seen_before")) if r.get("prefix_hash") else None),
     ]), width)
     parts += output.wrap(_kv([(L("request_bytes"), r.get("request_bytes")), (L("response_bytes"), r.get("response_bytes")),
                       (L("finish"), r.get("finish_reason")), (L("stream_done"), yes_no.get(r.get("stream_done")))]), width)
@@ -215,7 +216,29 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
         parts.append(Text(L("healthy"), style="green"))
     else:
         parts.append(Text(L("in_flight"), style="yellow"))
+    terms = legend(r, lang)
+    if terms:
+        parts.append(Text(""))
+        parts += output.wrap(Text(L("legend"), style="bold"), width)
+        for term in terms:  # each wrapped under its own text
+            parts += output.wrap(Text(term, style="dim"), width, 2, 4)
     return Group(*parts)
+
+
+def _factor(v: Any) -> str | None:
+    """A ratio as a person reads it: 0.8333333 is 0.83."""
+    return None if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def legend(r: dict[str, Any], lang: str = "en") -> list[str]:
+    """Plain words for the terms this request's view shows (TTFB, gap, the corrected estimate, the
+    prompt start, ...), in ``lang``: the newcomer's key to the figures above."""
+    shown = [("ttfb", r.get("ttfb_ms") is not None), ("ttft", r.get("ttft_ms") is not None),
+             ("gap_buffered" if buffered_by(r) is not None else "gap", r.get("gap_ms") is not None),
+             ("tpot", r.get("tpot_ms") is not None),
+             ("itl", r.get("itl_p50_ms") is not None), ("ratio", r.get("usage_ratio") is not None),
+             ("calibrated", bool(r.get("prompt_tokens_calibrated"))), ("prefix", bool(r.get("prefix_hash")))]
+    return [label(lang, f"show.legend.{k}") for k, on in shown if on]
 
 
 @click.command("show")

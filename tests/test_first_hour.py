@@ -181,3 +181,22 @@ def test_a_short_prompt_sent_again_after_a_failure_is_not_a_retry():
         # the same prompt to another model after a failure: another request, not a side call of it
         again = place(idx, body, 12.0, failed=True)
         assert place(idx, body, 13.0, model="gpt-4.1") != again
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_show_says_its_terms_in_plain_words(db, lang):
+    """"calibrated ~15 (×0.8333 learned for this model)", "prefix 8 tokens, sent 8× before"."""
+    from firsttoken.cli.labels import label
+    from firsttoken.cli.show import show
+
+    rid = add(db, ttfb_ms=70.0, ttft_ms=110.0, gap_ms=40.0, total_ms=600.0, tpot_ms=15.0, prompt_tokens_est=18,
+              prompt_tokens_calibrated=15, calibration_factor=0.8333333, usage_ratio=0.8333333,
+              prefix_hash="abc", prefix_tokens=8, prefix_seen_before=8, tokenizer="cl100k_base", tokens_exact=0)
+    out = " ".join(CliRunner(env={"COLUMNS": "200"}).invoke(show, [rid[:8], "--db", _path(db), "--lang", lang]).output.split())
+    assert "0.8333" not in out and "learned" not in out and "8× before" not in out, out
+    assert "0.83" in out
+    for key in ("calibrated", "prefix", "ratio", "ttfb", "gap", "tpot"):  # each term shown is explained
+        assert " ".join(label(lang, f"show.legend.{key}").split()) in out, (key, out)
+    assert label(lang, "show.legend.itl") not in out  # (no ITL on this row: not explained either)
+    side = label(lang, "conv.side", n=1)  # the live view's conversation line
+    assert side.strip() not in ("(1 side)", "") and ("client" in side or "客户端" in side)
