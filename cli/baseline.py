@@ -119,7 +119,7 @@ def save(name, db_path, include_cold, min_n, lang, **kw):
     from rich.markup import escape
 
     from firsttoken.addon.store.db import open_db
-    from firsttoken.cli.options import console, fail, reader, resolve_db, resolve_lang
+    from firsttoken.cli.options import console, fail, reader, reading_db, resolve_lang
 
     lang = resolve_lang(lang)
     filters = make_filters(kw)
@@ -142,7 +142,7 @@ def save(name, db_path, include_cold, min_n, lang, **kw):
     source = filters.active() | {"include_cold": include_cold}
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     db.conn.close()
-    wdb = open_db(resolve_db(db_path))  # saving is a write: the reader above checked it is firsttoken's file
+    wdb = open_db(reading_db(db_path))  # saving is a write: into the file the reader above checked is firsttoken's
     try:
         store.save(wdb, name, keep, source, now)
     finally:
@@ -196,10 +196,10 @@ def list_(db_path, as_json, lang):
 def delete(name, db_path):
     """Forget baseline NAME."""
     from firsttoken.addon.store.db import open_db
-    from firsttoken.cli.options import console, fail, reader, resolve_db
+    from firsttoken.cli.options import console, fail, reader, reading_db
 
     reader(db_path).conn.close()  # a firsttoken database, or a clear error
-    db = open_db(resolve_db(db_path))
+    db = open_db(reading_db(db_path))
     n = store.delete(db, name)
     if not n:
         fail(f"no baseline named {name!r} (see `firsttoken baseline list`)", code=EXIT_NO_DATA)

@@ -24,6 +24,7 @@ from firsttoken.cli import output
 from firsttoken.cli.logs import table
 from firsttoken.cli.options import fail
 from firsttoken.cli.proxy.server import ProxyServer, ProxyStartError
+from firsttoken.cli.proxy.state import remember_demo
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 DEMO_KEY = "sk-demo-0000000000000000000000000000firsttoken"
@@ -110,6 +111,7 @@ def demo(db_path, rounds):
             ids_after = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started - 1))
         finally:
             proxy.stop()
+    remember_demo(path)  # so `firsttoken logs` finds it while nothing else has recorded (options.reading_db)
     db = open_db(path, write=False)
     rows = [r for r in queries.recent(db, limit=len(_scenarios()) * max(1, rounds)) if r["started_at"] >= ids_after]
     rows.reverse()

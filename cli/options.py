@@ -8,6 +8,7 @@ rows (``logs``, ``export``), one JSON document for summaries (``stats``, ``show`
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,8 @@ def open_output(path: str, newline: str | None = None):
 def db_option(fn):
     return click.option(
         "--db", "db_path", type=click.Path(dir_okay=False), default=None,
-        help="SQLite file (default: per-user data dir; $FIRSTTOKEN_DB overrides).",
+        help="SQLite file (default: per-user data dir; $FIRSTTOKEN_DB overrides; after `firsttoken demo`, "
+             "while nothing is recorded there, reading commands read the demo's).",
     )(fn)
 
 
@@ -167,13 +169,85 @@ def resolve_db(db_path: str | None) -> str:
     return str(db_path or default_db_path())
 
 
+def demo_db() -> str | None:
+    """The database the latest `firsttoken demo` recorded into (its note in the state directory, else
+    demo.db beside the default database, where a bare demo writes), if it is still there."""
+    from firsttoken.addon.store.db import default_db_path
+    from firsttoken.cli.proxy.state import recorded_demo
+
+    for p in (recorded_demo(), str(default_db_path().with_name("demo.db"))):
+        if p and os.path.isfile(p):
+            return p
+    return None
+
+
+def reading_db(db_path: str | None) -> str:
+    """THE database a reading command reads: --db, else $FIRSTTOKEN_DB, else the default one; while
+    nothing has recorded there yet, the one the demo recorded into (README's first command is the
+    demo: its `logs` must not answer "no database"), said on stderr. Writers use ``resolve_db``."""
+    from firsttoken.addon.store.db import default_db_path
+
+    if db_path or os.environ.get("FIRSTTOKEN_DB"):
+        return resolve_db(db_path)
+    default = default_db_path()
+    demo = None if default.exists() else demo_db()
+    if demo is None:
+        return str(default)
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.meta if ctx is not None else {}
+    if meta.get("firsttoken.demo_noted") != demo:  # once per command, however often it asks
+        meta["firsttoken.demo_noted"] = demo
+        from firsttoken.cli.labels import label
+
+        console(stderr=True).print(label(_lang(), "db.demo_note", db=str(default), demo=demo), markup=False,
+                                   soft_wrap=not sys.stderr.isatty())
+    return demo
+
+
+def _lang() -> str:
+    """The running command's --lang (else the environment's or the locale's language)."""
+    ctx = click.get_current_context(silent=True)
+    return resolve_lang((ctx.params.get("lang") if ctx is not None else None) or None)
+
+
+def command_words() -> str:
+    """The command being run, as typed: ``firsttoken baseline check``."""
+    names, ctx = [], click.get_current_context(silent=True)
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(["firsttoken", *reversed(names)])
+
+
+def missing_db(path: str) -> str:
+    """No database at ``path``: what to run, and, after a demo, the exact command that reads the
+    database it recorded into (in the command's language)."""
+    import shlex
+    from pathlib import Path
+
+    from firsttoken.addon.store.db import missing_message
+    from firsttoken.cli.labels import label
+
+    lang = _lang()
+    p = Path(path).expanduser()
+    text = missing_message(p) if lang == "en" else label(lang, "db.missing", path=str(p))
+    demo = demo_db()
+    if demo and os.path.realpath(demo) != os.path.realpath(p):
+        text += label(lang, "db.missing_demo", demo=demo, cmd=f"{command_words()} --db {shlex.quote(demo)}")
+    return text
+
+
 def reader(db_path: str | None):
-    """The database, read-only: never created or migrated; a missing or foreign file is a clear error."""
+    """The database ``reading_db`` names, read-only: never created or migrated; a missing or foreign
+    file is a clear error."""
     from firsttoken.addon.store.db import StoreError, open_reader
 
+    path = reading_db(db_path)
     try:
-        return open_reader(resolve_db(db_path))
-    except (FileNotFoundError, StoreError) as e:
+        return open_reader(path)
+    except FileNotFoundError:
+        fail(missing_db(path))
+    except StoreError as e:
         fail(str(e))
 
 

@@ -38,7 +38,8 @@ def prune(db_path, before, dry_run, do_vacuum, as_json):
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--before") from None
     path = resolve_db(db_path)
-    db = reader(db_path)  # a missing or foreign file gets the readers' clear error, and is never created
+    db = reader(path)  # a missing or foreign file gets the readers' clear error, and is never created
+    # (the path as given: deleting is a write, never into the demo's database by default)
     plan = retention.count_before(db, cutoff)
     db.conn.close()
     when = f"{cutoff[:10]} {output.local_time(cutoff)}"

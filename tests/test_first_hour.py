@@ -200,3 +200,82 @@ def test_show_says_its_terms_in_plain_words(db, lang):
     assert label(lang, "show.legend.itl") not in out  # (no ITL on this row: not explained either)
     side = label(lang, "conv.side", n=1)  # the live view's conversation line
     assert side.strip() not in ("(1 side)", "") and ("client" in side or "客户端" in side)
+
+
+# ---- 2. after the demo, the reading commands find its database ----------------------------------------
+def _home(tmp) -> dict[str, str | None]:
+    return {"XDG_DATA_HOME": f"{tmp}/data", "FIRSTTOKEN_STATE_DIR": f"{tmp}/state", "FIRSTTOKEN_LANG": "en",
+            "FIRSTTOKEN_DB": None, "COLUMNS": "200"}
+
+
+def _ft(env, *args, cwd=None):
+    """The command in this process, as a person types it (stderr apart)."""
+    from firsttoken.cli.main import cli
+
+    old = os.getcwd()
+    os.chdir(cwd or old)
+    try:
+        r = CliRunner(env=env).invoke(cli, list(args))
+    finally:
+        os.chdir(old)
+    r.said = " ".join(r.stderr.split())
+    return r
+
+
+@pytest.fixture(scope="module")
+def after_demo(tmp_path_factory):
+    """README's first command, `firsttoken demo`, as a newcomer runs it: no --db, no FIRSTTOKEN_DB."""
+    tmp = str(tmp_path_factory.mktemp("newcomer"))
+    env = _home(tmp)
+    r = _ft(env, "demo")
+    assert r.exit_code == 0, r.output
+    default = f"{tmp}/data/firsttoken/firsttoken.db"
+    demo = f"{tmp}/data/firsttoken/demo.db"
+    assert os.path.isfile(demo) and not os.path.exists(default)
+    return {"tmp": tmp, "env": env, "demo": demo, "default": default}
+
+
+def test_reading_commands_after_the_demo_read_its_database(after_demo, monkeypatch):
+    env, demo = after_demo["env"], after_demo["demo"]
+    logs = _ft(env, "logs")
+    assert logs.exit_code == 0 and "gpt-4o-mini" in logs.stdout and "no database" not in logs.said, logs.output
+    assert f"reading the demo's database {demo}" in logs.said and after_demo["default"] in logs.said, logs.said
+    stats = _ft(env, "stats", "--json")
+    assert stats.exit_code == 0 and "gpt-4o-mini" in stats.stdout and "demo" in stats.said  # the note: stderr only
+    zh = _ft(env, "logs", "--lang", "zh")
+    assert zh.exit_code == 0 and "正在读取演示的数据库" in zh.said, zh.said
+    from firsttoken.cli.live.runner import pick_db
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v) if v is not None else monkeypatch.delenv(k, raising=False)
+    assert pick_db(None, None) == demo  # `live` too, when no proxy runs
+
+
+def test_a_missing_database_names_the_demos_with_the_exact_command(after_demo):
+    env, demo = after_demo["env"], after_demo["demo"]
+    for args, cmd in ((["logs"], "firsttoken logs"), (["baseline", "check", "x"], "firsttoken baseline check")):
+        r = _ft(dict(env, FIRSTTOKEN_DB=f"{after_demo['tmp']}/elsewhere.db"), *args)
+        assert r.exit_code == 1 and "no database at" in r.said and f"`{cmd} --db {demo}`" in r.said, r.said
+    r = _ft(env, "show", "--db", f"{after_demo['tmp']}/nope.db", "--lang", "zh")
+    assert r.exit_code == 1 and "没有数据库" in r.said and f"演示记录在 {demo}：`firsttoken show --db {demo}`" in r.said, r.said
+
+
+def test_the_demo_remembers_a_db_it_was_given_and_the_proxys_database_wins(tmp_path):
+    env = _home(tmp_path)
+    (tmp_path / "work").mkdir()
+    r = _ft(env, "demo", "--db", "demo.db", cwd=tmp_path / "work")  # README's walkthrough: a relative path
+    assert r.exit_code == 0, r.output
+    logs = _ft(env, "logs", "--json")
+    assert logs.exit_code == 0 and str(tmp_path / "work" / "demo.db") in logs.said, logs.said
+    default = tmp_path / "data" / "firsttoken" / "firsttoken.db"
+    open_db(default).conn.close()  # once the proxy has recorded where it records, that is what is read
+    logs = _ft(env, "logs", "--json")
+    assert logs.exit_code == 0 and logs.stdout == "" and "demo" not in logs.said, logs.said
+
+
+def test_the_reports_show_lines_carry_its_database(after_demo, tmp_path):
+    page = tmp_path / "r.html"
+    r = _ft(after_demo["env"], "report", "--html", str(page))
+    assert r.exit_code == 0, r.output
+    shows = re.findall(r"firsttoken show [^<]*", page.read_text(encoding="utf-8"))
+    assert shows and all(s.endswith(f" --db {after_demo['demo']}") for s in shows), shows

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from firsttoken.cli.options import LISTEN_PORT, db_option, fail, resolve_db
+from firsttoken.cli.options import LISTEN_PORT, db_option, fail, missing_db, reading_db
 
 INSTALL_HINT = "pip install 'firsttoken[browse]'"
 DEFAULT_PORT = 8765
@@ -35,7 +35,9 @@ def prepare(path: str) -> None:
 
     try:
         db = open_reader(path)
-    except (FileNotFoundError, StoreError) as e:
+    except FileNotFoundError:
+        fail(missing_db(path))
+    except StoreError as e:
         fail(str(e))
     try:
         current = schema_current(db)
@@ -78,7 +80,7 @@ def browse(db_path: str | None, port: int, open_browser: bool) -> None:
     why = datasette_missing()
     if why:
         fail(why)
-    path = resolve_db(db_path)
+    path = reading_db(db_path)
     prepare(path)
     import asyncio
     import socket

@@ -352,7 +352,7 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
 def pick_db(db_path: str | None, port: int | None) -> str:
     """The database to follow: --db; else the running proxy on --port; else the only running proxy's;
     else the default one (FIRSTTOKEN_DB or the per-user data directory)."""
-    from firsttoken.cli.options import fail, resolve_db
+    from firsttoken.cli.options import fail, reading_db, resolve_db
     from firsttoken.cli.proxy.state import read_states
 
     if db_path and port is None:
@@ -368,7 +368,7 @@ def pick_db(db_path: str | None, port: int | None) -> str:
             fail(f"the proxy on port {port} writes {hit[-1]['db']}, not {db_path}: drop --db or --port")
         return str(hit[-1]["db"])
     dbs = {str(st["db"]) for st in running}
-    return dbs.pop() if len(dbs) == 1 else resolve_db(None)
+    return dbs.pop() if len(dbs) == 1 else reading_db(None)
 
 
 @click.command("live")
@@ -390,9 +390,10 @@ def live(db_path, lang, window, interval, port):
     Shows requests in flight with their phase and elapsed time, requests as they finish, and
     per-model P50/P95 of TTFB, TTFT and the prefill gap. Ctrl-C prints a per-model summary.
     """
-    from firsttoken.cli.options import fail
+    from firsttoken.cli.options import fail, missing_db
 
+    path = pick_db(db_path, port)
     try:
-        attach(pick_db(db_path, port), resolve(lang), window=max(1, window), interval=max(0.1, interval))
-    except FileNotFoundError as e:
-        fail(str(e))
+        attach(path, resolve(lang), window=max(1, window), interval=max(0.1, interval))
+    except FileNotFoundError:
+        fail(missing_db(path))

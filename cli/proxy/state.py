@@ -125,6 +125,27 @@ def _route_spec(r: Route) -> str:
     return f"{r.name}={r.url}" if r.name else r.url
 
 
+def demo_record() -> Path:
+    """Where `firsttoken demo` notes the database it recorded into (beside the registry)."""
+    return registry_dir().parent / "demo" / "last.json"
+
+
+def remember_demo(db: str | os.PathLike) -> None:
+    """Note the database a demo recorded into, for the reading commands (``options.reading_db``).
+    Never raises: a demo whose note cannot be written still ran."""
+    try:
+        _save(demo_record(), {"db": os.path.realpath(str(db)),
+                              "at": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")})
+    except OSError:
+        pass
+
+
+def recorded_demo() -> str | None:
+    """The database the latest demo recorded into (None: no demo yet, or its note is unreadable)."""
+    doc = _load(demo_record())
+    return doc.get("db") if doc and isinstance(doc.get("db"), str) else None
+
+
 def _load(path: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

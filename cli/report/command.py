@@ -134,14 +134,16 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                      if fail_rows else f'<p class="dim">{W("no_failed")}</p>'))
     shown: dict[str, str] = {}
     for r in slow:
-        shown.setdefault(r["id"], H.details(r, name(r.get("model")), L("why_slow", ttft=output.ms(r.get("ttft_ms"))), lang))
+        shown.setdefault(r["id"], H.details(r, name(r.get("model")), L("why_slow", ttft=output.ms(r.get("ttft_ms"))), lang,
+                                            db=source))
     for r in failed:
-        shown.setdefault(r["id"], H.details(r, name(r.get("model")), L("why_failed", status=_status(r, lang)), lang))
+        shown.setdefault(r["id"], H.details(r, name(r.get("model")), L("why_failed", status=_status(r, lang)), lang,
+                                            db=source))
     if shown:
         sections.append((L("h.details"), "".join(shown.values())))
     sections.append(("", f'<p class="dim">{H.esc(L("note_method", method=res["percentile"]))}'
                      + W("note_cold" if include_cold else "note_warm")
-                     + W("note_show", cmd="<code>firsttoken show ID</code>") + "</p>"))
+                     + W("note_show", cmd=f"<code>{H.esc(H.show_command('ID', source))}</code>") + "</p>"))
     return H.page(L("title"), meta, sections, lang)
 
 
@@ -295,12 +297,12 @@ def _top(r: dict) -> str:
 @lang_option
 def report(db_path, html_path, include_cold, top, by, lang, **kw):
     """Write a self-contained HTML report (opens offline): charts, error breakdown, slowest requests."""
-    from firsttoken.cli.options import cannot_write, console, fail, open_output, reader, resolve_db, resolve_lang
+    from firsttoken.cli.options import cannot_write, console, fail, open_output, reader, reading_db, resolve_lang
 
     db = reader(db_path)
     try:
         # cold requests count unless --exclude-cold (the option's None means "the default"), as in `stats`
-        page = build(db, make_filters(kw), include_cold is not False, top, source=resolve_db(db_path), by=by,
+        page = build(db, make_filters(kw), include_cold is not False, top, source=reading_db(db_path), by=by,
                      lang=resolve_lang(lang))
     except ValueError as e:  # NothingToReport included: no file is written
         fail(str(e))

@@ -201,8 +201,17 @@ def phases_svg(title: str, rows: list[tuple[str, str, float, float]], w: int = 9
     return "".join(out)
 
 
-def details(r: dict[str, Any], name: str, why: str, lang: str = "en") -> str:
-    """One request's details section (the target of its id links); findings as given (``output.localize`` them)."""
+def show_command(request_id: str, db: str = "") -> str:
+    """The `firsttoken show` command for one request of the database ``db`` the page was made from
+    (a page is read later, elsewhere: the default database may be another file by then)."""
+    import shlex
+
+    return f"firsttoken show {request_id}" + (f" --db {shlex.quote(db)}" if db else "")
+
+
+def details(r: dict[str, Any], name: str, why: str, lang: str = "en", db: str = "") -> str:
+    """One request's details section (the target of its id links); findings as given (``output.localize`` them);
+    ``db``: the database the page was made from, for its `firsttoken show` line."""
     def ms(k: str) -> str:
         return output.ms(r.get(k))
 
@@ -222,7 +231,7 @@ def details(r: dict[str, Any], name: str, why: str, lang: str = "en") -> str:
     fx = "".join(f'<div><b style="color:{SEV_COLOR.get(f.get("severity"), "#374151")}">{esc(f.get("code"))}</b> '
                  f'{esc(f.get("message"))}' + (f'<div class="hint">→ {esc(f.get("hint"))}</div>' if f.get("hint") else "")
                  + "</div>" for f in found) or f'<span class="dim">{words(lang, "report.no_findings")}</span>'
-    more = words(lang, "report.d.more", cmd=f'<code>firsttoken show {esc(r["id"])}</code>')
+    more = words(lang, "report.d.more", cmd=f'<code>{esc(show_command(r["id"], db))}</code>')
     return (f'<div class="req" id="{anchor(r["id"])}"><h3>{esc(r["id"])}</h3><dl>{dl}</dl>{fx}'
             f'<p class="dim">{more}</p></div>')
 
