@@ -279,3 +279,13 @@ def test_the_reports_show_lines_carry_its_database(after_demo, tmp_path):
     assert r.exit_code == 0, r.output
     shows = re.findall(r"firsttoken show [^<]*", page.read_text(encoding="utf-8"))
     assert shows and all(s.endswith(f" --db {after_demo['demo']}") for s in shows), shows
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_findings_never_show_a_negative_zero(lang):
+    """A figure a hair below zero, rounded by its template (``{itl_max_ms:,.0f}``), is 0, not -0."""
+    from firsttoken.addon.diagnose.engine import render
+
+    msg, hint = render("stream.stall", {"variant": "at", "itl_max_ms": -0.2, "stall_ms": 3000, "at_event": 3,
+                                        "at_ms": -0.04}, lang)
+    assert not re.search(r"(?<![\w.-])-0(?![\d.])", msg + hint) and "3,000" in msg, msg

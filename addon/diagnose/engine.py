@@ -164,7 +164,11 @@ def render(code: str, params: dict[str, Any] | None, lang: str = "en") -> tuple[
     variant = params.get("variant")
     msg = _format(template(code, "message", lang, variant), params)
     hint = _format(template(code, "hint", lang, variant), params)
-    return msg, hint
+    return _NEGATIVE_ZERO.sub(r"\1", msg), _NEGATIVE_ZERO.sub(r"\1", hint)
+
+
+#: a figure a template printed as "-0" or "-0.0" (a hair below zero, rounded): never shown with its sign
+_NEGATIVE_ZERO = re.compile(r"(?<![\w.\-])-(0(?:\.0+)?)(?![\d.])")
 
 
 #: template -> the params it names (None: fields the fast path does not handle, e.g. ``{a.b}``, ``{}``)
