@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, BUFFERED_MIN_EVENTS
 from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
@@ -23,6 +24,21 @@ def rule_error_event(rec: Any, c: Ctx) -> None:
     if _ok(rec) and rec.upstream_error and not c.errors():
         c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
               error_type=rec.upstream_error_type or "-", events=rec.events)
+
+
+def rule_blocked(rec: Any, c: Ctx) -> None:
+    """Gemini refused the prompt (``promptFeedback.blockReason``) or a content filter stopped the answer."""
+    reason = rec.finish_reason or ""
+    if not _ok(rec) or c.errors():
+        return
+    if reason.startswith(gemini.BLOCKED):
+        variant, reason = "prompt", reason[len(gemini.BLOCKED):]
+    elif rec.api == gemini.API and reason in gemini.FILTERED:
+        variant = "output"
+    else:
+        return
+    c.add("response.blocked", "error" if variant == "prompt" or not rec.output_chars else "warn", variant=variant,
+          **c.common(), reason=reason, model=rec.model or "?", output_chars=rec.output_chars)
 
 
 def rule_no_choices(rec: Any, c: Ctx) -> None:
@@ -160,7 +176,7 @@ def rule_not_requested(rec: Any, c: Ctx) -> None:
         c.add("stream.not_requested", "info", **c.common(), total_ms=rec.total_ms)
 
 
-RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
+RULES = (rule_error_event, rule_blocked, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
          rule_buffered,
          rule_stall, rule_usage, rule_not_requested)
 
@@ -185,6 +201,20 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "流以 200 开始，随后出现了错误事件。",
                "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d（{error_type}）。",
                "回答不完整：请重试（过载和服务器错误通常是暂时的）；确保客户端把流中的错误事件当作失败处理。"),
+    }),
+    ("response.blocked", "streams", _E, (_W,), {
+        "en": ("Blocked by the content filter",
+               "Gemini refused the prompt (promptFeedback.blockReason), or its safety filter stopped the answer (finishReason SAFETY, RECITATION, PROHIBITED_CONTENT, BLOCKLIST, SPII ...; a warning when part of the answer came).",
+               {"prompt": "{host} answered 200 but refused the prompt itself (blockReason {reason}): {model} generated nothing.",
+                "output": "{model}'s answer was stopped by the content filter (finishReason {reason}) after {output_chars} characters."},
+               {"prompt": "Rephrase the prompt or remove what the filter objects to (the response's promptFeedback.safetyRatings say which category); safetySettings in the request can relax the adjustable categories (HARM_CATEGORY_*: BLOCK_ONLY_HIGH or BLOCK_NONE); PROHIBITED_CONTENT and BLOCKLIST cannot be relaxed.",
+                "output": "RECITATION: the answer quoted protected text (ask for a summary in the model's own words); SAFETY: relax safetySettings for the category the candidate's safetyRatings name, or rephrase; PROHIBITED_CONTENT, BLOCKLIST and SPII cannot be relaxed. Retrying the same request usually gives the same result."}),
+        "zh": ("被内容过滤拦截",
+               "Gemini 拒绝了提示词（promptFeedback.blockReason），或安全过滤中止了回答（finishReason 为 SAFETY、RECITATION、PROHIBITED_CONTENT、BLOCKLIST、SPII 等；已有部分回答时为警告）。",
+               {"prompt": "{host} 返回 200，但拒绝了提示词本身（blockReason {reason}）：{model} 没有生成任何内容。",
+                "output": "{model} 的回答在 {output_chars} 个字符后被内容过滤中止（finishReason {reason}）。"},
+               {"prompt": "改写提示词或去掉过滤器反对的内容（响应中的 promptFeedback.safetyRatings 会说明类别）；请求中的 safetySettings 可以放宽可调类别（HARM_CATEGORY_*：BLOCK_ONLY_HIGH 或 BLOCK_NONE）；PROHIBITED_CONTENT 和 BLOCKLIST 无法放宽。",
+                "output": "RECITATION：回答引用了受保护的文本（请模型用自己的话概括）；SAFETY：为候选结果 safetyRatings 指出的类别放宽 safetySettings，或改写提示词；PROHIBITED_CONTENT、BLOCKLIST 和 SPII 无法放宽。原样重试通常结果相同。"}),
     }),
     ("stream.truncated", "streams", _E, (_W,), {
         "en": ("Stream ended without its terminator",

@@ -1,0 +1,301 @@
+"""Google's Gemini API through the real proxy with the real google-genai SDK: api, model, stream, TTFT
+inside [upstream-sent, client-seen], usage, Google's errors as the findings users know, keys never on disk."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from gemini_upstream import (
+    BLOCKED,
+    DEADLINE,
+    FIRST_TOKEN,
+    FIRST_VISIBLE,
+    KEY_INVALID,
+    NOT_FOUND,
+    OVERLOADED,
+    PERMISSION_DENIED,
+    QUOTA,
+    body_replay,
+    stream_replay,
+)
+from rawserver import ReplayUpstream
+
+from firsttoken.addon import tokens
+from firsttoken.addon.apis import detect_api, make_interpreter
+from firsttoken.addon.apis.gemini import gemini_call, is_vertex, path_facts
+from firsttoken.addon.secrets import redact_path
+from firsttoken.addon.sse import SSEDecoder
+from firsttoken.cli.proxy.server import ProxyServer
+
+genai = pytest.importorskip("google.genai")
+types = pytest.importorskip("google.genai.types")
+
+KEY = "AIzaSyD-test-key-0000000000000000000wxyz"
+FLASH = "gemini-2.5-flash"
+
+
+# -- the dialect, without a proxy ---------------------------------------------------------
+
+@pytest.mark.parametrize("path,api", [
+    ("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "gemini.generate"),
+    ("/v1beta/models/gemini-2.5-flash:generateContent", "gemini.generate"),
+    ("/v1/models/gemini-2.5-pro:generateContent?key=AIzaXYZ", "gemini.generate"),
+    ("/v1/projects/p-1/locations/us-central1/publishers/google/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+     "gemini.generate"),
+    ("/gemini/v1beta/tunedModels/my-tune:generateContent", "gemini.generate"),
+    ("/v1beta/models/gemini-2.5-flash:countTokens", "other"),
+    ("/v1beta/models/text-embedding-004:embedContent", "other"),
+    ("/v1beta/openai/chat/completions", "openai.chat"),  # Gemini's OpenAI-compatible endpoint
+    ("/v1/projects/p/locations/l/publishers/anthropic/models/claude-x:streamRawPredict", "other"),  # not Gemini
+])
+def test_detect_api_knows_gemini_paths(path: str, api: str) -> None:
+    assert detect_api("POST", path) == api
+    assert detect_api("GET", path) == "other"
+
+
+def test_path_facts_name_the_model_and_the_stream() -> None:
+    assert path_facts("POST", "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse") == \
+        {"model": "gemini-2.5-flash", "stream": True}
+    assert path_facts("POST", "/v1beta/models/gemini-2.5-flash:generateContent") == \
+        {"model": "gemini-2.5-flash", "stream": False}
+    assert path_facts("POST", "/v1beta/models/gemini-2.5-flash:countTokens") == {"model": "gemini-2.5-flash"}
+    assert path_facts("POST", "/v1/chat/completions") == {}
+    assert gemini_call("POST", "/v1/projects/p/locations/l/publishers/google/models/gemini-2.0:generateContent") \
+        == ("gemini-2.0", "generatecontent")
+    assert is_vertex("/v1/projects/p/locations/l/publishers/google/models/m:generateContent")
+    assert is_vertex("/v1beta/models/m:generateContent", "https://us-central1-aiplatform.googleapis.com")
+    assert not is_vertex("/v1beta/models/m:generateContent", "https://generativelanguage.googleapis.com")
+
+
+def test_a_key_in_the_query_is_redacted_for_storage() -> None:
+    assert redact_path(f"/v1beta/models/m:generateContent?key={KEY}&alt=sse") == \
+        "/v1beta/models/m:generateContent?key=[REDACTED]&alt=sse"
+
+
+def test_a_json_array_answer_and_its_error() -> None:
+    """streamGenerateContent without alt=sse answers a JSON array of responses."""
+    i = make_interpreter("gemini.generate")
+    deltas = i.on_body(json.dumps([{"candidates": [{"content": {"parts": [{"text": "a"}]}}]},
+                                   {"candidates": [{"content": {"parts": [{"text": "b"}]}, "finishReason": "STOP"}],
+                                    "usageMetadata": {"promptTokenCount": 3, "candidatesTokenCount": 2}}]).encode())
+    assert [d.text for d in deltas] == ["a", "b"]
+    assert (i.facts.finish_reason, i.facts.usage_prompt_tokens, i.facts.usage_completion_tokens, i.facts.done) == \
+        ("STOP", 3, 2, True)
+    e = make_interpreter("gemini.generate")
+    e.on_body(json.dumps([KEY_INVALID]).encode())
+    assert e.facts.error_type == "API_KEY_INVALID"
+
+
+def test_stream_parts_become_reasoning_text_and_tool_deltas() -> None:
+    i = make_interpreter("gemini.generate")
+    body = b"".join(stream_replay().parts) + b'data: {"candidates":[{"content":{"parts":[{"functionCall":' \
+        b'{"name":"get_weather","args":{"city":"Paris"}}}]}}]}\r\n\r\n'
+    dec = SSEDecoder()
+    kinds = [(d.kind, d.text) for ev in dec.feed(body) + dec.close() for d in i.on_event(ev)]
+    assert kinds == [("reasoning", "Thinking about it"), ("text", "Paris is"), ("text", " the capital."),
+                     ("tool", "get_weather"), ("tool", '{"city":"Paris"}')]
+    f = i.facts
+    # candidatesTokenCount leaves the thoughts out; the record's completion count holds them
+    assert (f.usage_prompt_tokens, f.usage_completion_tokens, f.usage_reasoning_tokens, f.usage_cached_tokens) == \
+        (21, 15, 9, 8)
+    assert (f.finish_reason, f.done, f.model, f.response_id) == ("STOP", True, FLASH, "resp-1")
+
+
+def test_prompt_count_of_the_gemini_shape() -> None:
+    body = {"contents": [{"role": "user", "parts": [{"text": "What is the capital of France?"}]},
+                         {"role": "model", "parts": [{"text": "Paris."}]},
+                         {"role": "user", "parts": [{"text": "And of Italy?"},
+                                                    {"inlineData": {"mimeType": "image/png", "data": "iVBORw0K"}}]}],
+            "systemInstruction": {"parts": [{"text": "You answer in one word."}]},
+            "tools": [{"functionDeclarations": [{"name": "lookup", "description": "Look a city up.",
+                                                 "parameters": {"type": "OBJECT",
+                                                                "properties": {"city": {"type": "STRING"}}}}]}],
+            "generationConfig": {"maxOutputTokens": 100}}
+    tc = tokens.count_request("gemini.generate", body, FLASH)
+    assert tc.messages == 3 and tc.images == 1 and not tc.exact
+    assert tc.system_tokens == tokens.count_text("You answer in one word.")[0]
+    assert tc.tools_tokens > 5 and tc.last_user_tokens > 258
+    assert tc.prompt_tokens_est == tc.prefix_tokens + tc.last_user_tokens + 3  # + reply priming
+    assert tc.prefix_hash is not None
+
+
+# -- through the proxy, with the real SDK ---------------------------------------------------
+
+class Bench:
+    def __init__(self, proxy: ProxyServer, upstream: ReplayUpstream, db: Path):
+        self.proxy, self.upstream, self.db = proxy, upstream, db
+        self.seen: set[str] = set()
+
+    def client(self, key: str = KEY) -> Any:
+        return genai.Client(api_key=key, http_options=types.HttpOptions(
+            base_url=self.proxy.url, retry_options=types.HttpRetryOptions(attempts=1)))
+
+    def new_row(self) -> dict[str, Any]:
+        self.proxy.flush()
+        conn = sqlite3.connect(str(self.db))
+        conn.row_factory = sqlite3.Row
+        try:
+            rs = [dict(r) for r in conn.execute("SELECT * FROM requests ORDER BY started_at")]
+        finally:
+            conn.close()
+        new = [r for r in rs if r["id"] not in self.seen]
+        self.seen.update(r["id"] for r in new)
+        assert len(new) == 1, f"expected one new record, got {len(new)}"
+        row = new[0]
+        row["findings"] = json.loads(row["findings"] or "[]")
+        return row
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    db = tmp_path_factory.mktemp("gemini") / "ft.db"
+    with ReplayUpstream() as up, ProxyServer([up.url], str(db), port=0) as p:
+        yield Bench(p, up, db)
+
+
+def _codes(row: dict[str, Any]) -> list[str]:
+    return [f["code"] for f in row["findings"]]
+
+
+def test_sdk_stream_is_timed_counted_and_reconciled(bench: Bench) -> None:
+    replay = bench.upstream.arm(stream_replay())
+    client = bench.client()
+    sent = time.perf_counter()
+    seen_visible = seen_any = None
+    text = []
+    for chunk in client.models.generate_content_stream(
+            model=FLASH, contents="What is the capital of France?",
+            config=types.GenerateContentConfig(system_instruction="Answer briefly.", max_output_tokens=200)):
+        now = time.perf_counter()
+        seen_any = seen_any or now
+        parts = chunk.candidates[0].content.parts if chunk.candidates and chunk.candidates[0].content else []
+        if any(p.text and not p.thought for p in parts or []):
+            seen_visible = seen_visible or now
+            text += [p.text for p in parts if p.text and not p.thought]
+    assert "".join(text) == "Paris is the capital."
+    assert replay.done.wait(10)
+    row = bench.new_row()
+    method, target, headers, _ = replay.request
+    assert target == f"/v1beta/models/{FLASH}:streamGenerateContent?alt=sse"
+    assert row["api"] == "gemini.generate" and row["model"] == FLASH and row["stream"] == 1
+    assert row["path"] == target and row["max_tokens"] == 200
+    assert row["state"] == "done" and row["status"] == 200 and row["stream_done"] == 1
+    assert (row["usage_prompt_tokens"], row["usage_completion_tokens"], row["usage_reasoning_tokens"],
+            row["usage_cached_tokens"]) == (21, 15, 9, 8)
+    assert row["finish_reason"] == "STOP"
+    assert row["key_header"] == "x-goog-api-key" and row["key_fingerprint"] == "AIz…wxyz"
+    # a labelled estimate (no Gemini tokenizer offline), reconciled with the server's count
+    assert row["prompt_tokens_est"] > 0 and row["tokens_exact"] == 0 and row["system_tokens"] > 0
+    assert row["usage_ratio"] == pytest.approx(21 / row["prompt_tokens_est"], rel=1e-3)
+    # TTFT stops at the first visible text, not at the thought; both inside [upstream sent, client saw]
+    assert row["first_token_ms"] < row["ttft_ms"]
+    lo, hi = sent, replay.received_at
+    assert replay.sent_at[FIRST_VISIBLE] <= hi + row["ttft_ms"] / 1000 + 0.002
+    assert lo + row["ttft_ms"] / 1000 <= seen_visible
+    assert replay.sent_at[FIRST_TOKEN] <= hi + row["first_token_ms"] / 1000 + 0.002
+    assert lo + row["first_token_ms"] / 1000 <= seen_any
+    assert row["ttft_ms"] >= 200 - 5  # 150 ms to the thought, 50 more to the text
+    assert row["reasoning_chars"] == len("Thinking about it") and row["output_chars"] == len("Paris is the capital.")
+    assert not [f for f in row["findings"] if f["severity"] == "error"], row["findings"]
+
+
+def test_sdk_generate_content_json_body(bench: Bench) -> None:
+    body = {"candidates": [{"content": {"parts": [{"text": "Rome."}], "role": "model"}, "finishReason": "MAX_TOKENS"}],
+            "usageMetadata": {"promptTokenCount": 12, "candidatesTokenCount": 2, "totalTokenCount": 14},
+            "modelVersion": "gemini-2.5-pro"}
+    replay = bench.upstream.arm(body_replay(body))
+    client = bench.client()  # kept: a Client closes its connections when it is collected
+    r = client.models.generate_content(model="gemini-2.5-pro", contents="And of Italy?")
+    assert r.text == "Rome."
+    assert replay.done.wait(10)
+    row = bench.new_row()
+    assert row["api"] == "gemini.generate" and row["model"] == "gemini-2.5-pro" and row["stream"] == 0
+    assert (row["usage_prompt_tokens"], row["usage_completion_tokens"], row["finish_reason"]) == (12, 2, "MAX_TOKENS")
+    assert "stream.not_requested" in _codes(row)  # a non-streamed generation, said so (info)
+
+
+@pytest.mark.parametrize("body,status,code,variant", [
+    (KEY_INVALID, 400, "auth.rejected", "google_key"),
+    (PERMISSION_DENIED, 403, "auth.rejected", "google_denied"),
+    (QUOTA, 429, "rate.limited", "google_retry"),
+    (NOT_FOUND, 404, "model.not_found", "gemini"),
+    (OVERLOADED, 503, "upstream.overloaded", "said"),
+    (DEADLINE, 504, "upstream.server_error", "deadline"),
+])
+def test_google_errors_are_the_findings_users_know(bench: Bench, body: dict, status: int, code: str,
+                                                   variant: str) -> None:
+    replay = bench.upstream.arm(body_replay(body, status))
+    model = "gemini-9-ultra" if code == "model.not_found" else FLASH
+    client = bench.client()
+    with pytest.raises(genai.errors.APIError) as err:
+        client.models.generate_content(model=model, contents="hi")
+    assert err.value.code == status
+    assert replay.done.wait(10)
+    row = bench.new_row()
+    top = row["findings"][0]
+    assert (row["top_code"], top["params"].get("variant")) == (code, variant), row["findings"]
+    assert "request.malformed" not in _codes(row)
+    reasons = [d["reason"] for d in body["error"].get("details", []) if "reason" in d]
+    assert row["upstream_error_type"] == (reasons[0] if reasons else body["error"]["status"])
+    if code == "auth.rejected":
+        assert top["params"]["env"] == "GEMINI_API_KEY"
+        assert "aistudio.google.com" in top["hint"] or "Generative Language API" in top["hint"]
+    if code == "rate.limited":
+        assert row["retry_after"] == 17 and "17" in top["message"]
+    if code == "model.not_found":
+        assert "/v1beta/models" in top["hint"] and "x-goog-api-key" in top["hint"]
+
+
+def test_a_blocked_prompt_is_a_finding(bench: Bench) -> None:
+    replay = bench.upstream.arm(stream_replay([BLOCKED], gaps=[0.0]))
+    client = bench.client()
+    chunks = list(client.models.generate_content_stream(model=FLASH, contents="something forbidden"))
+    assert chunks and chunks[0].prompt_feedback.block_reason.value == "PROHIBITED_CONTENT"
+    assert replay.done.wait(10)
+    row = bench.new_row()
+    assert row["finish_reason"] == "blocked:PROHIBITED_CONTENT" and row["stream_done"] == 1
+    assert row["top_code"] == "response.blocked" and row["findings"][0]["params"]["variant"] == "prompt"
+
+
+def test_a_key_in_the_url_never_reaches_the_database(bench: Bench) -> None:
+    """Google's REST examples put the key in ``?key=``: fingerprinted, redacted, never stored."""
+    replay = bench.upstream.arm(stream_replay())
+    url = f"{bench.proxy.url}/v1beta/models/{FLASH}:streamGenerateContent?alt=sse&key={KEY}"
+    with httpx.Client(timeout=30) as c:
+        r = c.post(url, json={"contents": [{"parts": [{"text": "hi"}]}]})
+    assert r.status_code == 200 and replay.done.wait(10)
+    assert replay.request[1].endswith(f"key={KEY}")  # forwarded unchanged
+    row = bench.new_row()
+    assert row["api"] == "gemini.generate" and row["key_header"] == "query:key" and row["key_fingerprint"] == "AIz…wxyz"
+    assert row["path"] == f"/v1beta/models/{FLASH}:streamGenerateContent?alt=sse&key=[REDACTED]"
+    bench.proxy.flush()
+    for f in bench.db.parent.glob(bench.db.name + "*"):  # the database, its WAL and shared memory
+        assert KEY.encode() not in f.read_bytes(), f"the key reached {f.name}"
+
+
+def test_gemini_openai_compatible_endpoint_still_works(bench: Bench) -> None:
+    import openai
+
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "model": FLASH,
+             "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": None}]}
+    end = {"id": "c1", "object": "chat.completion.chunk", "model": FLASH,
+           "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+           "usage": {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5}}
+    from rawserver import Replay
+
+    parts = [b"data: " + json.dumps(c).encode() + b"\n\n" for c in (chunk, end)] + [b"data: [DONE]\n\n"]
+    replay = bench.upstream.arm(Replay(200, [("content-type", "text/event-stream")], parts, [0.02, 0.02, 0.0]))
+    client = openai.OpenAI(base_url=f"{bench.proxy.url}/v1beta/openai", api_key=KEY, max_retries=0)
+    got = "".join(c.choices[0].delta.content or "" for c in client.chat.completions.create(
+        model=FLASH, messages=[{"role": "user", "content": "hi"}], stream=True) if c.choices)
+    assert got == "Hi" and replay.done.wait(10)
+    assert replay.request[1] == "/v1beta/openai/chat/completions"
+    row = bench.new_row()
+    assert row["api"] == "openai.chat" and row["model"] == FLASH and row["stream"] == 1 and row["ttft_ms"] > 0
+    assert row["key_fingerprint"] == "AIz…wxyz"
