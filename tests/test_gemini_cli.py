@@ -1,0 +1,86 @@
+"""The real Gemini CLI (npm @google/gemini-cli, installed in .ci/gemini by .ci/run), offline against a
+loopback Gemini API: through `firsttoken run -- gemini -p …` and through `firsttoken proxy` with
+GOOGLE_GEMINI_BASE_URL, every request it sent is recorded as gemini.generate, none reached the decoy its
+.env file names, its key never reaches the database and its settings are left as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import rows, start_proxy_process
+from gemini_upstream import GEMINI_TEXT, GeminiUpstream
+from test_run import ROOT, base_env, ft_run
+from test_run_clients import find_client, snapshot
+
+pytestmark = pytest.mark.slow
+
+KEY = "AIzaSyD-test-key-0000000000000000000wxyz"
+GEMINI_BIN = ROOT / ".ci" / "gemini" / "node_modules" / ".bin"
+QUIET = {"privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
+         "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}}
+
+
+def gemini_env(tmp_path: Path, upstream: GeminiUpstream, decoy: GeminiUpstream) -> tuple[dict[str, str], Path]:
+    """Set up as Gemini CLI's docs say: auth type gemini-api-key in ~/.gemini/settings.json, GEMINI_API_KEY and
+    GOOGLE_GEMINI_BASE_URL in the environment; the project's .gemini/.env names a decoy (the environment wins)."""
+    env = {k: v for k, v in base_env(tmp_path).items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+    env.update(GEMINI_API_KEY=KEY, GOOGLE_GEMINI_BASE_URL=upstream.url, GEMINI_CLI_TRUST_WORKSPACE="true")
+    settings = Path(env["HOME"]) / ".gemini" / "settings.json"
+    settings.parent.mkdir(parents=True)
+    settings.write_text(json.dumps({**QUIET, "security": {"auth": {"selectedType": "gemini-api-key"}}}, indent=2))
+    work = tmp_path / "work"
+    (work / ".gemini").mkdir(parents=True)
+    (work / ".gemini" / ".env").write_text(f"GOOGLE_GEMINI_BASE_URL={decoy.url}\n")
+    return env, work
+
+
+def check(out: str, db: Path, upstream: GeminiUpstream, decoy: GeminiUpstream) -> list[dict]:
+    assert GEMINI_TEXT in out, out
+    assert decoy.arrivals == [], decoy.arrivals
+    rs = rows(db)
+    assert upstream.arrivals and len(rs) == len(upstream.arrivals), (upstream.arrivals, [r["path"] for r in rs])
+    assert all(r["upstream_url"].startswith(upstream.url + "/") and r["status"] == 200 for r in rs), rs
+    assert all(r["api"] == "gemini.generate" and r["model"] for r in rs), [(r["api"], r["path"]) for r in rs]
+    assert all(r["key_header"] == "x-goog-api-key" and r["key_fingerprint"] == "AIz…wxyz" for r in rs)
+    streamed = [r for r in rs if r["stream"] == 1]
+    assert streamed and all(r["ttft_ms"] and r["usage_prompt_tokens"] == 40 and r["prompt_tokens_est"] for r in streamed)
+    for f in db.parent.glob(db.name + "*"):
+        assert KEY.encode() not in f.read_bytes(), f"the key reached {f.name}"
+    return rs
+
+
+def test_gemini_cli_through_run(tmp_path):
+    gemini = find_client("gemini", GEMINI_BIN)
+    with GeminiUpstream() as upstream, GeminiUpstream() as decoy:
+        env, work = gemini_env(tmp_path, upstream, decoy)
+        mine = (Path(env["HOME"]) / ".gemini" / "settings.json", work / ".gemini" / ".env")  # (it keeps history beside)
+        before = snapshot(*mine)
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [gemini, "-p", "Say hi"], env, timeout=180, cwd=work)
+        assert r.returncode == 0, r.stdout + r.stderr
+        check(r.stdout, db, upstream, decoy)
+        assert "via: GOOGLE_GEMINI_BASE_URL → the proxy" in r.stderr, r.stderr
+        assert snapshot(*mine) == before
+
+
+def test_gemini_cli_through_a_running_proxy(tmp_path):
+    """`firsttoken proxy --upstream <Gemini API>` and GOOGLE_GEMINI_BASE_URL set to it (what `env gemini-cli` prints)."""
+    gemini = find_client("gemini", GEMINI_BIN)
+    with GeminiUpstream() as upstream, GeminiUpstream() as decoy:
+        env, work = gemini_env(tmp_path, upstream, decoy)
+        db = tmp_path / "ft.db"
+        p, port = start_proxy_process(["--db", str(db), "--upstream", upstream.url],
+                                      env={**os.environ, "FIRSTTOKEN_STATE_DIR": env.get("FIRSTTOKEN_STATE_DIR", "")})
+        try:
+            env["GOOGLE_GEMINI_BASE_URL"] = f"http://127.0.0.1:{port}"
+            r = subprocess.run([gemini, "-p", "Say hi"], env=env, capture_output=True, text=True, timeout=180,
+                               cwd=work, stdin=subprocess.DEVNULL)
+            assert r.returncode == 0, r.stdout + r.stderr
+        finally:
+            p.terminate()
+            p.wait(30)
+        check(r.stdout, db, upstream, decoy)
