@@ -59,10 +59,18 @@ def test_gemini_cli_through_run(tmp_path):
         env, work = gemini_env(tmp_path, upstream, decoy)
         mine = (Path(env["HOME"]) / ".gemini" / "settings.json", work / ".gemini" / ".env")  # (it keeps history beside)
         before = snapshot(*mine)
+        # the differential: without firsttoken, where do its requests go?
+        alone = subprocess.run([gemini, "-p", "Say hi"], env=env, capture_output=True, text=True, timeout=180,
+                               cwd=work, stdin=subprocess.DEVNULL)
+        assert alone.returncode == 0 and GEMINI_TEXT in alone.stdout, alone.stdout + alone.stderr
+        went = sorted((m, path) for m, path, _ in upstream.arrivals)
+        assert went and decoy.arrivals == []
+        upstream.arrivals.clear()
         db = tmp_path / "ft.db"
         r = ft_run(db, [gemini, "-p", "Say hi"], env, timeout=180, cwd=work)
         assert r.returncode == 0, r.stdout + r.stderr
         check(r.stdout, db, upstream, decoy)
+        assert sorted((m, path) for m, path, _ in upstream.arrivals) == went  # the same requests, the same server
         assert "via: GOOGLE_GEMINI_BASE_URL → the proxy" in r.stderr, r.stderr
         assert snapshot(*mine) == before
 
