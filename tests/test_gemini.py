@@ -299,3 +299,24 @@ def test_gemini_openai_compatible_endpoint_still_works(bench: Bench) -> None:
     row = bench.new_row()
     assert row["api"] == "openai.chat" and row["model"] == FLASH and row["stream"] == 1 and row["ttft_ms"] > 0
     assert row["key_fingerprint"] == "AIz…wxyz"
+
+
+@pytest.mark.parametrize("upstream,path,provider", [
+    ("https://generativelanguage.googleapis.com", f"/v1beta/models/{FLASH}:streamGenerateContent?alt=sse", "gcp.gemini"),
+    ("https://us-central1-aiplatform.googleapis.com",
+     f"/v1/projects/p/locations/us-central1/publishers/google/models/{FLASH}:generateContent", "gcp.vertex_ai"),
+    ("http://127.0.0.1:4000", f"/v1beta/models/{FLASH}:generateContent", "gcp.gemini"),  # a gateway: by the path
+    ("http://127.0.0.1:4000", f"/v1/projects/p/locations/l/publishers/google/models/{FLASH}:generateContent",
+     "gcp.vertex_ai"),
+])
+def test_otel_and_prometheus_name_google_as_the_genai_conventions_do(upstream, path, provider) -> None:
+    from firsttoken.addon.metrics import genai_identity
+    from firsttoken.addon.otel import span_attributes
+    from firsttoken.addon.record import Record
+
+    rec = Record(id="r1", started_at="2026-12-03T00:00:00+00:00", api="gemini.generate", model=FLASH, path=path,
+                 upstream=upstream, upstream_url=upstream + path.split("?")[0], stream=True, status=200)
+    operation, got, _, _ = genai_identity(rec)
+    assert (operation, got) == ("generate_content", provider)
+    attrs = span_attributes(rec)
+    assert attrs["gen_ai.provider.name"] == provider and attrs["gen_ai.operation.name"] == "generate_content"

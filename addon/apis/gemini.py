@@ -41,7 +41,7 @@ BLOCKED = "blocked:"
 FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                       "IMAGE_PROHIBITED_CONTENT", "LANGUAGE"})
 GENERATE = frozenset({"generatecontent", "streamgeneratecontent"})
-#: Vertex AI's hosts and paths (for ``gen_ai.system``: ``gcp.vertex_ai``, else ``gcp.gemini``)
+#: Vertex AI's hosts and paths (``gen_ai.provider.name``: ``gcp.vertex_ai``, else ``gcp.gemini``)
 _VERTEX = re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/|aiplatform\.googleapis\.com")
 
 
