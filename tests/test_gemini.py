@@ -320,3 +320,27 @@ def test_otel_and_prometheus_name_google_as_the_genai_conventions_do(upstream, p
     assert (operation, got) == ("generate_content", provider)
     attrs = span_attributes(rec)
     assert attrs["gen_ai.provider.name"] == provider and attrs["gen_ai.operation.name"] == "generate_content"
+
+
+def test_env_gemini_prints_what_the_sdk_reads(bench: Bench, monkeypatch) -> None:
+    """`firsttoken env gemini` for a proxy with a Gemini route beside an OpenAI one: the SDK, with nothing but
+    the exported GOOGLE_GEMINI_BASE_URL, reaches the Gemini route."""
+    from firsttoken.addon import routing
+    from firsttoken.cli.env.clients import plan_for
+    from firsttoken.cli.env.target import Target
+
+    routes = routing.parse_upstreams(["openai=https://api.openai.com/v1", f"gemini={bench.upstream.url}"])
+    plan = plan_for("gemini", Target(bench.proxy.url, routes, "test"), env={"GEMINI_API_KEY": KEY})
+    assert plan.exports == [("GOOGLE_GEMINI_BASE_URL", f"{bench.proxy.url}/gemini")]
+    cli_plan = plan_for("gemini-cli", Target(bench.proxy.url, routes, "test"), env={})
+    assert cli_plan.exports == plan.exports and "gemini-api-key" in cli_plan.blocks[0][1] and cli_plan.warnings
+    vertex = plan_for("gemini-cli", Target(bench.proxy.url, routes, "test"), env={"GOOGLE_GENAI_USE_VERTEXAI": "true"})
+    assert vertex.exports == [("GOOGLE_VERTEX_BASE_URL", f"{bench.proxy.url}/gemini")]
+    # the bench's proxy has one route at its root: the SDK reads the variable the plan exports
+    [(var, _)] = plan_for("gemini", Target(bench.proxy.url, None, "test"), env={}).exports
+    monkeypatch.setenv(var, bench.proxy.url)
+    replay = bench.upstream.arm(stream_replay())
+    client = genai.Client(api_key=KEY)
+    assert "".join(c.text or "" for c in client.models.generate_content_stream(model=FLASH, contents="hi"))
+    assert replay.done.wait(10)
+    assert bench.new_row()["api"] == "gemini.generate"
