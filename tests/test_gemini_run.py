@@ -113,3 +113,29 @@ def test_a_broken_settings_file_is_a_plan_error(tmp_path):
     (home / ".gemini" / "settings.json").write_text("{ not json")
     with pytest.raises(PlanError, match="settings.json"):
         read_setup(Context(env=no_system(tmp_path), home=home, cwd=work))
+
+
+def test_doctor_reads_gemini_cli_as_run_does(tmp_path):
+    from firsttoken.cli.doctor import checks as dc
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+
+    def found(env):
+        ctx = dc.Context(env={**no_system(tmp_path), **env}, home=home, cwd=work, network=False)
+        return {c.id: c for c in dc.check_gemini_cli(ctx) + dc.check_env_base_urls(ctx) + dc.check_keys(ctx)}
+
+    assert found({}) == {"key.none": found({})["key.none"]}  # not set up here: nothing said about it
+    got = found({"GEMINI_API_KEY": KEY, "GOOGLE_GEMINI_BASE_URL": "http://127.0.0.1:8787/v1beta"})
+    assert got["gemini_cli.auth"].status == dc.FAIL and "gateway" in got["gemini_cli.auth"].detail
+    assert got["base_url.environment.GOOGLE_GEMINI_BASE_URL"].status == dc.FAIL
+    assert got["base_url.environment.GOOGLE_GEMINI_BASE_URL"].fix == "use http://127.0.0.1:8787"
+    assert got["key.GEMINI_API_KEY"].status == dc.PASS and KEY not in repr(got["key.GEMINI_API_KEY"])
+    settings(home, "gemini-api-key")
+    got = found({"GEMINI_API_KEY": KEY})
+    assert got["gemini_cli.auth"].status == dc.PASS and "generativelanguage.googleapis.com" in got["gemini_cli.auth"].detail
+    (work / ".env").write_text("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8787/v1\n")
+    got = found({"GEMINI_API_KEY": KEY})
+    assert [c for c in got.values() if c.id.startswith("base_url.") and c.status == dc.FAIL]  # the .env's URL is checked
+    settings(home, "oauth-personal")
+    assert found({})["gemini_cli.auth"].status == dc.WARN
