@@ -92,3 +92,27 @@ def test_gemini_cli_through_a_running_proxy(tmp_path):
             p.terminate()
             p.wait(30)
         check(r.stdout, db, upstream, decoy)
+
+
+APP = """
+import os, sys
+from google import genai
+client = genai.Client(api_key=os.environ["GEMINI_API_KEY"])  # the base URL: GOOGLE_GEMINI_BASE_URL, as the SDK reads it
+print("".join(c.text or "" for c in client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi")))
+"""
+
+
+def test_a_google_genai_app_through_run(tmp_path):
+    """Any other command: the GOOGLE_GEMINI_BASE_URL it already has goes to the proxy, which forwards to it."""
+    import sys
+
+    with GeminiUpstream() as upstream, GeminiUpstream() as decoy:
+        env = {k: v for k, v in base_env(tmp_path).items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+        env.update(GEMINI_API_KEY=KEY, GOOGLE_GEMINI_BASE_URL=upstream.url)
+        (tmp_path / "app.py").write_text(APP)
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [sys.executable, "app.py"], env, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        [row] = check(r.stdout, db, upstream, decoy)
+        assert row["stream"] == 1 and row["model"] == "gemini-2.5-flash"
+        assert "via: base URLs in the environment (GOOGLE_GEMINI_BASE_URL)" in r.stderr, r.stderr
