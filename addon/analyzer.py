@@ -222,7 +222,9 @@ class Analyzer:
         """Conversation, turn and kind of one request (see conversations.py); keeps what the
         cache rules need until the request finishes."""
         rec = flight.record
-        family = "anthropic" if "/messages" in (rec.path or "") else family_of_api(rec.api)
+        path = rec.path or ""
+        family = "anthropic" if "/messages" in path else "gemini" if ":" in path and gemini.gemini_call(
+            "POST", path) else family_of_api(rec.api)
         a = self.conversations.assign(route=rec.route, family=family, model=rec.model, path=rec.path,
                                       parts=parts, t0=flight.clock.t0, record_id=rec.id)
         if a is None:
@@ -527,6 +529,8 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
             out["max_tokens"] = v
     # what grouping into conversations and the cache rules need (count_tokens has the Messages shape)
     shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else api
+    if api == "other" and (call := gemini.gemini_call("POST", path or "")) and call[1] == "counttokens":
+        shape = gemini.API  # Gemini's countTokens has generateContent's shape
     out["conversation"] = prompt_parts(shape, body)
     if api == "other":
         return out

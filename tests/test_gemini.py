@@ -344,3 +344,18 @@ def test_env_gemini_prints_what_the_sdk_reads(bench: Bench, monkeypatch) -> None
     assert "".join(c.text or "" for c in client.models.generate_content_stream(model=FLASH, contents="hi"))
     assert replay.done.wait(10)
     assert bench.new_row()["api"] == "gemini.generate"
+
+
+def test_a_chat_is_one_conversation_of_turns(bench: Bench) -> None:
+    """The SDK's chat resends the history: the proxy groups its requests into one conversation, a turn each."""
+    client = bench.client()
+    chat = client.chats.create(model=FLASH, config=types.GenerateContentConfig(system_instruction="Be brief."))
+    got = []
+    for question in ("Name the capital of Peru.", "And the one of Chile?"):
+        replay = bench.upstream.arm(stream_replay())
+        assert "".join(c.text or "" for c in chat.send_message_stream(question))
+        assert replay.done.wait(10)
+        got.append(bench.new_row())
+    assert got[0]["conversation_id"] and got[0]["conversation_id"] == got[1]["conversation_id"]
+    assert [r["turn"] for r in got] == [1, 2] and [r["request_kind"] for r in got] == ["main", "main"]
+    assert got[1]["messages"] > got[0]["messages"] == 1 and got[1]["prefix_tokens"] > got[0]["prefix_tokens"]
