@@ -359,3 +359,30 @@ def test_a_chat_is_one_conversation_of_turns(bench: Bench) -> None:
     assert got[0]["conversation_id"] and got[0]["conversation_id"] == got[1]["conversation_id"]
     assert [r["turn"] for r in got] == [1, 2] and [r["request_kind"] for r in got] == ["main", "main"]
     assert got[1]["messages"] > got[0]["messages"] == 1 and got[1]["prefix_tokens"] > got[0]["prefix_tokens"]
+
+
+@pytest.mark.parametrize("express", [False, True])
+def test_sdk_on_vertex_ai(bench: Bench, express: bool) -> None:
+    """google-genai with vertexai=True: Vertex AI's project path and an OAuth token (express mode: the
+    project-less path and an API key), the same dialect."""
+    from google.oauth2.credentials import Credentials
+
+    opts = types.HttpOptions(base_url=bench.proxy.url, retry_options=types.HttpRetryOptions(attempts=1))
+    if express:
+        client = genai.Client(vertexai=True, api_key=KEY, http_options=opts)
+    else:
+        client = genai.Client(vertexai=True, project="p-1", location="us-central1", http_options=opts,
+                              credentials=Credentials(token="ya29.fake-access-token-000000000000"))
+    replay = bench.upstream.arm(stream_replay())
+    assert "".join(c.text or "" for c in client.models.generate_content_stream(model=FLASH, contents="hi"))
+    assert replay.done.wait(10)
+    target = replay.request[1]
+    want = "/publishers/google/models/" + FLASH + ":streamGenerateContent?alt=sse"
+    assert target.endswith(want) and (express or "/projects/p-1/locations/us-central1/" in target), target
+    row = bench.new_row()
+    assert row["api"] == "gemini.generate" and row["model"] == FLASH and row["stream"] == 1 and row["ttft_ms"] > 0
+    assert row["usage_prompt_tokens"] == 21 and row["prompt_tokens_est"] > 0
+    assert row["key_header"] == ("x-goog-api-key" if express else "authorization")
+    from firsttoken.addon.apis.gemini import is_vertex
+
+    assert is_vertex(row["path"])

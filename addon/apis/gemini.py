@@ -42,7 +42,7 @@ FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT",
                       "IMAGE_PROHIBITED_CONTENT", "LANGUAGE"})
 GENERATE = frozenset({"generatecontent", "streamgeneratecontent"})
 #: Vertex AI's hosts and paths (``gen_ai.provider.name``: ``gcp.vertex_ai``, else ``gcp.gemini``)
-_VERTEX = re.compile(r"/projects/[^/]+/locations/[^/]+/publishers/google/|aiplatform\.googleapis\.com")
+_VERTEX = re.compile(r"/publishers/google/|aiplatform\.googleapis\.com")
 
 
 def _bare(path: str) -> str:
