@@ -116,3 +116,32 @@ def test_a_google_genai_app_through_run(tmp_path):
         [row] = check(r.stdout, db, upstream, decoy)
         assert row["stream"] == 1 and row["model"] == "gemini-2.5-flash"
         assert "via: base URLs in the environment (GOOGLE_GEMINI_BASE_URL)" in r.stderr, r.stderr
+
+
+def test_why_run_uses_forward_mode_when_the_key_alone_chose_the_auth_type(tmp_path):
+    """With GEMINI_API_KEY alone (no auth type in any settings.json), 0.61 refuses `gemini -p` once
+    GOOGLE_GEMINI_BASE_URL is set ("gateway"); a system settings file that would keep gemini-api-key is read
+    only when root owns it and its directories. So `run` leaves the variable alone and uses forward mode."""
+    from firsttoken.cli.run.upstreams import make_plan
+
+    gemini = find_client("gemini", GEMINI_BIN)
+    with GeminiUpstream() as upstream:
+        env = {k: v for k, v in base_env(tmp_path).items() if not k.startswith(("GEMINI_", "GOOGLE_"))}
+        env.update(GEMINI_API_KEY=KEY, GEMINI_CLI_TRUST_WORKSPACE="true",
+                   GEMINI_CLI_SYSTEM_SETTINGS_PATH=str(tmp_path / "etc" / "settings.json"))
+        home, work = Path(env["HOME"]), tmp_path / "work"
+        (home / ".gemini").mkdir(parents=True)
+        (home / ".gemini" / "settings.json").write_text(json.dumps(QUIET))
+        work.mkdir()
+        assert make_plan([gemini, "-p", "Say hi"], env, home, work).forward_reason
+        refused = subprocess.run([gemini, "-p", "Say hi"], env={**env, "GOOGLE_GEMINI_BASE_URL": upstream.url},
+                                 capture_output=True, text=True, timeout=180, cwd=work, stdin=subprocess.DEVNULL)
+        assert refused.returncode != 0 and "Invalid auth method" in refused.stderr, refused.stderr
+        assert upstream.arrivals == []
+        defaults = tmp_path / "system-defaults.json"  # what a private copy would be: the CLI skips it
+        defaults.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+        skipped = subprocess.run([gemini, "-p", "Say hi"], capture_output=True, text=True, timeout=180, cwd=work,
+                                 env={**env, "GOOGLE_GEMINI_BASE_URL": upstream.url,
+                                      "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(defaults)}, stdin=subprocess.DEVNULL)
+        if os.geteuid() != 0 or str(tmp_path).startswith("/tmp"):
+            assert skipped.returncode != 0 and "Skipping system defaults file" in skipped.stderr, skipped.stderr

@@ -60,20 +60,22 @@ def test_api_key_from_settings_and_base_url_from_the_environment_over_dotenv(tmp
         "$GOOGLE_GEMINI_BASE_URL"
 
 
-def test_api_key_only_in_the_environment_keeps_its_auth_type(tmp_path):
-    """No selectedType anywhere: GEMINI_API_KEY picks gemini-api-key; GOOGLE_GEMINI_BASE_URL alone would make
-    0.61 pick its "gateway" type (which `-p` refuses), so the lowest settings scope says gemini-api-key."""
+def test_api_key_only_in_the_environment_runs_forward(tmp_path):
+    """No selectedType anywhere: GEMINI_API_KEY picks gemini-api-key; GOOGLE_GEMINI_BASE_URL would make 0.61
+    pick its "gateway" type (which `-p` refuses), so `run` keeps its setup and records it through HTTPS_PROXY."""
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     settings(home, None, privacy={"usageStatisticsEnabled": False})
     env = {**no_system(tmp_path), "GEMINI_API_KEY": KEY}
     plan = make_plan(["gemini", "-p", "hi"], env, home, work)
     assert plan.upstreams["gemini"].url == "https://generativelanguage.googleapis.com"
-    r = redirect(plan, PROXY, plan.routes(), env)
-    assert r.env == {"GOOGLE_GEMINI_BASE_URL": f"{PROXY}/gemini"}
-    [f] = r.files
-    assert f.env == "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"
-    assert json.loads(f.text) == {"security": {"auth": {"selectedType": "gemini-api-key"}}}
+    assert plan.forward_reason and "gateway" in plan.forward_reason and "selectedType" in plan.forward_reason
+    assert not plan.cannot
+    # a base URL in its .env file: it picks "gateway" itself (and `-p` refuses it with or without firsttoken)
+    (work / ".env").write_text("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:9999\n")
+    plan = make_plan(["gemini", "-p", "hi"], env, home, work)
+    assert plan.upstreams["gemini"].url == "http://127.0.0.1:9999" and not plan.forward_reason
+    assert any("gateway" in n for n in plan.notes)
 
 
 def test_vertex_mode_uses_google_vertex_base_url(tmp_path):

@@ -1,16 +1,16 @@
 """Gemini CLI (``gemini``): its auth type (settings.json ``security.auth.selectedType``, else the environment)
 picks the API; the Gemini API's base URL is ``GOOGLE_GEMINI_BASE_URL``, Vertex AI's ``GOOGLE_VERTEX_BASE_URL``
-(environment, else its .env file). Redirected by that variable; Login with Google (Code Assist) is not
-recorded. What 0.61 reads, and why: docs/run.md (Client by client: Gemini CLI)."""
+(environment, else its .env file). Redirected by that variable (forward mode when setting it would change
+its auth type); Login with Google (Code Assist) is not recorded. What 0.61 reads, and why: docs/run.md
+(Client by client: Gemini CLI)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from firsttoken.cli.run.clients.base import ChildFile, Client, Context, Plan, PlanError, Redirect, add_upstream
+from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Redirect, add_upstream
 from firsttoken.cli.run.clients.files import ConfigError, read_dotenv, read_json
 
 GEMINI_API = "https://generativelanguage.googleapis.com"
@@ -157,6 +157,15 @@ class GeminiCli(Client):
                               "to ~/.gemini/settings.json")
         plan.key_source = VERTEX_KEY_SOURCE if setup.auth == VERTEX else KEY_SOURCE
         plan.state["route"] = add_upstream(plan, "gemini", setup.url, setup.url_source)
+        if setup.auth == API_KEY and not setup.auth_from_settings:
+            # GOOGLE_GEMINI_BASE_URL would make it pick "gateway" (refused by `gemini -p`); the auth type could
+            # only be kept by a system settings file, which it reads only when root owns it and its directories
+            plan.forward_reason = ("Gemini CLI took its auth type gemini-api-key from GEMINI_API_KEY alone, and "
+                                   "with GOOGLE_GEMINI_BASE_URL set it would pick \"gateway\" instead (which "
+                                   "`gemini -p` refuses): it runs through HTTPS_PROXY, which keeps every "
+                                   "destination and records generativelanguage.googleapis.com. To redirect it "
+                                   "instead, add \"security\": {\"auth\": {\"selectedType\": "
+                                   "\"gemini-api-key\"}} to ~/.gemini/settings.json")
         if setup.auth == VERTEX and not (setup.env.get("GOOGLE_API_KEY") or "").strip():
             plan.notes.append("Vertex AI with Application Default Credentials: the OAuth token is fetched from "
                               "Google directly (not through firsttoken); the model requests are recorded")
@@ -166,25 +175,8 @@ class GeminiCli(Client):
         route = plan.state.get("route")
         if route not in bases:
             return Redirect(list(plan.argv), {}, "Gemini CLI's settings as they are")
-        out = {setup.variable: bases[route]}
-        how = [f"{setup.variable} → the proxy (the environment beats its .env files)"]
-        files = []
-        if setup.auth == API_KEY and not setup.auth_from_settings:
-            # with GOOGLE_GEMINI_BASE_URL set and no auth type in any settings file, Gemini CLI would switch
-            # from "gemini-api-key" to its "gateway" auth type; the lowest settings scope keeps it as it was
-            path, doc = setup.settings["defaults"]
-            kept = dict(doc)
-            security = dict(kept.get("security") or {}) if isinstance(kept.get("security"), dict) else {}
-            auth = dict(security.get("auth") or {}) if isinstance(security.get("auth"), dict) else {}
-            auth["selectedType"] = API_KEY
-            security["auth"] = auth
-            kept["security"] = security
-            files.append(ChildFile("gemini-system-defaults.json", json.dumps(kept, indent=2) + "\n",
-                                   "GEMINI_CLI_SYSTEM_DEFAULTS_PATH"))
-            how.append("GEMINI_CLI_SYSTEM_DEFAULTS_PATH = a private copy of the system defaults with auth type "
-                       "gemini-api-key, the one it had chosen from GEMINI_API_KEY (the lowest settings scope: "
-                       "your own settings still win)")
-        return Redirect(list(plan.argv), out, "; ".join(how), files)
+        return Redirect(list(plan.argv), {setup.variable: bases[route]},
+                        f"{setup.variable} → the proxy (the environment beats its .env files)")
 
     def by_hand(self, plan):
         setup = plan.state.get("setup")
