@@ -24,7 +24,7 @@ from gemini_upstream import (
     body_replay,
     stream_replay,
 )
-from rawserver import ReplayUpstream
+from rawserver import Replay, ReplayUpstream
 
 from firsttoken.addon import tokens
 from firsttoken.addon.apis import detect_api, make_interpreter
@@ -386,3 +386,20 @@ def test_sdk_on_vertex_ai(bench: Bench, express: bool) -> None:
     from firsttoken.addon.apis.gemini import is_vertex
 
     assert is_vertex(row["path"])
+
+
+def test_a_json_array_stream_without_alt_sse_is_said_not_timed(bench: Bench) -> None:
+    """streamGenerateContent without alt=sse (Google's REST default): one JSON array, read whole; a warning says
+    why TTFT is missing and how to get it."""
+    chunks = [json.loads(p[len(b"data: "):]) for p in stream_replay().parts]
+    replay = bench.upstream.arm(Replay(200, [("content-type", "application/json; charset=UTF-8")],
+                                       [json.dumps(chunks).encode()], framing="length"))
+    with httpx.Client(timeout=30) as c:
+        r = c.post(f"{bench.proxy.url}/v1beta/models/{FLASH}:streamGenerateContent",
+                   headers={"x-goog-api-key": KEY}, json={"contents": [{"parts": [{"text": "hi"}]}]})
+    assert r.status_code == 200 and replay.done.wait(10)
+    row = bench.new_row()
+    assert row["api"] == "gemini.generate" and row["stream"] == 1 and row["usage_completion_tokens"] == 15
+    assert row["output_chars"] == len("Paris is the capital.") and row["finish_reason"] == "STOP"
+    f = next(f for f in row["findings"] if f["code"] == "stream.not_sse")
+    assert f["severity"] == "warn" and f["params"]["variant"] == "gemini_array" and "alt=sse" in f["hint"]

@@ -59,6 +59,10 @@ def rule_not_sse(rec: Any, c: Ctx) -> None:
         c.add("stream.not_sse", "error", variant="body", **c.common(), content_type=rec.content_type,
               total_ms=rec.total_ms, sample=quote(readable(rec.malformed_sample), 200))
     elif rec.stream is True and rec.api in LLM_APIS and not _sse(rec):
+        if rec.api == gemini.API and "alt=sse" not in (rec.path or ""):  # Google's JSON array: the client's choice
+            c.add("stream.not_sse", "warn", variant="gemini_array", **c.common(),
+                  content_type=rec.content_type or "(none)", total_ms=rec.total_ms)
+            return
         c.add("stream.not_sse", "error", variant="plain", **c.common(), content_type=rec.content_type or "(none)",
               total_ms=rec.total_ms)
 
@@ -173,7 +177,8 @@ def rule_usage(rec: Any, c: Ctx) -> None:
 
 def rule_not_requested(rec: Any, c: Ctx) -> None:
     if _ok(rec) and rec.api in LLM_APIS and rec.stream is False and not _sse(rec) and not c.errors():
-        c.add("stream.not_requested", "info", **c.common(), total_ms=rec.total_ms)
+        c.add("stream.not_requested", "info", variant="gemini" if rec.api == gemini.API else "body", **c.common(),
+              total_ms=rec.total_ms)
 
 
 RULES = (rule_error_event, rule_blocked, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
@@ -230,19 +235,23 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                {"cut": "请重试；如果反复出现，说明中间的网关在关闭较长的流（检查其超时），或服务器丢掉了流的结尾。",
                 "finished": "服务器不发送 {terminator}：等待它的客户端可能挂起或报错；请向服务器维护者报告。"}),
     }),
-    ("stream.not_sse", "streams", _E, (), {
+    ("stream.not_sse", "streams", _E, (_W,), {
         "en": ("Stream requested, plain body returned",
                "The request asked for \"stream\": true but the 200 response is not text/event-stream; or it says text/event-stream but its body holds no event, only other text.",
                {"plain": "The client asked for a stream but {host} answered with Content-Type {content_type}: one body after {total_ms:,.0f} ms.",
-                "body": "{host} answered 200 with Content-Type {content_type}, but the body is not an event stream: \u201c{sample}\u201d."},
+                "body": "{host} answered 200 with Content-Type {content_type}, but the body is not an event stream: \u201c{sample}\u201d.",
+                "gemini_array": "The client called streamGenerateContent without alt=sse, so {host} streamed one JSON array ({content_type}): firsttoken cannot time its tokens one by one (the answer took {total_ms:,.0f} ms)."},
                {"plain": "The upstream (or a gateway in between) ignores \"stream\": true here: use an endpoint or model that streams, or enable streaming in the gateway; clients expecting SSE may show nothing.",
-                "body": "Read the text above: an error page or plain text under an event-stream header comes from a gateway or a web server in front of the API (check the base URL and that gateway); clients expecting SSE show nothing or fail to parse it."}),
+                "body": "Read the text above: an error page or plain text under an event-stream header comes from a gateway or a web server in front of the API (check the base URL and that gateway); clients expecting SSE show nothing or fail to parse it.",
+                "gemini_array": "Add ?alt=sse to the URL (…:streamGenerateContent?alt=sse), as the google-genai SDKs and Gemini CLI do: Google then sends one server-sent event per chunk, which firsttoken times."}),
         "zh": ("请求了流式，返回的却是普通响应体",
                "请求带了 \"stream\": true，但 200 响应不是 text/event-stream；或者声称是 text/event-stream，响应体里却没有任何事件，只有别的文本。",
                {"plain": "客户端请求了流式输出，但 {host} 返回的 Content-Type 是 {content_type}：在 {total_ms:,.0f} 毫秒后一次性返回了整个响应体。",
-                "body": "{host} 返回 200，Content-Type 为 {content_type}，但响应体不是事件流：\u201c{sample}\u201d。"},
+                "body": "{host} 返回 200，Content-Type 为 {content_type}，但响应体不是事件流：\u201c{sample}\u201d。",
+                "gemini_array": "客户端调用 streamGenerateContent 时没有带 alt=sse，所以 {host} 以一个 JSON 数组（{content_type}）流式返回：firsttoken 无法逐个计时其 token（回答用了 {total_ms:,.0f} 毫秒）。"},
                {"plain": "上游（或中间的网关）在这里忽略了 \"stream\": true：换用支持流式的接口或模型，或在网关中开启流式；期待 SSE 的客户端可能什么都显示不出来。",
-                "body": "看上面的文本：事件流响应头下的错误页或纯文本来自 API 前面的网关或 Web 服务器（检查 base URL 和该网关）；期待 SSE 的客户端会什么都不显示或解析失败。"}),
+                "body": "看上面的文本：事件流响应头下的错误页或纯文本来自 API 前面的网关或 Web 服务器（检查 base URL 和该网关）；期待 SSE 的客户端会什么都不显示或解析失败。",
+                "gemini_array": "在 URL 上加 ?alt=sse（…:streamGenerateContent?alt=sse），google-genai SDK 和 Gemini CLI 都这样做：Google 会为每个分块发送一个 server-sent event，firsttoken 即可计时。"}),
     }),
     ("stream.buffered", "streams", _W, (), {
         "en": ("Stream buffered on the way",
@@ -326,10 +335,12 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "en": ("Not streamed",
                "A 200 answer to an LLM request that did not ask for streaming: TTFT cannot be measured.",
                "The request did not ask for streaming, so TTFT cannot be measured: the client waited {total_ms:,.0f} ms for the whole answer.",
-               "Send \"stream\": true (openai: stream=True; anthropic: client.messages.stream(...)) to receive tokens as they are generated."),
+               {"body": "Send \"stream\": true (openai: stream=True; anthropic: client.messages.stream(...)) to receive tokens as they are generated.",
+                "gemini": "Call :streamGenerateContent?alt=sse instead of :generateContent (google-genai: client.models.generate_content_stream(...)) to receive tokens as they are generated."}),
         "zh": ("未使用流式",
                "LLM 请求没有要求流式输出，返回 200：无法测量 TTFT。",
                "请求没有要求流式输出，因此无法测量 TTFT：客户端等了 {total_ms:,.0f} 毫秒才拿到完整回答。",
-               "发送 \"stream\": true（openai：stream=True；anthropic：client.messages.stream(...)），即可边生成边接收 token。"),
+               {"body": "发送 \"stream\": true（openai：stream=True；anthropic：client.messages.stream(...)），即可边生成边接收 token。",
+                "gemini": "改用 :streamGenerateContent?alt=sse 而不是 :generateContent（google-genai：client.models.generate_content_stream(...)），即可边生成边接收 token。"}),
     }),
 ]
