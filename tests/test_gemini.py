@@ -66,6 +66,7 @@ def test_path_facts_name_the_model_and_the_stream() -> None:
         {"model": "gemini-2.5-flash", "stream": False}
     assert path_facts("POST", "/v1beta/models/gemini-2.5-flash:countTokens") == {"model": "gemini-2.5-flash"}
     assert path_facts("POST", "/v1/chat/completions") == {}
+    assert path_facts("POST", "/v1/projects/p/locations/l/publishers/anthropic/models/claude-x:streamRawPredict") == {}
     assert gemini_call("POST", "/v1/projects/p/locations/l/publishers/google/models/gemini-2.0:generateContent") \
         == ("gemini-2.0", "generatecontent")
     assert is_vertex("/v1/projects/p/locations/l/publishers/google/models/m:generateContent")

@@ -58,9 +58,10 @@ def gemini_call(method: str, path: str) -> tuple[str, str] | None:
     ``generatecontent``, ``counttokens``, ``embedcontent`` ...), or None when ``path`` is none."""
     if type(method) is not str or method.upper() != "POST" or type(path) is not str:
         return None
-    m = _PATH.search(_bare(path))
-    if m is None:
-        return None
+    bare = _bare(path)
+    m = _PATH.search(bare)
+    if m is None or ("/publishers/" in bare.lower() and "/publishers/google/" not in bare.lower()):
+        return None  # another publisher's model on Vertex AI (Anthropic's :streamRawPredict): not Gemini
     return m.group("model"), m.group("method").lower()
 
 
