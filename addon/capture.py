@@ -297,8 +297,11 @@ class Capture:
             if h in headers:
                 rec.upstream_request_id = headers[h][:200]
                 break
+        api = rec.api
+        if api == "other" and rec.status is not None and rec.status >= 400 and gemini.gemini_call(rec.method, rec.path):
+            api = gemini.API  # Gemini's countTokens / embedContent: their errors are Google's, read as such
         tap = StreamTap(
-            c, rec.api, rec.content_type, rec.content_encoding,
+            c, api, rec.content_type, rec.content_encoding,
             keep_body=256 * 1024 if self.settings.save_bodies else 0,
             on_phase=lambda phase, f=flight: self._phase(f, phase),
             defer=True,  # after the first visible token, decoded on the analysis thread

@@ -404,3 +404,19 @@ def test_a_json_array_stream_without_alt_sse_is_said_not_timed(bench: Bench) -> 
     assert row["output_chars"] == len("Paris is the capital.") and row["finish_reason"] == "STOP"
     f = next(f for f in row["findings"] if f["code"] == "stream.not_sse")
     assert f["severity"] == "warn" and f["params"]["variant"] == "gemini_array" and "alt=sse" in f["hint"]
+
+
+def test_count_tokens_is_recorded_not_timed_and_its_key_error_is_a_key_finding(bench: Bench) -> None:
+    replay = bench.upstream.arm(body_replay({"totalTokens": 31}))
+    client = bench.client()
+    assert client.models.count_tokens(model=FLASH, contents="How many tokens is this?").total_tokens == 31
+    assert replay.done.wait(10)
+    row = bench.new_row()
+    assert row["api"] == "other" and row["model"] == FLASH and row["stream"] is None and row["ttft_ms"] is None
+    assert row["request_kind"] in (None, "count_tokens") and not row["findings"]
+    replay = bench.upstream.arm(body_replay(KEY_INVALID, 400))
+    with pytest.raises(genai.errors.APIError):
+        client.models.count_tokens(model=FLASH, contents="x")
+    assert replay.done.wait(10)
+    row = bench.new_row()
+    assert row["top_code"] == "auth.rejected" and row["findings"][0]["params"]["variant"] == "google_key"
