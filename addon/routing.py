@@ -138,10 +138,13 @@ def family_of_api(api: str | None) -> str:
 def looks_like(route: Route, family: str) -> bool:
     """Whether a route appears to serve ``family`` (by its name, host or path)."""
     name, host = (route.name or "").lower(), route.host.lower()
+    # Google's own API (not its OpenAI-compatible endpoint, …/v1beta/openai)
+    gemini = bool(re.search(r"gemini|google|vertex", name) or host.endswith("googleapis.com")) \
+        and not route.prefix.lower().rstrip("/").endswith("/openai")
     if family == "gemini":
-        return bool(re.search(r"gemini|google|vertex", name) or host.endswith("googleapis.com"))
+        return gemini
     anthropic = bool(re.search(r"anth|claude", name) or "anthropic" in host or route.prefix.lower().endswith("/anthropic"))
-    return anthropic if family == "anthropic" else not anthropic
+    return anthropic if family == "anthropic" else not anthropic and not gemini
 
 
 class AmbiguousRoute(RouteError):
@@ -240,7 +243,8 @@ class ClientBase:
 def client_bases(proxy_url: str, routes: list[Route] | None) -> list[ClientBase]:
     """For each client family, the route ``pick_route`` chooses and the base URL to set for it."""
     out = []
-    for family in FAMILIES:
+    families = FAMILIES + (("gemini",) if any(looks_like(r, "gemini") for r in routes or []) else ())
+    for family in families:  # Gemini's line only for a route that looks like Google's
         env = base_url_env(family)
         try:
             route = pick_route(routes, family)

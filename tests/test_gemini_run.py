@@ -141,3 +141,14 @@ def test_doctor_reads_gemini_cli_as_run_does(tmp_path):
     assert [c for c in got.values() if c.id.startswith("base_url.") and c.status == dc.FAIL]  # the .env's URL is checked
     settings(home, "oauth-personal")
     assert found({})["gemini_cli.auth"].status == dc.WARN
+
+
+def test_the_banner_names_gemini_s_variable_only_for_a_google_route():
+    from firsttoken.addon import routing
+
+    plain = routing.client_bases("http://127.0.0.1:8787", routing.parse_upstreams(["https://api.openai.com"]))
+    assert [cb.family for cb in plain] == ["openai", "anthropic"]
+    routes = routing.parse_upstreams(["openai=https://api.openai.com/v1", "gemini=https://generativelanguage.googleapis.com"])
+    found = {cb.family: cb.text for cb in routing.client_bases("http://127.0.0.1:8787", routes)}
+    assert found["gemini"] == "GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:8787/gemini"
+    assert found["openai"] == "OPENAI_BASE_URL=http://127.0.0.1:8787/openai"
