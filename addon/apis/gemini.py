@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from firsttoken.addon.apis import base
 from firsttoken.addon.apis.base import (
     BODY_SAMPLE_CHARS,
     NO_CHOICES_CHARS,
@@ -31,15 +32,14 @@ from firsttoken.addon.apis.base import (
 
 API = "gemini.generate"
 #: ``/v1beta/models/M:method``, ``/v1/projects/P/locations/L/publishers/google/models/M:method``
-#: (Vertex AI), ``/v1beta/tunedModels/M:method``; the model may hold ``/`` only on Vertex's
-#: ``publishers/google/models/`` form, never ``:``
+#: (Vertex AI; express mode without the project), ``/v1beta/tunedModels/M:method``
 _PATH = re.compile(r"/(?:publishers/google/)?(?:tuned)?models/(?P<model>[^/:?#]+):(?P<method>[A-Za-z]+)(?=$|[?#])")
-#: the methods that make the model generate (the others are recorded, never timed as generations)
 #: ``finish_reason`` of a prompt Gemini refused (``promptFeedback.blockReason``): ``blocked:SAFETY``
 BLOCKED = "blocked:"
 #: candidate finish reasons that mean a content filter stopped the answer
 FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY",
                       "IMAGE_PROHIBITED_CONTENT", "LANGUAGE"})
+#: the methods that make the model generate (the others are recorded, never timed as generations)
 GENERATE = frozenset({"generatecontent", "streamgeneratecontent"})
 #: Vertex AI's hosts and paths (``gen_ai.provider.name``: ``gcp.vertex_ai``, else ``gcp.gemini``)
 _VERTEX = re.compile(r"/publishers/google/|aiplatform\.googleapis\.com")
@@ -137,18 +137,24 @@ class Gemini(JsonInterpreter):
     def on_body(self, body: bytes) -> list[Delta]:
         """A whole body; ``streamGenerateContent`` without ``alt=sse`` answers a JSON array of
         responses (its errors too: ``[{"error": …}]``), each taken as one stream event."""
-        text = bytes(body[:64]).lstrip() if isinstance(body, (bytes, bytearray, memoryview)) else b""
-        if text[:1] != b"[":
+        head = bytes(body[:64]).lstrip() if isinstance(body, (bytes, bytearray, memoryview)) else b""
+        if head[:1] != b"[":
             return super().on_body(body)
         out: list[Delta] = []
-        items = load_json(bytes(body))
-        if type(items) is not list:
-            note_malformed(self.facts, bytes(body[:BODY_SAMPLE_CHARS]).decode("utf-8", "replace"), BODY_SAMPLE_CHARS)
-            return out
-        for item in items:
-            if type(item) is dict:
-                self._response(item, as_text(item, NO_CHOICES_CHARS), out)
-        self.facts.done = self.facts.done or bool(items)
+        try:
+            items = load_json(bytes(body))
+            if type(items) is not list:
+                sample = bytes(body[:BODY_SAMPLE_CHARS]).decode("utf-8", "replace")
+                note_malformed(self.facts, sample, BODY_SAMPLE_CHARS)
+                return out
+            for item in items:
+                if type(item) is dict:
+                    self._response(item, as_text(item, NO_CHOICES_CHARS), out)
+            self.facts.done = self.facts.done or bool(items)
+        except Exception as e:  # an input shape we did not foresee: counted, never raised
+            if base.STRICT:
+                raise
+            note_malformed(self.facts, f"internal error: {type(e).__name__}")
         return out
 
     def on_not_sse(self, text: str) -> None:
@@ -157,7 +163,12 @@ class Gemini(JsonInterpreter):
         if type(obj) is list and obj and type(obj[0]) is dict:
             obj = obj[0]
         if type(obj) is dict and type(obj.get("error")) is dict:
-            self._response(obj, text, [])
+            try:
+                self._response(obj, text, [])
+            except Exception as e:
+                if base.STRICT:
+                    raise
+                note_malformed(self.facts, f"internal error: {type(e).__name__}")
         else:
             super().on_not_sse(text)
 
