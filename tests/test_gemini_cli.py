@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -72,6 +73,8 @@ def test_gemini_cli_through_run(tmp_path):
         check(r.stdout, db, upstream, decoy)
         assert sorted((m, path) for m, path, _ in upstream.arrivals) == went  # the same requests, the same server
         assert "via: GOOGLE_GEMINI_BASE_URL → the proxy" in r.stderr, r.stderr
+        found = {code for _, code in re.findall(r"^  (warn|error) ([\w.]+)", r.stderr, re.M)}
+        assert found - {"proxy.saturated", "stream.buffered"} == set(), r.stderr  # (this machine's load aside)
         assert snapshot(*mine) == before
 
 
