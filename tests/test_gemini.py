@@ -420,3 +420,20 @@ def test_count_tokens_is_recorded_not_timed_and_its_key_error_is_a_key_finding(b
     assert replay.done.wait(10)
     row = bench.new_row()
     assert row["top_code"] == "auth.rejected" and row["findings"][0]["params"]["variant"] == "google_key"
+
+
+def test_a_gemini_key_sent_as_bearer_is_the_wrong_header(bench: Bench) -> None:
+    """OpenAI habits: the AIza key as `Authorization: Bearer` to Google's own API (Google answers 401)."""
+    body = {"error": {"code": 401, "status": "UNAUTHENTICATED",
+                      "message": "Request had invalid authentication credentials. Expected OAuth 2 access token.",
+                      "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                                   "reason": "ACCESS_TOKEN_TYPE_UNSUPPORTED"}]}}
+    replay = bench.upstream.arm(body_replay(body, 401))
+    with httpx.Client(timeout=30) as c:
+        r = c.post(f"{bench.proxy.url}/v1beta/models/{FLASH}:generateContent", headers={"authorization": f"Bearer {KEY}"},
+                   json={"contents": [{"parts": [{"text": "hi"}]}]})
+    assert r.status_code == 401 and replay.done.wait(10)
+    row = bench.new_row()
+    f = row["findings"][0]
+    assert (row["top_code"], f["params"]["variant"]) == ("auth.wrong_header", "gemini_bearer")
+    assert "x-goog-api-key" in f["hint"] and KEY not in json.dumps(row["findings"])

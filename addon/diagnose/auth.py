@@ -93,6 +93,8 @@ def rule_auth(rec: Any, c: Ctx) -> None:
         c.add("auth.wrong_header", "error", variant="x_api_key", **p)
     elif rec.api == "anthropic.messages" and rec.key_header == "authorization":
         c.add("auth.wrong_header", "error", variant="bearer", **p)
+    elif c.family() == "gemini" and rec.key_header == "authorization" and (rec.key_fingerprint or "").startswith("AIz"):
+        c.add("auth.wrong_header", "error", variant="gemini_bearer", **p)  # an API key where an OAuth token goes
     elif google is not None or c.family() == "gemini":
         c.add("auth.rejected", "error", variant="google_key" if google == "key" or rec.status == 401 else "google_denied",
               server=server_text(rec), **p)
@@ -189,17 +191,21 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("auth.wrong_header", "auth", _E, (), {
         "en": ("Key in the wrong header",
-               "x-api-key sent to an OpenAI-style path that answered 401/403, or only Authorization: Bearer sent to an Anthropic path that answered 401/403.",
+               "x-api-key sent to an OpenAI-style path that answered 401/403, only Authorization: Bearer sent to an Anthropic path that answered 401/403, or a Gemini API key sent as Bearer to Google's own API.",
                {"x_api_key": "The key ({fingerprint}) was sent as `x-api-key`, but {path} is an OpenAI-style endpoint that reads `Authorization: Bearer`; {host} answered {status}.",
-                "bearer": "Only `Authorization: Bearer` ({fingerprint}) was sent to the Anthropic endpoint {path}; Anthropic API keys go in `x-api-key` (Bearer is for OAuth tokens). {host} answered {status}."},
+                "bearer": "Only `Authorization: Bearer` ({fingerprint}) was sent to the Anthropic endpoint {path}; Anthropic API keys go in `x-api-key` (Bearer is for OAuth tokens). {host} answered {status}.",
+                "gemini_bearer": "A Gemini API key ({fingerprint}) was sent as `Authorization: Bearer` to {path}; Google reads an API key from `x-goog-api-key` (Bearer is for OAuth access tokens). {host} answered {status}."},
                {"x_api_key": "Send `Authorization: Bearer <key>`: use the openai SDK with OPENAI_API_KEY, or curl -H \"Authorization: Bearer $OPENAI_API_KEY\"; x-api-key is Anthropic's header.",
-                "bearer": "Set ANTHROPIC_API_KEY (sent as x-api-key) instead of ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer); with curl: -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"."}),
+                "bearer": "Set ANTHROPIC_API_KEY (sent as x-api-key) instead of ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer); with curl: -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\".",
+                "gemini_bearer": "Send the key as `x-goog-api-key: <key>` (curl -H \"x-goog-api-key: $GEMINI_API_KEY\"); the google-genai SDKs and Gemini CLI do with GEMINI_API_KEY. Only Gemini's OpenAI-compatible endpoint (/v1beta/openai/) takes the key as Bearer."}),
         "zh": ("密钥放错了请求头",
-               "向 OpenAI 风格路径发送了 x-api-key 且返回 401/403；或向 Anthropic 路径只发送了 Authorization: Bearer 且返回 401/403。",
+               "向 OpenAI 风格路径发送了 x-api-key 且返回 401/403；或向 Anthropic 路径只发送了 Authorization: Bearer 且返回 401/403；或把 Gemini API 密钥以 Bearer 发给了 Google 自己的 API。",
                {"x_api_key": "密钥（{fingerprint}）以 `x-api-key` 发送，但 {path} 是读取 `Authorization: Bearer` 的 OpenAI 风格接口；{host} 返回 {status}。",
-                "bearer": "向 Anthropic 接口 {path} 只发送了 `Authorization: Bearer`（{fingerprint}）；Anthropic 的 API 密钥应放在 `x-api-key`（Bearer 用于 OAuth 令牌）。{host} 返回 {status}。"},
+                "bearer": "向 Anthropic 接口 {path} 只发送了 `Authorization: Bearer`（{fingerprint}）；Anthropic 的 API 密钥应放在 `x-api-key`（Bearer 用于 OAuth 令牌）。{host} 返回 {status}。",
+                "gemini_bearer": "Gemini API 密钥（{fingerprint}）以 `Authorization: Bearer` 发送到了 {path}；Google 从 `x-goog-api-key` 读取 API 密钥（Bearer 用于 OAuth 访问令牌）。{host} 返回 {status}。"},
                {"x_api_key": "发送 `Authorization: Bearer <密钥>`：使用 openai SDK 并设置 OPENAI_API_KEY，或 curl -H \"Authorization: Bearer $OPENAI_API_KEY\"；x-api-key 是 Anthropic 的请求头。",
-                "bearer": "设置 ANTHROPIC_API_KEY（以 x-api-key 发送），而不是 ANTHROPIC_AUTH_TOKEN（以 Authorization: Bearer 发送）；curl 写法：-H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"。"}),
+                "bearer": "设置 ANTHROPIC_API_KEY（以 x-api-key 发送），而不是 ANTHROPIC_AUTH_TOKEN（以 Authorization: Bearer 发送）；curl 写法：-H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"。",
+                "gemini_bearer": "以 `x-goog-api-key: <密钥>` 发送（curl -H \"x-goog-api-key: $GEMINI_API_KEY\"）；设置 GEMINI_API_KEY 后 google-genai SDK 和 Gemini CLI 会这样发送。只有 Gemini 的 OpenAI 兼容接口（/v1beta/openai/）接受以 Bearer 传递的密钥。"}),
     }),
     ("auth.conflict", "auth", _E, (_W,), {
         "en": ("Two different credentials",
