@@ -24,6 +24,8 @@ from gemini_upstream import (
     body_replay,
     stream_replay,
 )
+from google import genai  # the test extra's: a missing SDK fails here, never skips
+from google.genai import types
 from rawserver import Replay, ReplayUpstream
 
 from firsttoken.addon import tokens
@@ -32,9 +34,6 @@ from firsttoken.addon.apis.gemini import gemini_call, is_vertex, path_facts
 from firsttoken.addon.secrets import redact_path
 from firsttoken.addon.sse import SSEDecoder
 from firsttoken.cli.proxy.server import ProxyServer
-
-genai = pytest.importorskip("google.genai")
-types = pytest.importorskip("google.genai.types")
 
 KEY = "AIzaSyD-test-key-0000000000000000000wxyz"
 FLASH = "gemini-2.5-flash"
