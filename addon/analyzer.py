@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from firsttoken.addon import tokens
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
@@ -97,7 +98,8 @@ class Analyzer:
             self._live_catch_up = True
         self.q.put(("catch_up", (flights, live)))
 
-    def _in_helper_process(self, body: bytes, encoding: str | None, api: str) -> dict[str, Any] | None:
+    def _in_helper_process(self, body: bytes, encoding: str | None, api: str,
+                           path: str | None = None) -> dict[str, Any] | None:
         """Parse and count a very large body in a helper process, which has its own GIL: in
         this process, ``json.loads`` of megabytes would stall every other stream for
         milliseconds. None when the helper cannot be used (then the caller parses here)."""
@@ -108,7 +110,7 @@ class Analyzer:
 
                 self._procs = concurrent.futures.ProcessPoolExecutor(
                     1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with, initargs=(os.getpid(),))
-            return self._procs.submit(request_facts, body, encoding, api).result(timeout=300)
+            return self._procs.submit(request_facts, body, encoding, api, path).result(timeout=300)
         except Exception as e:
             log.warning("firsttoken: helper process unavailable (%s); parsing in the proxy process", e)
             return None
@@ -200,7 +202,7 @@ class Analyzer:
         body = flight.body or b""
         facts = None
         if len(body) > SUBPROCESS_MIN:
-            facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
+            facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api, rec.path)
         if facts is None:
             facts = request_facts(body, flight.body_encoding, rec.api, rec.path)
         # credentials in the body (``"api_key": "…"``): redacted wherever they reappear
@@ -220,7 +222,9 @@ class Analyzer:
         """Conversation, turn and kind of one request (see conversations.py); keeps what the
         cache rules need until the request finishes."""
         rec = flight.record
-        family = "anthropic" if "/messages" in (rec.path or "") else family_of_api(rec.api)
+        path = rec.path or ""
+        family = "anthropic" if "/messages" in path else "gemini" if ":" in path and gemini.gemini_call(
+            "POST", path) else family_of_api(rec.api)
         a = self.conversations.assign(route=rec.route, family=family, model=rec.model, path=rec.path,
                                       parts=parts, t0=flight.clock.t0, record_id=rec.id)
         if a is None:
@@ -256,6 +260,8 @@ class Analyzer:
             # upstream text is quoted back to the user: servers echo keys, so redact it first
             rec.upstream_error = _redact(f.error_message, flight.secrets)
             rec.upstream_error_type = f.error_type
+            if rec.retry_after is None:  # Google says it in the body (RetryInfo), not in a header
+                rec.retry_after = getattr(tap.interp, "retry_after", None)
             rec.no_choices = _redact(f.no_choices, flight.secrets)
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
@@ -505,20 +511,26 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
     found = body_secrets(body)
     if found:
         out["secrets"] = found  # for redaction; never stored
+    out.update(gemini.path_facts("POST", path))  # Gemini: the model and the stream are in the URL
     model = body.get("model")
     if isinstance(model, str):
         out["model"] = model
     if isinstance(body.get("stream"), bool):
         out["stream"] = body["stream"]
-    elif api != "other":
+    elif api != "other" and "stream" not in out:
         out["stream"] = False
     for k in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
         v = body.get(k)
         if isinstance(v, int) and not isinstance(v, bool):
             out["max_tokens"] = v
             break
+    else:
+        if (v := gemini.max_output_tokens(body)) is not None:
+            out["max_tokens"] = v
     # what grouping into conversations and the cache rules need (count_tokens has the Messages shape)
     shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else api
+    if api == "other" and (call := gemini.gemini_call("POST", path or "")) and call[1] == "counttokens":
+        shape = gemini.API  # Gemini's countTokens has generateContent's shape
     out["conversation"] = prompt_parts(shape, body)
     if api == "other":
         return out

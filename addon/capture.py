@@ -20,6 +20,7 @@ from mitmproxy import ctx, exceptions, http
 
 from firsttoken.addon import forward, routing, tokens
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.diagnose.connectivity import (
     CLIENT_REQUEST_ERROR,
     SHUTDOWN_ERROR,
@@ -240,10 +241,11 @@ class Capture:
     def _record(flow_id: str, method: str, p: RequestPlan, hook: float, t0: float) -> Record:
         started = _dt.datetime.fromtimestamp(time.time() - (hook - t0), _dt.UTC).isoformat(timespec="milliseconds")
         k = p.key
+        named = gemini.path_facts(method, p.upstream_path)  # Gemini: the model and the stream are in the URL
         return Record(id=flow_id, started_at=started, method=method, path=p.stored_path, run_id=p.run_id,
                       proxy_pid=os.getpid(), route=p.route, upstream=p.upstream, api=p.api, experiment=p.experiment,
                       key_header=k.header, key_fingerprint=k.fingerprint, key_scheme=k.scheme, key_length=k.length,
-                      key_facts=k.facts, error=p.refusal.message if p.refusal else None)
+                      key_facts=k.facts, error=p.refusal.message if p.refusal else None, **named)
 
     def _lag_in(self, flight: Flight, hook: float, t0: float) -> None:
         """How long the request lay unread in the kernel: it arrived `ago` s before now."""
@@ -295,8 +297,11 @@ class Capture:
             if h in headers:
                 rec.upstream_request_id = headers[h][:200]
                 break
+        api = rec.api
+        if api == "other" and rec.status is not None and rec.status >= 400 and gemini.gemini_call(rec.method, rec.path):
+            api = gemini.API  # Gemini's countTokens / embedContent: their errors are Google's, read as such
         tap = StreamTap(
-            c, rec.api, rec.content_type, rec.content_encoding,
+            c, api, rec.content_type, rec.content_encoding,
             keep_body=256 * 1024 if self.settings.save_bodies else 0,
             on_phase=lambda phase, f=flight: self._phase(f, phase),
             defer=True,  # after the first visible token, decoded on the analysis thread
@@ -553,4 +558,5 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 _START_FIELDS = (
     "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
     "api", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
+    "model", "stream",
 )

@@ -155,6 +155,30 @@ def _tool_names(tools: Any) -> list[str]:
     return out
 
 
+def _gemini_message(content: dict) -> dict:
+    """A Gemini ``Content`` in the chat shape the rules compare: ``model`` is the assistant, a user turn
+    made only of ``functionResponse`` parts answers a tool call (it continues the turn)."""
+    role, parts = content.get("role"), content.get("parts")
+    parts = parts if isinstance(parts, list) else []
+    if role == "model":
+        return {"role": "assistant", "content": parts}
+    if parts and all(isinstance(x, dict) and ("functionResponse" in x or "function_response" in x) for x in parts):
+        return {"role": "tool", "content": parts}
+    return {"role": "user", "content": parts}
+
+
+def _gemini_tools(tools: Any) -> list:
+    """Gemini's ``tools`` (``[{"functionDeclarations": [...]}, {"googleSearch": {}}]``) as one list of tools."""
+    out: list = []
+    for t in tools if isinstance(tools, list) else []:
+        decls = t.get("functionDeclarations", t.get("function_declarations")) if isinstance(t, dict) else None
+        if isinstance(decls, list):
+            out += [d for d in decls if isinstance(d, dict)]
+        elif isinstance(t, dict):
+            out.append({"type": next(iter(t), "?")} if len(t) == 1 else t)
+    return out
+
+
 def prompt_parts(api: str, body: Any) -> Parts | None:
     """The :class:`Parts` of one parsed request body (None for a body that is not a chat)."""
     if not isinstance(body, dict):
@@ -168,6 +192,11 @@ def prompt_parts(api: str, body: Any) -> Parts | None:
     elif api in ("openai.chat", "anthropic.messages"):
         msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
         system = [_text(body.get("system"))] if api == "anthropic.messages" and body.get("system") else []
+    elif api == "gemini.generate":
+        msgs = [_gemini_message(c) for c in body.get("contents") or [] if isinstance(c, dict)] \
+            if isinstance(body.get("contents"), list) else []
+        si = body.get("systemInstruction", body.get("system_instruction"))
+        system = [_text(si.get("parts") if isinstance(si, dict) else si)] if si else []
     else:
         return None
     # leading system / developer messages are the system prompt (OpenAI shapes)
@@ -177,9 +206,10 @@ def prompt_parts(api: str, body: Any) -> Parts | None:
         i += 1
     msgs = msgs[i:]
     p.system = "\n".join(system)[:MAX_SYSTEM_CHARS]
-    p.tools = _tool_names(body.get("tools"))
+    tools = _gemini_tools(body.get("tools")) if api == "gemini.generate" else body.get("tools")
+    p.tools = _tool_names(tools)
     p.has_tools = bool(p.tools)
-    p.tool_defs = [_hash(t) for t in body.get("tools")] if p.has_tools else []
+    p.tool_defs = [_hash(t) for t in tools] if p.has_tools else []
     p.messages = [_hash(as_cached(_without_ids(m))) for m in msgs]
     p.user_turns = sum(1 for m in msgs if _is_user(m))
     for m, h in zip(msgs, p.messages):
@@ -515,7 +545,7 @@ class ConversationIndex:
         """Place one request (at its parse); None when it is not a chat request. ``record_id``
         lets a later request say this one was a side call (:attr:`Assignment.now_side`)."""
         key = (route or "default", family)
-        count_tokens = "/count_tokens" in (path or "")
+        count_tokens = "/count_tokens" in (path or "") or ":counttokens" in (path or "").lower()
         if parts is None:
             return None
         conv = None

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.forward import provider_for_host
 from firsttoken.addon.record import Record
 from firsttoken.addon.safe_text import clause
@@ -33,6 +34,7 @@ OPERATION = {
     "openai.responses": "chat",
     "anthropic.messages": "chat",
     "openai.completions": "text_completion",
+    "gemini.generate": "generate_content",
 }
 API_PROVIDER = {"anthropic.messages": "anthropic"}  # any other known API: "openai" (its wire format)
 
@@ -221,8 +223,11 @@ def genai_identity(rec: Record) -> tuple[str, str, str | None, int | None]:
     """(gen_ai.operation.name, gen_ai.provider.name, server.address, server.port) of a record: the
     one extraction the Prometheus labels, the OTLP metrics and the OTLP spans share."""
     host, port = _host_port(rec.upstream_url or rec.upstream)
-    return (OPERATION.get(rec.api, rec.api or "other"), provider_for_host(host) or API_PROVIDER.get(rec.api, "openai"),
-            host, port)
+    if rec.api == gemini.API:  # behind a gateway: Vertex AI's project paths, else the Gemini API
+        fallback = "gcp.vertex_ai" if gemini.is_vertex(rec.path) else "gcp.gemini"
+    else:
+        fallback = API_PROVIDER.get(rec.api, "openai")
+    return OPERATION.get(rec.api, rec.api or "other"), provider_for_host(host) or fallback, host, port
 
 
 def _host_port(url: str | None) -> tuple[str | None, int | None]:

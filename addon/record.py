@@ -27,9 +27,9 @@ class Record:
     method: str | None = None
     path: str | None = None  # the path the client sent
     upstream_url: str | None = None  # where it was forwarded (query string dropped)
-    api: str = "other"  # openai.chat | openai.completions | openai.responses | anthropic.messages | other
+    api: str = "other"  # openai.chat | openai.completions | openai.responses | anthropic.messages | gemini.generate | other
     model: str | None = None
-    stream: bool | None = None  # as requested in the body
+    stream: bool | None = None  # as requested in the body (Gemini: by the method, streamGenerateContent)
     max_tokens: int | None = None
     experiment: str | None = None
     run_id: str | None = None  # the `firsttoken run` this request belonged to

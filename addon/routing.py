@@ -129,15 +129,22 @@ def ends_in_v1(path: str) -> bool:
 
 
 def family_of_api(api: str | None) -> str:
-    """Which client family speaks an API: 'anthropic' for the Messages API, else 'openai'."""
-    return "anthropic" if (api or "").startswith("anthropic") else "openai"
+    """Which client family speaks an API: 'anthropic' for the Messages API, 'gemini' for Google's
+    Gemini API, else 'openai'."""
+    api = api or ""
+    return "anthropic" if api.startswith("anthropic") else "gemini" if api.startswith("gemini") else "openai"
 
 
 def looks_like(route: Route, family: str) -> bool:
     """Whether a route appears to serve ``family`` (by its name, host or path)."""
     name, host = (route.name or "").lower(), route.host.lower()
+    # Google's own API (not its OpenAI-compatible endpoint, …/v1beta/openai)
+    gemini = bool(re.search(r"gemini|google|vertex", name) or host.endswith("googleapis.com")) \
+        and not route.prefix.lower().rstrip("/").endswith("/openai")
+    if family == "gemini":
+        return gemini
     anthropic = bool(re.search(r"anth|claude", name) or "anthropic" in host or route.prefix.lower().endswith("/anthropic"))
-    return anthropic if family == "anthropic" else not anthropic
+    return anthropic if family == "anthropic" else not anthropic and not gemini
 
 
 class AmbiguousRoute(RouteError):
@@ -176,7 +183,7 @@ def client_base_url(proxy_url: str, route: Route | None, family: str) -> str:
 
     ``route`` None means one route at the proxy's root whose upstream path holds no version."""
     base = proxy_url.rstrip("/") + (route.mount if route else "")
-    if family == "anthropic":
+    if family in ("anthropic", "gemini"):  # their clients add /v1/messages, /v1beta/models/... themselves
         return base
     return base if route is not None and has_version(route.prefix) else base + "/v1"
 
@@ -198,7 +205,7 @@ def base_url_warnings(route: Route | None, family: str) -> list[str]:
 
 def base_url_env(family: str) -> str:
     """The variable a client of ``family`` reads its base URL from."""
-    return "ANTHROPIC_BASE_URL" if family == "anthropic" else "OPENAI_BASE_URL"
+    return {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}.get(family, "OPENAI_BASE_URL")
 
 
 def record_route(name: str | None, upstream: str | None) -> Route | None:
@@ -236,7 +243,8 @@ class ClientBase:
 def client_bases(proxy_url: str, routes: list[Route] | None) -> list[ClientBase]:
     """For each client family, the route ``pick_route`` chooses and the base URL to set for it."""
     out = []
-    for family in FAMILIES:
+    families = FAMILIES + (("gemini",) if any(looks_like(r, "gemini") for r in routes or []) else ())
+    for family in families:  # Gemini's line only for a route that looks like Google's
         env = base_url_env(family)
         try:
             route = pick_route(routes, family)

@@ -439,6 +439,19 @@ def test_other_http_error(db_path, make_proxy):
     assert f["params"]["status"] == 413
 
 
+def test_gemini_blocked_prompt(make_proxy, db_path):
+    """Gemini refuses a prompt with a 200 whose only chunk carries promptFeedback.blockReason."""
+    chunk = b'data: {"promptFeedback":{"blockReason":"SAFETY"},"usageMetadata":{"promptTokenCount":5}}\r\n\r\n'
+    with RawUpstream([chunk]) as up:
+        p = make_proxy([up.url])
+        r = httpx.post(p.url + "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+                       json={"contents": [{"parts": [{"text": "hi"}]}]}, headers={"x-goog-api-key": "AIza" + "0" * 35})
+        assert r.status_code == 200
+        row = one(p, db_path)
+    f = has(row, "response.blocked", "error", variant="prompt")
+    assert f["params"]["reason"] == "SAFETY" and row["api"] == "gemini.generate" and row["model"] == "gemini-2.5-flash"
+
+
 # ---- connectivity -------------------------------------------------------------------------------------------
 
 def test_unreachable_connection_refused(make_proxy, db_path):

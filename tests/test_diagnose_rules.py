@@ -24,6 +24,10 @@ OPENAI = dict(upstream="https://api.openai.com", upstream_url="https://api.opena
 ANTHROPIC = dict(upstream="https://api.anthropic.com", upstream_url="https://api.anthropic.com:443/v1/messages",
                  path="/v1/messages", api="anthropic.messages", model="claude-sonnet-4-5",
                  key_header="x-api-key")
+GEMINI = dict(upstream="https://generativelanguage.googleapis.com",
+              upstream_url="https://generativelanguage.googleapis.com:443/v1beta/models/gemini-2.5-flash:generateContent",
+              path="/v1beta/models/gemini-2.5-flash:generateContent", api="gemini.generate", model="gemini-2.5-flash",
+              key_header="x-goog-api-key", key_fingerprint="AIz…wxyz", content_type="application/json")
 
 
 def healthy(**kw) -> Record:
@@ -213,6 +217,32 @@ CASES = [
 ]
 
 #: the egress proxy's places (issue 22); kept out of CASES so that the golden corpus's mixes stay as recorded
+GEMINI_CASES = [
+    ("google-key", with_(ERR, GEMINI, status=400, upstream_error="API key not valid. Please pass a valid API key.",
+                         upstream_error_type="API_KEY_INVALID"), "auth.rejected", "error"),
+    ("google-denied", with_(ERR, GEMINI, status=403, upstream_error="Generative Language API has not been used in project 1",
+                            upstream_error_type="SERVICE_DISABLED"), "auth.rejected", "error"),
+    ("google-bearer", with_(ERR, GEMINI, status=401, key_header="authorization", key_scheme="Bearer",
+                            upstream_error="Request had invalid authentication credentials. Expected OAuth 2 access token",
+                            upstream_error_type="ACCESS_TOKEN_TYPE_UNSUPPORTED"), "auth.wrong_header", "error"),
+    ("google-no-key", with_(ERR, GEMINI, status=403, key_header=None, key_fingerprint=None, key_facts=["missing"],
+                            key_scheme="", upstream_error="Method doesn't allow unregistered callers",
+                            upstream_error_type="PERMISSION_DENIED"), "auth.missing", "error"),
+    ("google-exhausted", with_(ERR, GEMINI, status=429, retry_after=17.0, upstream_error_type="RESOURCE_EXHAUSTED",
+                               upstream_error="You exceeded your current quota, please check your plan and billing details."),
+     "rate.limited", "error"),
+    ("google-model", with_(ERR, GEMINI, status=404, model="gemini-9", upstream_error_type="NOT_FOUND",
+                           upstream_error="models/gemini-9 is not found for API version v1beta"), "model.not_found", "error"),
+    ("google-deadline", with_(ERR, GEMINI, status=504, upstream_error_type="DEADLINE_EXCEEDED",
+                              upstream_error="Deadline expired before operation could complete."),
+     "upstream.server_error", "error"),
+    ("prompt-blocked", with_(GEMINI, stream=True, content_type="text/event-stream", finish_reason="blocked:SAFETY",
+                             events=0, event_offsets=[], output_chars=0, ttft_ms=None, first_token_ms=None,
+                             itl_max_ms=None, gap_ms=None), "response.blocked", "error"),
+    ("output-filtered", with_(GEMINI, stream=True, content_type="text/event-stream", finish_reason="RECITATION"),
+     "response.blocked", "warn"),
+]
+
 EGRESS_CASES = [
     ("egress-down", with_(NOCONN, egress_proxy="http://127.0.0.1:3128",
                           error="[Errno 111] Connect call failed ('127.0.0.1', 3128)"), "egress.proxy_down", "error"),
@@ -230,7 +260,7 @@ EGRESS_CASES = [
     ("egress-504-plain", with_(ERR, egress_proxy="http://127.0.0.1:3128", status=504, upstream_error=None,
                                upstream_error_type=None), "egress.proxy_upstream", "error"),
 ]
-ALL_CASES = CASES + EGRESS_CASES
+ALL_CASES = CASES + GEMINI_CASES + EGRESS_CASES
 
 
 def _run(overrides, **ctx_kw):

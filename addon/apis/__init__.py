@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.apis.anthropic_messages import AnthropicMessages
 from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter
 from firsttoken.addon.apis.openai_chat import OpenAIChat
@@ -13,6 +14,7 @@ INTERPRETERS: dict[str, type] = {
     OpenAICompletions.api: OpenAICompletions,
     OpenAIResponses.api: OpenAIResponses,
     AnthropicMessages.api: AnthropicMessages,
+    gemini.Gemini.api: gemini.Gemini,
 }
 
 __all__ = [
@@ -36,7 +38,8 @@ def detect_api(method: str, path: str) -> str:
     ``/openai/deployments/<name>``, a gateway's route) don't matter:
     ``.../chat/completions`` -> openai.chat, ``.../completions`` -> openai.completions,
     ``.../responses`` -> openai.responses, ``.../messages`` -> anthropic.messages (but not
-    OpenAI Assistants' ``.../threads/<id>/messages``). Sub-resources such as
+    OpenAI Assistants' ``.../threads/<id>/messages``), ``.../models/<m>:streamGenerateContent`` or
+    ``:generateContent`` -> gemini.generate (also on Vertex AI). Sub-resources such as
     ``/v1/messages/count_tokens``, ``/v1/messages/batches`` or ``/v1/responses/<id>`` are "other".
     """
     if type(method) is not str or type(path) is not str or method.upper() != "POST":
@@ -51,6 +54,8 @@ def detect_api(method: str, path: str) -> str:
         i = rest.find("/")
         p = rest[i:] if i >= 0 else "/"
     p = "/" + p.strip("/").lower()
+    if ":" in p and (found := gemini.detect(method, p)):  # Google's `…/models/{model}:method`
+        return found
     if p.endswith("/chat/completions"):
         return "openai.chat"
     if p.endswith("/completions"):

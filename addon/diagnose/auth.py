@@ -23,6 +23,12 @@ FORMAT_RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("auth.no_bearer", ("no_scheme",)),
 )
 
+#: Google's ``details[].reason`` for a key it does not accept: it answers 400 INVALID_ARGUMENT, not 401
+GOOGLE_KEY_REASONS = ("API_KEY_INVALID", "API_KEY_EXPIRED")
+#: ... and for a key it accepts but will not let do this (403)
+GOOGLE_DENIED = ("PERMISSION_DENIED", "SERVICE_DISABLED", "API_KEY_SERVICE_BLOCKED", "API_KEY_HTTP_REFERRER_BLOCKED",
+                 "API_KEY_IP_ADDRESS_BLOCKED", "API_KEY_ANDROID_APP_BLOCKED", "API_KEY_IOS_APP_BLOCKED",
+                 "ACCESS_TOKEN_SCOPE_INSUFFICIENT", "IAM_PERMISSION_DENIED", "CONSUMER_INVALID")
 #: the facts that can raise a finding on a request the upstream did not refuse
 _FIRING = frozenset({f for _, triggers in FORMAT_RULES for f in triggers} | {"conflicting_keys"})
 
@@ -34,13 +40,27 @@ def _key_params(rec: Any, c: Ctx) -> dict[str, Any]:
     return p
 
 
+def google_refused(rec: Any) -> str | None:
+    """"key" / "denied" when Google's error body says it refused the credential, else None."""
+    if rec.status is None or rec.status < 400:
+        return None
+    typ = rec.upstream_error_type
+    if typ in GOOGLE_KEY_REASONS:
+        return "key"
+    if typ in GOOGLE_DENIED and rec.status == 403:
+        return "denied"
+    return None
+
+
 def rule_auth(rec: Any, c: Ctx) -> None:
     facts = list(rec.key_facts or [])
-    refused = rec.status in AUTH_STATUSES
+    google = google_refused(rec)
+    refused = rec.status in AUTH_STATUSES or google is not None
     if "missing" in facts or "empty" in facts:
         if refused:
             p = _key_params(rec, c)
-            p["expected"] = "x-api-key" if c.is_anthropic() else "Authorization: Bearer"
+            family = c.family()
+            p["expected"] = {"anthropic": "x-api-key", "gemini": "x-goog-api-key"}.get(family, "Authorization: Bearer")
             c.add("auth.missing", "warn" if c.errors() else "error", variant="missing" if "missing" in facts else "empty", **p)
         return
     if not refused and not any(f in _FIRING for f in facts):
@@ -73,6 +93,11 @@ def rule_auth(rec: Any, c: Ctx) -> None:
         c.add("auth.wrong_header", "error", variant="x_api_key", **p)
     elif rec.api == "anthropic.messages" and rec.key_header == "authorization":
         c.add("auth.wrong_header", "error", variant="bearer", **p)
+    elif c.family() == "gemini" and rec.key_header == "authorization" and (rec.key_fingerprint or "").startswith("AIz"):
+        c.add("auth.wrong_header", "error", variant="gemini_bearer", **p)  # an API key where an OAuth token goes
+    elif google is not None or c.family() == "gemini":
+        c.add("auth.rejected", "error", variant="google_key" if google == "key" or rec.status == 401 else "google_denied",
+              server=server_text(rec), **p)
     else:
         c.add("auth.rejected", "error", variant="403" if rec.status == 403 else "401", server=server_text(rec), **p)
 
@@ -166,17 +191,21 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("auth.wrong_header", "auth", _E, (), {
         "en": ("Key in the wrong header",
-               "x-api-key sent to an OpenAI-style path that answered 401/403, or only Authorization: Bearer sent to an Anthropic path that answered 401/403.",
+               "x-api-key sent to an OpenAI-style path that answered 401/403, only Authorization: Bearer sent to an Anthropic path that answered 401/403, or a Gemini API key sent as Bearer to Google's own API.",
                {"x_api_key": "The key ({fingerprint}) was sent as `x-api-key`, but {path} is an OpenAI-style endpoint that reads `Authorization: Bearer`; {host} answered {status}.",
-                "bearer": "Only `Authorization: Bearer` ({fingerprint}) was sent to the Anthropic endpoint {path}; Anthropic API keys go in `x-api-key` (Bearer is for OAuth tokens). {host} answered {status}."},
+                "bearer": "Only `Authorization: Bearer` ({fingerprint}) was sent to the Anthropic endpoint {path}; Anthropic API keys go in `x-api-key` (Bearer is for OAuth tokens). {host} answered {status}.",
+                "gemini_bearer": "A Gemini API key ({fingerprint}) was sent as `Authorization: Bearer` to {path}; Google reads an API key from `x-goog-api-key` (Bearer is for OAuth access tokens). {host} answered {status}."},
                {"x_api_key": "Send `Authorization: Bearer <key>`: use the openai SDK with OPENAI_API_KEY, or curl -H \"Authorization: Bearer $OPENAI_API_KEY\"; x-api-key is Anthropic's header.",
-                "bearer": "Set ANTHROPIC_API_KEY (sent as x-api-key) instead of ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer); with curl: -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"."}),
+                "bearer": "Set ANTHROPIC_API_KEY (sent as x-api-key) instead of ANTHROPIC_AUTH_TOKEN (sent as Authorization: Bearer); with curl: -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\".",
+                "gemini_bearer": "Send the key as `x-goog-api-key: <key>` (curl -H \"x-goog-api-key: $GEMINI_API_KEY\"); the google-genai SDKs and Gemini CLI do with GEMINI_API_KEY. Only Gemini's OpenAI-compatible endpoint (/v1beta/openai/) takes the key as Bearer."}),
         "zh": ("密钥放错了请求头",
-               "向 OpenAI 风格路径发送了 x-api-key 且返回 401/403；或向 Anthropic 路径只发送了 Authorization: Bearer 且返回 401/403。",
+               "向 OpenAI 风格路径发送了 x-api-key 且返回 401/403；或向 Anthropic 路径只发送了 Authorization: Bearer 且返回 401/403；或把 Gemini API 密钥以 Bearer 发给了 Google 自己的 API。",
                {"x_api_key": "密钥（{fingerprint}）以 `x-api-key` 发送，但 {path} 是读取 `Authorization: Bearer` 的 OpenAI 风格接口；{host} 返回 {status}。",
-                "bearer": "向 Anthropic 接口 {path} 只发送了 `Authorization: Bearer`（{fingerprint}）；Anthropic 的 API 密钥应放在 `x-api-key`（Bearer 用于 OAuth 令牌）。{host} 返回 {status}。"},
+                "bearer": "向 Anthropic 接口 {path} 只发送了 `Authorization: Bearer`（{fingerprint}）；Anthropic 的 API 密钥应放在 `x-api-key`（Bearer 用于 OAuth 令牌）。{host} 返回 {status}。",
+                "gemini_bearer": "Gemini API 密钥（{fingerprint}）以 `Authorization: Bearer` 发送到了 {path}；Google 从 `x-goog-api-key` 读取 API 密钥（Bearer 用于 OAuth 访问令牌）。{host} 返回 {status}。"},
                {"x_api_key": "发送 `Authorization: Bearer <密钥>`：使用 openai SDK 并设置 OPENAI_API_KEY，或 curl -H \"Authorization: Bearer $OPENAI_API_KEY\"；x-api-key 是 Anthropic 的请求头。",
-                "bearer": "设置 ANTHROPIC_API_KEY（以 x-api-key 发送），而不是 ANTHROPIC_AUTH_TOKEN（以 Authorization: Bearer 发送）；curl 写法：-H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"。"}),
+                "bearer": "设置 ANTHROPIC_API_KEY（以 x-api-key 发送），而不是 ANTHROPIC_AUTH_TOKEN（以 Authorization: Bearer 发送）；curl 写法：-H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"。",
+                "gemini_bearer": "以 `x-goog-api-key: <密钥>` 发送（curl -H \"x-goog-api-key: $GEMINI_API_KEY\"）；设置 GEMINI_API_KEY 后 google-genai SDK 和 Gemini CLI 会这样发送。只有 Gemini 的 OpenAI 兼容接口（/v1beta/openai/）接受以 Bearer 传递的密钥。"}),
     }),
     ("auth.conflict", "auth", _E, (_W,), {
         "en": ("Two different credentials",
@@ -190,14 +219,18 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("auth.rejected", "auth", _E, (), {
         "en": ("Key refused by the upstream",
-               "A well-formed key answered with 401/403 (no other key problem explains it).",
+               "A well-formed key answered with 401/403 (no other key problem explains it), or Google's API_KEY_INVALID (a 400) / PERMISSION_DENIED.",
                "{host} refused the key {fingerprint} ({length} chars, in {header}) with {status}: \u201c{server}\u201d",
                {"401": "The key is well-formed but not valid here: check that it belongs to this provider ({host}) and project, and is not revoked or expired; create a new key and re-set {env}.",
-                "403": "The key was accepted but is not allowed to do this: check the project/organisation permissions, model access, IP allow-lists and region restrictions for {fingerprint}."}),
+                "403": "The key was accepted but is not allowed to do this: check the project/organisation permissions, model access, IP allow-lists and region restrictions for {fingerprint}.",
+                "google_key": "Google does not know this key (it answers 400, not 401): create a Gemini API key in Google AI Studio (https://aistudio.google.com/apikey) and set {env} to it (Gemini CLI and the google-genai SDK read it and send it as x-goog-api-key; GOOGLE_API_KEY wins when both are set). A Vertex AI project needs `gcloud auth application-default login` instead.",
+                "google_denied": "The key is valid but not allowed to do this: enable the Generative Language API (Vertex AI: the Vertex AI API) in the key's Google Cloud project, lift API restrictions on the key that leave it out, and check the project's region is served; on Vertex AI the account needs the Vertex AI User role (roles/aiplatform.user)."}),
         "zh": ("上游拒绝了密钥",
-               "格式正常的密钥收到 401/403（且没有其他密钥问题可以解释）。",
+               "格式正常的密钥收到 401/403（且没有其他密钥问题可以解释），或 Google 的 API_KEY_INVALID（400）/ PERMISSION_DENIED。",
                "{host} 以 {status} 拒绝了密钥 {fingerprint}（{length} 个字符，位于 {header}）：\u201c{server}\u201d",
                {"401": "密钥格式正确，但在这里无效：确认它属于该服务商（{host}）和该项目、没有被吊销或过期；必要时新建密钥并重新设置 {env}。",
-                "403": "密钥有效但无权执行此操作：检查 {fingerprint} 所在项目/组织的权限、模型访问权限、IP 白名单和地区限制。"}),
+                "403": "密钥有效但无权执行此操作：检查 {fingerprint} 所在项目/组织的权限、模型访问权限、IP 白名单和地区限制。",
+                "google_key": "Google 不认识这个密钥（它返回 400 而不是 401）：在 Google AI Studio（https://aistudio.google.com/apikey）创建 Gemini API 密钥并设置为 {env}（Gemini CLI 和 google-genai SDK 读取它，以 x-goog-api-key 发送；同时设置时 GOOGLE_API_KEY 优先）。Vertex AI 项目则需要运行 `gcloud auth application-default login`。",
+                "google_denied": "密钥有效但无权执行此操作：在密钥所属的 Google Cloud 项目中启用 Generative Language API（Vertex AI 则启用 Vertex AI API），解除把它排除在外的密钥 API 限制，并确认项目所在地区受支持；在 Vertex AI 上账号需要 Vertex AI User 角色（roles/aiplatform.user）。"}),
     }),
 ]

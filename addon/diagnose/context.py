@@ -22,13 +22,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon import routing
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, PROMPT_BANDS
 from firsttoken.addon.record import Record
 from firsttoken.addon.secrets import redact_text
 from firsttoken.addon.store.queries import is_streamed
 
-LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages")
+LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "gemini.generate")
 AUTH_STATUSES = (401, 403)
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
 TERMINATOR = {
@@ -36,6 +37,7 @@ TERMINATOR = {
     "openai.completions": "data: [DONE]",
     "openai.responses": "response.completed",
     "anthropic.messages": "message_stop",
+    "gemini.generate": "a finishReason",
 }
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 QUOTE_CHARS = 300
@@ -135,13 +137,15 @@ class Ctx:
         return "" if route in (None, "", "default") else "/" + route
 
     def key_env(self) -> str:
-        return "ANTHROPIC_API_KEY" if self.is_anthropic() else "OPENAI_API_KEY"
+        return {"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY"}.get(self.family(), "OPENAI_API_KEY")
 
     def family(self) -> str:
-        """Which client family sent this request: 'anthropic' or 'openai'."""
+        """Which client family sent this request: 'anthropic', 'gemini' or 'openai'."""
         rec = self.rec
         if rec.api == "other":  # not recognised: judge by the path and the key header
             p = (rec.path or "").split("?", 1)[0]
+            if gemini.gemini_call("POST", p) is not None or rec.key_header == "x-goog-api-key":
+                return "gemini"  # countTokens, embedContent
             if re.search(r"/messages(/|$)", p) or (rec.key_header or "").startswith("x-api-key"):
                 return "anthropic"
             return "openai"

@@ -25,6 +25,11 @@ CONTEXT_WORDS = (
 MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
 TOO_LARGE_WORDS = ("too large", "at most", "maximum", "exceed", "less than or equal", " > ", "<=", "range of")
 OVERLOADED_STATUSES = (503, 529)
+#: Google's status for rate limits and quotas alike (its free tier's per-minute limits say "exceeded your
+#: current quota ... billing"): a rate limit with Google's own fix, never "retrying will not help"
+GOOGLE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+#: Google's status when its server gave up at its deadline (504)
+GOOGLE_DEADLINE = "DEADLINE_EXCEEDED"
 
 _LIMIT = (
     r"max_(?:completion_|output_)?tokens\W+\d[\d,]*\s*>\s*(\d[\d,]*)",
@@ -68,16 +73,19 @@ def rule_quota(rec: Any, c: Ctx) -> None:
     s = rec.status
     if s not in (400, 401, 402, 403, 429):
         return
+    if rec.upstream_error_type == GOOGLE_EXHAUSTED:
+        return
     if s == 402 or rec.upstream_error_type in QUOTA_TYPES or has_any(_msg(rec), QUOTA_WORDS):
         c.add("rate.quota", "error", **c.common(), server=server_text(rec) or "-", fingerprint=_fp(rec))
 
 
 def rule_rate_limited(rec: Any, c: Ctx) -> None:
-    if rec.status != 429 or c.has("rate.quota"):
+    google = rec.upstream_error_type == GOOGLE_EXHAUSTED and (rec.status or 0) >= 400
+    if (rec.status != 429 and not google) or c.has("rate.quota"):
         return
     wait = retry_after_s(rec)
     m = _RATE_KIND.search(rec.upstream_error or "")
-    c.add("rate.limited", "error", variant="retry" if wait else "noretry", **c.common(),
+    c.add("rate.limited", "error", variant=("google_" if google else "") + ("retry" if wait else "noretry"), **c.common(),
           server=server_text(rec) or "-", retry_after=wait, kind=f", {m.group(1)}" if m else "",
           fingerprint=_fp(rec))
 
@@ -127,6 +135,8 @@ def rule_overloaded(rec: Any, c: Ctx) -> None:
     server = server_text(rec)
     if code == "upstream.overloaded":
         variant = "said" if server else "silent"
+    elif rec.upstream_error_type == GOOGLE_DEADLINE:
+        variant = "deadline"
     else:  # the fix names the request id when the upstream gave one
         variant = ("with_id" if rec.upstream_request_id else "no_id") + ("" if server else "_silent")
     c.add(code, "error", variant=variant, **c.common(), server=server, error_type=rec.upstream_error_type or "-",
@@ -215,17 +225,25 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("rate.limited", "limits", _E, (), {
         "en": ("Rate limited",
-               "429 that is not a quota/billing error.",
+               "429 that is not a quota/billing error; Google's RESOURCE_EXHAUSTED (its rate limits and quotas).",
                {"retry": "{host} rate-limited the request ({status}{kind}) and asks to retry in {retry_after:g} s: \u201c{server}\u201d.",
-                "noretry": "{host} rate-limited the request ({status}{kind}): \u201c{server}\u201d."},
+                "noretry": "{host} rate-limited the request ({status}{kind}): \u201c{server}\u201d.",
+                "google_retry": "{host} answered {status} RESOURCE_EXHAUSTED (a rate limit or quota of the key's project) and asks to retry in {retry_after:g} s: \u201c{server}\u201d.",
+                "google_noretry": "{host} answered {status} RESOURCE_EXHAUSTED (a rate limit or quota of the key's project): \u201c{server}\u201d."},
                {"retry": "Retry after {retry_after:g} s with exponential backoff (the openai/anthropic SDKs do with max_retries); lower concurrency or tokens per minute, or raise the limit of the organisation that owns {fingerprint}.",
-                "noretry": "Retry with exponential backoff honouring the retry-after header (the openai/anthropic SDKs do with max_retries); lower concurrency or tokens per minute, or raise the limit of the organisation that owns {fingerprint}."}),
+                "noretry": "Retry with exponential backoff honouring the retry-after header (the openai/anthropic SDKs do with max_retries); lower concurrency or tokens per minute, or raise the limit of the organisation that owns {fingerprint}.",
+                "google_retry": "Wait {retry_after:g} s and retry with backoff (Gemini CLI and the google-genai SDK retry 429s themselves). Google's limits are per project and model, per minute and per day (https://ai.google.dev/gemini-api/docs/rate-limits): a free-tier day's quota resets at midnight Pacific time; for more, enable billing on the project of {fingerprint} or ask for a quota increase (Vertex AI: Provisioned Throughput or another region).",
+                "google_noretry": "Retry with exponential backoff (Gemini CLI and the google-genai SDK retry 429s themselves). Google's limits are per project and model, per minute and per day (https://ai.google.dev/gemini-api/docs/rate-limits): a free-tier day's quota resets at midnight Pacific time; for more, enable billing on the project of {fingerprint} or ask for a quota increase (Vertex AI: Provisioned Throughput or another region)."}),
         "zh": ("触发限流",
-               "非配额/账单类的 429。",
+               "非配额/账单类的 429；Google 的 RESOURCE_EXHAUSTED（其速率限制与配额）。",
                {"retry": "{host} 对请求限流（{status}{kind}），要求 {retry_after:g} 秒后重试：\u201c{server}\u201d。",
-                "noretry": "{host} 对请求限流（{status}{kind}）：\u201c{server}\u201d。"},
+                "noretry": "{host} 对请求限流（{status}{kind}）：\u201c{server}\u201d。",
+                "google_retry": "{host} 返回 {status} RESOURCE_EXHAUSTED（密钥所属项目的速率限制或配额），要求 {retry_after:g} 秒后重试：\u201c{server}\u201d。",
+                "google_noretry": "{host} 返回 {status} RESOURCE_EXHAUSTED（密钥所属项目的速率限制或配额）：\u201c{server}\u201d。"},
                {"retry": "{retry_after:g} 秒后按指数退避重试（openai/anthropic SDK 的 max_retries 会自动这样做）；降低并发或每分钟 token 数，或为 {fingerprint} 所属组织申请更高限额。",
-                "noretry": "按 retry-after 响应头做指数退避重试（openai/anthropic SDK 的 max_retries 会自动这样做）；降低并发或每分钟 token 数，或为 {fingerprint} 所属组织申请更高限额。"}),
+                "noretry": "按 retry-after 响应头做指数退避重试（openai/anthropic SDK 的 max_retries 会自动这样做）；降低并发或每分钟 token 数，或为 {fingerprint} 所属组织申请更高限额。",
+                "google_retry": "等 {retry_after:g} 秒后退避重试（Gemini CLI 和 google-genai SDK 会自动重试 429）。Google 的限额按项目和模型计，分每分钟和每天（https://ai.google.dev/gemini-api/docs/rate-limits）：免费层的每日配额在太平洋时间午夜重置；需要更多时，为 {fingerprint} 所属项目启用结算或申请提高配额（Vertex AI：预配吞吐量或换一个地区）。",
+                "google_noretry": "按指数退避重试（Gemini CLI 和 google-genai SDK 会自动重试 429）。Google 的限额按项目和模型计，分每分钟和每天（https://ai.google.dev/gemini-api/docs/rate-limits）：免费层的每日配额在太平洋时间午夜重置；需要更多时，为 {fingerprint} 所属项目启用结算或申请提高配额（Vertex AI：预配吞吐量或换一个地区）。"}),
     }),
     ("rate.quota", "limits", _E, (), {
         "en": ("Quota or credit exhausted",
@@ -255,17 +273,21 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                {"with_id": "{host} failed with {status} ({error_type}): \u201c{server}\u201d.",
                 "no_id": "{host} failed with {status} ({error_type}): \u201c{server}\u201d.",
                 "with_id_silent": "{host} failed with {status} and sent no error message.",
-                "no_id_silent": "{host} failed with {status} and sent no error message."},
+                "no_id_silent": "{host} failed with {status} and sent no error message.",
+                "deadline": "{host} gave up at its deadline ({status} DEADLINE_EXCEEDED): \u201c{server}\u201d."},
                {"with_id": _SERVER_FAULT_ID_EN, "no_id": _SERVER_FAULT_EN,
-                "with_id_silent": _SERVER_FAULT_ID_EN, "no_id_silent": _SERVER_FAULT_EN}),
+                "with_id_silent": _SERVER_FAULT_ID_EN, "no_id_silent": _SERVER_FAULT_EN,
+                "deadline": "The answer did not finish within the deadline: the prompt or the requested output is too large to finish in time, or the client's deadline is too short. Raise the client's timeout (google-genai: HttpOptions(timeout=ms)), shorten the prompt, or stream the answer."}),
         "zh": ("上游服务器错误",
                "上游返回的其他 5xx。",
                {"with_id": "{host} 出错，返回 {status}（{error_type}）：\u201c{server}\u201d。",
                 "no_id": "{host} 出错，返回 {status}（{error_type}）：\u201c{server}\u201d。",
                 "with_id_silent": "{host} 出错，返回 {status}，没有错误信息。",
-                "no_id_silent": "{host} 出错，返回 {status}，没有错误信息。"},
+                "no_id_silent": "{host} 出错，返回 {status}，没有错误信息。",
+                "deadline": "{host} 在其截止时间内没有完成（{status} DEADLINE_EXCEEDED）：\u201c{server}\u201d。"},
                {"with_id": _SERVER_FAULT_ID_ZH, "no_id": _SERVER_FAULT_ZH,
-                "with_id_silent": _SERVER_FAULT_ID_ZH, "no_id_silent": _SERVER_FAULT_ZH}),
+                "with_id_silent": _SERVER_FAULT_ID_ZH, "no_id_silent": _SERVER_FAULT_ZH,
+                "deadline": "回答没能在截止时间内完成：提示词或要求的输出太大，或客户端的截止时间太短。调大客户端超时（google-genai：HttpOptions(timeout=毫秒)），缩短提示词，或改用流式输出。"}),
     }),
     ("upstream.http_error", "limits", _E, (), {
         "en": ("Other HTTP error",

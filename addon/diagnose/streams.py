@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from firsttoken.addon.apis import gemini
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, BUFFERED_MIN_EVENTS
 from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
@@ -25,6 +26,21 @@ def rule_error_event(rec: Any, c: Ctx) -> None:
               error_type=rec.upstream_error_type or "-", events=rec.events)
 
 
+def rule_blocked(rec: Any, c: Ctx) -> None:
+    """Gemini refused the prompt (``promptFeedback.blockReason``) or a content filter stopped the answer."""
+    reason = rec.finish_reason or ""
+    if not _ok(rec) or c.errors():
+        return
+    if reason.startswith(gemini.BLOCKED):
+        variant, reason = "prompt", reason[len(gemini.BLOCKED):]
+    elif rec.api == gemini.API and reason in gemini.FILTERED:
+        variant = "output"
+    else:
+        return
+    c.add("response.blocked", "error" if variant == "prompt" or not rec.output_chars else "warn", variant=variant,
+          **c.common(), reason=reason, model=rec.model or "?", output_chars=rec.output_chars)
+
+
 def rule_no_choices(rec: Any, c: Ctx) -> None:
     if _ok(rec) and rec.no_choices and not rec.upstream_error:
         c.add("response.no_choices", "error" if not c.errors() and not rec.output_chars else "warn",
@@ -43,6 +59,10 @@ def rule_not_sse(rec: Any, c: Ctx) -> None:
         c.add("stream.not_sse", "error", variant="body", **c.common(), content_type=rec.content_type,
               total_ms=rec.total_ms, sample=quote(readable(rec.malformed_sample), 200))
     elif rec.stream is True and rec.api in LLM_APIS and not _sse(rec):
+        if rec.api == gemini.API and "alt=sse" not in (rec.path or ""):  # Google's JSON array: the client's choice
+            c.add("stream.not_sse", "warn", variant="gemini_array", **c.common(),
+                  content_type=rec.content_type or "(none)", total_ms=rec.total_ms)
+            return
         c.add("stream.not_sse", "error", variant="plain", **c.common(), content_type=rec.content_type or "(none)",
               total_ms=rec.total_ms)
 
@@ -157,10 +177,11 @@ def rule_usage(rec: Any, c: Ctx) -> None:
 
 def rule_not_requested(rec: Any, c: Ctx) -> None:
     if _ok(rec) and rec.api in LLM_APIS and rec.stream is False and not _sse(rec) and not c.errors():
-        c.add("stream.not_requested", "info", **c.common(), total_ms=rec.total_ms)
+        c.add("stream.not_requested", "info", variant="gemini" if rec.api == gemini.API else "body", **c.common(),
+              total_ms=rec.total_ms)
 
 
-RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
+RULES = (rule_error_event, rule_blocked, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
          rule_buffered,
          rule_stall, rule_usage, rule_not_requested)
 
@@ -186,6 +207,20 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d（{error_type}）。",
                "回答不完整：请重试（过载和服务器错误通常是暂时的）；确保客户端把流中的错误事件当作失败处理。"),
     }),
+    ("response.blocked", "streams", _E, (_W,), {
+        "en": ("Blocked by the content filter",
+               "Gemini refused the prompt (promptFeedback.blockReason), or its safety filter stopped the answer (finishReason SAFETY, RECITATION, PROHIBITED_CONTENT, BLOCKLIST, SPII ...; a warning when part of the answer came).",
+               {"prompt": "{host} answered 200 but refused the prompt itself (blockReason {reason}): {model} generated nothing.",
+                "output": "{model}'s answer was stopped by the content filter (finishReason {reason}) after {output_chars} characters."},
+               {"prompt": "Rephrase the prompt or remove what the filter objects to (the response's promptFeedback.safetyRatings say which category); safetySettings in the request can relax the adjustable categories (HARM_CATEGORY_*: BLOCK_ONLY_HIGH or BLOCK_NONE); PROHIBITED_CONTENT and BLOCKLIST cannot be relaxed.",
+                "output": "RECITATION: the answer quoted protected text (ask for a summary in the model's own words); SAFETY: relax safetySettings for the category the candidate's safetyRatings name, or rephrase; PROHIBITED_CONTENT, BLOCKLIST and SPII cannot be relaxed. Retrying the same request usually gives the same result."}),
+        "zh": ("被内容过滤拦截",
+               "Gemini 拒绝了提示词（promptFeedback.blockReason），或安全过滤中止了回答（finishReason 为 SAFETY、RECITATION、PROHIBITED_CONTENT、BLOCKLIST、SPII 等；已有部分回答时为警告）。",
+               {"prompt": "{host} 返回 200，但拒绝了提示词本身（blockReason {reason}）：{model} 没有生成任何内容。",
+                "output": "{model} 的回答在 {output_chars} 个字符后被内容过滤中止（finishReason {reason}）。"},
+               {"prompt": "改写提示词或去掉过滤器反对的内容（响应中的 promptFeedback.safetyRatings 会说明类别）；请求中的 safetySettings 可以放宽可调类别（HARM_CATEGORY_*：BLOCK_ONLY_HIGH 或 BLOCK_NONE）；PROHIBITED_CONTENT 和 BLOCKLIST 无法放宽。",
+                "output": "RECITATION：回答引用了受保护的文本（请模型用自己的话概括）；SAFETY：为候选结果 safetyRatings 指出的类别放宽 safetySettings，或改写提示词；PROHIBITED_CONTENT、BLOCKLIST 和 SPII 无法放宽。原样重试通常结果相同。"}),
+    }),
     ("stream.truncated", "streams", _E, (_W,), {
         "en": ("Stream ended without its terminator",
                "A 200 event stream ended cleanly but without [DONE] / message_stop / response.completed (warning when the model reported a finish reason).",
@@ -200,19 +235,23 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                {"cut": "请重试；如果反复出现，说明中间的网关在关闭较长的流（检查其超时），或服务器丢掉了流的结尾。",
                 "finished": "服务器不发送 {terminator}：等待它的客户端可能挂起或报错；请向服务器维护者报告。"}),
     }),
-    ("stream.not_sse", "streams", _E, (), {
+    ("stream.not_sse", "streams", _E, (_W,), {
         "en": ("Stream requested, plain body returned",
                "The request asked for \"stream\": true but the 200 response is not text/event-stream; or it says text/event-stream but its body holds no event, only other text.",
                {"plain": "The client asked for a stream but {host} answered with Content-Type {content_type}: one body after {total_ms:,.0f} ms.",
-                "body": "{host} answered 200 with Content-Type {content_type}, but the body is not an event stream: \u201c{sample}\u201d."},
+                "body": "{host} answered 200 with Content-Type {content_type}, but the body is not an event stream: \u201c{sample}\u201d.",
+                "gemini_array": "The client called streamGenerateContent without alt=sse, so {host} streamed one JSON array ({content_type}): firsttoken cannot time its tokens one by one (the answer took {total_ms:,.0f} ms)."},
                {"plain": "The upstream (or a gateway in between) ignores \"stream\": true here: use an endpoint or model that streams, or enable streaming in the gateway; clients expecting SSE may show nothing.",
-                "body": "Read the text above: an error page or plain text under an event-stream header comes from a gateway or a web server in front of the API (check the base URL and that gateway); clients expecting SSE show nothing or fail to parse it."}),
+                "body": "Read the text above: an error page or plain text under an event-stream header comes from a gateway or a web server in front of the API (check the base URL and that gateway); clients expecting SSE show nothing or fail to parse it.",
+                "gemini_array": "Add ?alt=sse to the URL (…:streamGenerateContent?alt=sse), as the google-genai SDKs and Gemini CLI do: Google then sends one server-sent event per chunk, which firsttoken times."}),
         "zh": ("请求了流式，返回的却是普通响应体",
                "请求带了 \"stream\": true，但 200 响应不是 text/event-stream；或者声称是 text/event-stream，响应体里却没有任何事件，只有别的文本。",
                {"plain": "客户端请求了流式输出，但 {host} 返回的 Content-Type 是 {content_type}：在 {total_ms:,.0f} 毫秒后一次性返回了整个响应体。",
-                "body": "{host} 返回 200，Content-Type 为 {content_type}，但响应体不是事件流：\u201c{sample}\u201d。"},
+                "body": "{host} 返回 200，Content-Type 为 {content_type}，但响应体不是事件流：\u201c{sample}\u201d。",
+                "gemini_array": "客户端调用 streamGenerateContent 时没有带 alt=sse，所以 {host} 以一个 JSON 数组（{content_type}）流式返回：firsttoken 无法逐个计时其 token（回答用了 {total_ms:,.0f} 毫秒）。"},
                {"plain": "上游（或中间的网关）在这里忽略了 \"stream\": true：换用支持流式的接口或模型，或在网关中开启流式；期待 SSE 的客户端可能什么都显示不出来。",
-                "body": "看上面的文本：事件流响应头下的错误页或纯文本来自 API 前面的网关或 Web 服务器（检查 base URL 和该网关）；期待 SSE 的客户端会什么都不显示或解析失败。"}),
+                "body": "看上面的文本：事件流响应头下的错误页或纯文本来自 API 前面的网关或 Web 服务器（检查 base URL 和该网关）；期待 SSE 的客户端会什么都不显示或解析失败。",
+                "gemini_array": "在 URL 上加 ?alt=sse（…:streamGenerateContent?alt=sse），google-genai SDK 和 Gemini CLI 都这样做：Google 会为每个分块发送一个 server-sent event，firsttoken 即可计时。"}),
     }),
     ("stream.buffered", "streams", _W, (), {
         "en": ("Stream buffered on the way",
@@ -296,10 +335,12 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "en": ("Not streamed",
                "A 200 answer to an LLM request that did not ask for streaming: TTFT cannot be measured.",
                "The request did not ask for streaming, so TTFT cannot be measured: the client waited {total_ms:,.0f} ms for the whole answer.",
-               "Send \"stream\": true (openai: stream=True; anthropic: client.messages.stream(...)) to receive tokens as they are generated."),
+               {"body": "Send \"stream\": true (openai: stream=True; anthropic: client.messages.stream(...)) to receive tokens as they are generated.",
+                "gemini": "Call :streamGenerateContent?alt=sse instead of :generateContent (google-genai: client.models.generate_content_stream(...)) to receive tokens as they are generated."}),
         "zh": ("未使用流式",
                "LLM 请求没有要求流式输出，返回 200：无法测量 TTFT。",
                "请求没有要求流式输出，因此无法测量 TTFT：客户端等了 {total_ms:,.0f} 毫秒才拿到完整回答。",
-               "发送 \"stream\": true（openai：stream=True；anthropic：client.messages.stream(...)），即可边生成边接收 token。"),
+               {"body": "发送 \"stream\": true（openai：stream=True；anthropic：client.messages.stream(...)），即可边生成边接收 token。",
+                "gemini": "改用 :streamGenerateContent?alt=sse 而不是 :generateContent（google-genai：client.models.generate_content_stream(...)），即可边生成边接收 token。"}),
     }),
 ]

@@ -115,6 +115,21 @@ def _count_anthropic(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
                   tools_tokens=tools_tokens)
 
 
+def _count_gemini(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
+    contents = _as_list(body.get("contents"))
+    per = [c.gm_content(m) for m in contents]
+    system = body.get("systemInstruction", body.get("system_instruction"))
+    sys_tokens = (c.gm_parts(system.get("parts")) if isinstance(system, dict)
+                  else c.text(system) if isinstance(system, str) else 0)
+    cfg = body.get("generationConfig", body.get("generation_config"))
+    schema = None
+    if isinstance(cfg, dict):
+        schema = cfg.get("responseSchema", cfg.get("responseJsonSchema", cfg.get("response_schema")))
+    tools_tokens = c.gm_tools(body.get("tools")) + (c.json(schema) if schema else 0)
+    tools = [body.get("tools"), schema] if (body.get("tools") or schema) else None
+    _conversation(tc, per, contents, system=system, system_tokens=sys_tokens, tools=tools, tools_tokens=tools_tokens)
+
+
 def _count_completions(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and all(type(x) is int for x in prompt):
@@ -134,7 +149,7 @@ def count_request(api: str, body: object, model: str | None = None) -> TokenCoun
     """Estimate what the model is sent for one request body (any JSON value; never raises).
 
     ``api``: ``openai.chat`` | ``openai.completions`` | ``openai.responses`` |
-    ``anthropic.messages`` | ``other`` (every string leaf of the body is counted).
+    ``anthropic.messages`` | ``gemini.generate`` | ``other`` (every string leaf of the body is counted).
     ``model`` defaults to the body's ``model``. See the module docstring for what is counted.
     The stable prefix is system + tools + every message before the last ``role: user`` message
     (all messages when there is none); the last user message's tokens are ``last_user_tokens``;
@@ -164,6 +179,8 @@ def count_request(api: str, body: object, model: str | None = None) -> TokenCoun
             _count_anthropic(c, body, tc)
         elif isinstance(body, dict) and api == "openai.completions":
             _count_completions(c, body, tc)
+        elif isinstance(body, dict) and api == "gemini.generate":
+            _count_gemini(c, body, tc)
         else:
             tc.prompt_tokens_est = tc.last_user_tokens = c.leaves(body)
             if isinstance(body, dict) and isinstance(body.get("messages"), list):

@@ -17,6 +17,8 @@ from firsttoken.addon.tokens.prefix import strip_cache_hints as _strip_cache_hin
 TOKENS_PER_MESSAGE, TOKENS_PER_NAME, REPLY_PRIMING = 3, 1, 3
 PROP_INIT, PROP_KEY, ENUM_INIT, ENUM_ITEM, FUNC_END = 3, 3, -3, 3, 12
 FUNC_INIT_CL100K, FUNC_INIT_O200K = 10, 7
+#: Gemini counts an image of up to 384 px a side as 258 tokens (larger ones as 258 per 768 px tile)
+GEMINI_IMAGE_TOKENS = 258
 
 _PARAMS_RENDERED = ("type", "properties", "required", "additionalProperties", "strict")
 
@@ -280,3 +282,54 @@ class ShapeCounter:
         role = m.get("role")
         role = role if isinstance(role, str) else None
         return role, TOKENS_PER_MESSAGE + self.text(role) + self.an_content(m.get("content"))
+
+    # ---- Gemini shapes (``contents[].parts[]``): counted with the same encoding, an estimate
+    def gm_content(self, content: Any) -> tuple[str | None, int]:
+        """``(role, tokens)`` of one Gemini ``Content`` (``{"role", "parts": [...]}``)."""
+        if not isinstance(content, dict):
+            return None, TOKENS_PER_MESSAGE + (self.text(content) if isinstance(content, str) else self.leaves(content))
+        role = content.get("role")
+        role = role if isinstance(role, str) else None
+        return role, TOKENS_PER_MESSAGE + self.text(role) + self.gm_parts(content.get("parts"))
+
+    def gm_parts(self, parts: Any) -> int:
+        n = 0
+        for p in parts if isinstance(parts, list) else [parts]:
+            if isinstance(p, str):
+                n += self.text(p)
+            elif not isinstance(p, dict):
+                n += self.leaves(p)
+            elif isinstance(p.get("text"), str):
+                n += self.text(p["text"])
+            elif isinstance(p.get("inlineData", p.get("inline_data")), dict) or "fileData" in p or "file_data" in p:
+                data = p.get("inlineData", p.get("inline_data")) or p.get("fileData", p.get("file_data")) or {}
+                mime = data.get("mimeType", data.get("mime_type")) if isinstance(data, dict) else None
+                if isinstance(mime, str) and mime.startswith("image/"):
+                    self.images += 1
+                    n += GEMINI_IMAGE_TOKENS
+            elif isinstance(p.get("functionCall", p.get("function_call")), dict):
+                call = p.get("functionCall", p.get("function_call"))
+                n += self.text(call.get("name")) + self.json(call.get("args"))
+            elif isinstance(p.get("functionResponse", p.get("function_response")), dict):
+                resp = p.get("functionResponse", p.get("function_response"))
+                n += self.text(resp.get("name")) + self.json(resp.get("response"))
+            else:
+                n += self.leaves({k: v for k, v in p.items() if k not in ("thoughtSignature", "thought_signature")})
+        return n
+
+    def gm_tools(self, tools: Any) -> int:
+        """Gemini ``tools``: each ``functionDeclarations`` entry by the function formula, the rest as JSON."""
+        n, any_fn = 0, False
+        for t in tools if isinstance(tools, list) else ([tools] if tools else []):
+            decls = t.get("functionDeclarations", t.get("function_declarations")) if isinstance(t, dict) else None
+            if isinstance(decls, list):
+                for d in decls:
+                    if isinstance(d, dict):
+                        fn = dict(d)
+                        if "parameters" not in fn and "parametersJsonSchema" in fn:
+                            fn["parameters"] = fn.pop("parametersJsonSchema")
+                        n += self.function_def(fn)
+                        any_fn = True
+            else:
+                n += self.json(t)
+        return n + (FUNC_END if any_fn else 0)

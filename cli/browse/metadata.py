@@ -28,7 +28,7 @@ REQUEST_COLUMNS = {
     "state": "in_flight while it runs, done when finished",
     "route": "the route (upstream) it went through",
     "upstream": "the upstream base URL",
-    "api": "which API shape: chat, responses, anthropic, ...",
+    "api": "which API shape: openai.chat, openai.responses, anthropic.messages, gemini.generate, ...",
     "model": "the model the client asked for",
     "stream": "whether the client asked for a stream",
     "status": "the upstream's HTTP status (empty: no response)",

@@ -37,6 +37,7 @@ from firsttoken.cli.doctor.files import (
     CODEX_BUILTIN_PROVIDERS,
     check_claude_code,
     check_codex,
+    check_gemini_cli,
     codex_config_path,
     read_claude_settings,
 )
@@ -62,7 +63,7 @@ __all__ = [
     "BASE_URL_VARS", "CLAUDE_SETTINGS", "CODEX_BUILTIN_PROVIDERS", "DEFAULT_PROXY", "FACT_TEXT", "FAIL",
     "HTTP_PROXY_VARS", "KEY_VARS", "MIN_MITMPROXY", "PASS", "PROXY_VARS", "SECTIONS", "WARN", "Check", "Context",
     "Net", "describe_oserror", "redact_url", "same_endpoint", "check_base_url", "check_claude_code", "check_codex",
-    "check_db", "check_db_safety", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
+    "check_db", "check_db_safety", "check_gemini_cli", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
     "check_proxy", "check_proxy_vars", "check_tokenizers", "check_upstreams", "codex_config_path", "fingerprint",
     "key_facts", "no_proxy_covers", "probe_upstream", "read_claude_settings", "resolve_db_path", "run_checks",
     "summary", "configured_upstreams", "urls_to_proxy",
@@ -72,7 +73,7 @@ __all__ = [
 # -- all of it --------------------------------------------------------------------------------
 
 SECTIONS = {"proxy": "Proxy variables and the proxy", "keys": "Keys (fingerprints only)", "base_urls": "Base URLs",
-            "claude_code": "Claude Code settings", "codex": "Codex config", "upstreams": "Upstreams (DNS / TCP / TLS)",
+            "claude_code": "Claude Code settings", "codex": "Codex config", "gemini_cli": "Gemini CLI settings", "upstreams": "Upstreams (DNS / TCP / TLS)",
             "install": "Installation"}
 
 
@@ -85,6 +86,7 @@ def run_checks(ctx: Context) -> list[Check]:
     checks += base
     checks += claude_errors
     checks += check_codex(ctx)
+    checks += check_gemini_cli(ctx)
     checks.append(check_proxy(ctx, blocks))
     if ctx.forward:
         checks.append(check_forward_ca(ctx))

@@ -19,8 +19,9 @@ from firsttoken.cli.doctor.net import Net
 from firsttoken.cli.env.target import DEFAULT_PORT
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
-KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-BASE_URL_VARS = {"OPENAI_BASE_URL": "openai", "OPENAI_API_BASE": "openai", "ANTHROPIC_BASE_URL": "anthropic"}
+KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+BASE_URL_VARS = {"OPENAI_BASE_URL": "openai", "OPENAI_API_BASE": "openai", "ANTHROPIC_BASE_URL": "anthropic",
+                 "GOOGLE_GEMINI_BASE_URL": "gemini", "GOOGLE_VERTEX_BASE_URL": "gemini"}
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 #: the facts that break a key or URL, most telling first

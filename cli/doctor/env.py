@@ -173,7 +173,8 @@ _ENDPOINT = re.compile(r"/(chat/completions|completions|responses|messages|embed
 
 
 def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = "environment") -> Check:
-    """One base URL: ``kind`` "openai" (client appends /chat/completions) or "anthropic" (/v1/messages)."""
+    """One base URL: ``kind`` "openai" (client appends /chat/completions), "anthropic" (/v1/messages) or
+    "gemini" (/v1beta/models/…)."""
     cid = f"base_url.{source}.{var}".replace(" ", "_")
     where = var if source == "environment" else f"{var} in {source}"
     facts = [f for f in key_facts(value) if f in ("empty", "leading_whitespace", "trailing_whitespace", "newline",
@@ -205,6 +206,10 @@ def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = 
         return Check(cid, "base_urls", FAIL, f"{where} ends in /v1",
                      f"{text}: Anthropic clients append /v1/messages, so requests go to …/v1/v1/messages",
                      f"use {text.rstrip('/')[:-3]}")
+    if kind == "gemini" and (m := re.search(r"/(v1beta1|v1beta|v1alpha|v1)$", path)):
+        return Check(cid, "base_urls", FAIL, f"{where} ends in /{m.group(1)}",
+                     f"{text}: Gemini clients append /{m.group(1)}/models/… themselves, so requests go to "
+                     f"…/{m.group(1)}/{m.group(1)}/models/…", f"use {text.rstrip('/')[: -len(m.group(0))]}")
     to_proxy = same_endpoint(u.hostname, port, ctx)
     if to_proxy and u.scheme == "https":
         fixed = "http" + text[5:]
@@ -255,11 +260,11 @@ def _check_against_routes(cid: str, where: str, text: str, path: str, kind: str,
         return Check(cid, "base_urls", FAIL, f"{where} lacks /v1",
                      f"{text} → {route.url}{rest if rest != '/' else ''}: the upstream gets /chat/completions without /v1",
                      f"use {right}")
-    if n > 1 or (kind == "anthropic" and n >= 1):
+    if n > 1 or (kind in ("anthropic", "gemini") and n >= 1):
         warn = routing.base_url_warnings(route, kind)
+        appended = {"anthropic": "/v1/messages", "gemini": "/v1beta/models/…"}.get(kind, "/chat/completions")
         return Check(cid, "base_urls", FAIL, f"{where} makes the upstream path carry the version twice",
-                     f"{text} → {route.url}{rest if rest != '/' else ''} + "
-                     f"{'/v1/messages' if kind == 'anthropic' else '/chat/completions'}",
+                     f"{text} → {route.url}{rest if rest != '/' else ''} + {appended}",
                      warn[0] if warn else f"use {right}")
     return Check(cid, "base_urls", PASS, f"{where} points at firsttoken (route {route.name or 'default'!r})",
                  f"{text} → {route.url}")

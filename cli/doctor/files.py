@@ -1,5 +1,5 @@
 """`firsttoken doctor`, the clients' own settings files: Claude Code's settings.json files
-(their ``env`` blocks) and Codex's config.toml (its model providers).
+(their ``env`` blocks), Codex's config.toml (its model providers) and Gemini CLI's auth type and .env file.
 """
 
 from __future__ import annotations
@@ -11,6 +11,9 @@ from typing import Any
 from firsttoken.cli.doctor.core import FAIL, KEY_VARS, PASS, WARN, Check, Context
 from firsttoken.cli.doctor.env import check_base_url, check_key
 from firsttoken.cli.run.clients import claude, codex
+from firsttoken.cli.run.clients import gemini as gemini_cli
+from firsttoken.cli.run.clients.base import Context as RunContext
+from firsttoken.cli.run.clients.base import PlanError
 
 CODEX_BUILTIN_PROVIDERS = codex.BUILTIN_PROVIDERS
 CLAUDE_SETTINGS = claude.SETTINGS_FILES  # where they are: the adapter's rule (cli/run/clients/claude.py)
@@ -95,4 +98,47 @@ def check_codex(ctx: Context) -> list[Check]:
                 out.append(check_key(env_key, ctx.env[env_key]))
     if not out:
         out.append(Check("codex.ok", "codex", PASS, f"{label} parses; model_provider = {chosen!r}"))
+    return out
+
+
+# -- Gemini CLI ----------------------------------------------------------------------------------
+
+def check_gemini_cli(ctx: Context) -> list[Check]:
+    """Gemini CLI's auth type and base URL as it reads them (the run adapter's rule): only when it is set up
+    here (its settings file, or a Gemini variable in the environment)."""
+    rctx = RunContext(env=ctx.env, home=ctx.home, cwd=ctx.cwd)
+    used = any((ctx.env.get(v) or "").strip() for v in ("GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+                                                          "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_VERTEX_BASE_URL"))
+    if not used and not gemini_cli.settings_paths(rctx)["user"].is_file():
+        return []
+    try:
+        setup = gemini_cli.read_setup(rctx)
+    except PlanError as e:
+        return [Check("gemini_cli.settings", "gemini_cli", FAIL, str(e).split(":")[0] + " is not valid JSON", str(e),
+                      "fix the syntax: Gemini CLI refuses to start with it")]
+    out: list[Check] = []
+    dotenv = gemini_cli.env_file(rctx)
+    if setup.url_source.startswith("$") and setup.variable not in ctx.env and dotenv is not None:
+        out.append(check_base_url(setup.variable, setup.url, "gemini", ctx, source=rctx.label(dotenv)))
+    if setup.auth in gemini_cli.GOOGLE_LOGIN:
+        out.append(Check("gemini_cli.auth", "gemini_cli", WARN, f"Gemini CLI signs in with Google ({setup.auth})",
+                         f"{setup.auth_source}: its requests go to Google's Code Assist API "
+                         "(cloudcode-pa.googleapis.com), which firsttoken does not record",
+                         "to record it, use a Gemini API key: GEMINI_API_KEY and \"security\": {\"auth\": "
+                         "{\"selectedType\": \"gemini-api-key\"}} in ~/.gemini/settings.json"))
+    elif setup.auth == gemini_cli.GATEWAY and not setup.auth_from_settings:
+        out.append(Check("gemini_cli.auth", "gemini_cli", FAIL, "Gemini CLI has no auth type in settings.json and "
+                         "GOOGLE_GEMINI_BASE_URL is set",
+                         "it then picks its \"gateway\" auth type, which `gemini -p` refuses "
+                         "(\"Invalid auth method selected\")",
+                         "add \"security\": {\"auth\": {\"selectedType\": \"gemini-api-key\"}} to "
+                         "~/.gemini/settings.json"))
+    elif setup.auth is None:
+        out.append(Check("gemini_cli.auth", "gemini_cli", WARN, "Gemini CLI has no auth type",
+                         "no security.auth.selectedType in its settings.json and no GEMINI_API_KEY / "
+                         "GOOGLE_GENAI_USE_VERTEXAI: `gemini -p` stops with \"Please set an Auth method\"",
+                         "export GEMINI_API_KEY=… (a key from https://aistudio.google.com/apikey)"))
+    else:
+        out.append(Check("gemini_cli.auth", "gemini_cli", PASS, f"Gemini CLI: auth type {setup.auth}",
+                         f"{setup.auth_source}; its requests go to {setup.url} ({setup.url_source})"))
     return out

@@ -23,7 +23,7 @@ from firsttoken.cli.run.clients import registry
 #: every client's one name (the registry's rule: `env claude` is `env claude-code`)
 CLIENTS = registry.client_names()
 #: the clients with a plan of their own here; the others get their own setting, from their `run` adapter
-PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl")
+PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl", "gemini-cli", "google-genai")
 
 
 @dataclass
@@ -154,6 +154,8 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
         return _cline_plan(plan, target, route_name, model)
     if client == "curl":
         return _curl_plan(plan, target, route_name, model)
+    if client in ("gemini-cli", "google-genai"):
+        return _gemini_plan(plan, target, route_name, env)
     return _own_setting_plan(plan, target, route_name)
 
 
@@ -174,6 +176,43 @@ def _own_setting_plan(plan: Plan, target: Target, route_name: str | None) -> Pla
     plan.blocks.append((f"{adapter.title}'s own setting", "\n".join(ln.replace("<the proxy's URL>", proxy) for ln in lines)))
     plan.notes.append(f"`firsttoken run -- {adapter.programs[0]} …` points one run at a proxy of its own without "
                       "changing your settings (`firsttoken docs run` names each client's setting).")
+    return plan
+
+
+def _gemini_plan(plan: Plan, target: Target, route_name: str | None, env: Mapping[str, str]) -> Plan:
+    """Gemini CLI (``gemini-cli``) and the google-genai SDKs (``google-genai``): GOOGLE_GEMINI_BASE_URL, no version
+    (they add /v1beta/models/… themselves); Vertex AI mode reads GOOGLE_VERTEX_BASE_URL instead."""
+    route = pick_route(target, "gemini", route_name)
+    base = routing.client_base_url(target.url, route, "gemini")
+    plan.title = f"{plan.client}: {_route_label(target, route)}"
+    vertex = (env.get("GOOGLE_GENAI_USE_VERTEXAI") or "").strip().lower() == "true"
+    var = "GOOGLE_VERTEX_BASE_URL" if vertex else "GOOGLE_GEMINI_BASE_URL"
+    plan.exports.append((var, base))
+    plan.notes.append(f"{var} has no /v1beta: the client adds /v1beta/models/MODEL:streamGenerateContent itself"
+                      + (" (Vertex AI: /v1beta1/projects/…/publishers/google/models/…)." if vertex else "."))
+    if plan.client == "gemini-cli":
+        if not vertex:
+            plan.blocks.append(("~/.gemini/settings.json", json.dumps(
+                {"security": {"auth": {"selectedType": "gemini-api-key"}}}, indent=2)))
+        plan.notes += [
+            "Gemini CLI: keep GEMINI_API_KEY as it is (sent as x-goog-api-key; the proxy forwards it unchanged). "
+            "With GOOGLE_GEMINI_BASE_URL set and no auth type in settings.json, 0.61 picks its \"gateway\" auth "
+            "type, which `gemini -p` refuses: the settings.json block names gemini-api-key.",
+            "Vertex AI mode (GOOGLE_GENAI_USE_VERTEXAI=true) reads GOOGLE_VERTEX_BASE_URL instead; Login with "
+            "Google talks to Code Assist (cloudcode-pa.googleapis.com), which firsttoken does not record.",
+            "`firsttoken run -- gemini …` does all of this for one run without touching your files.",
+        ]
+        if not vertex and not (env.get("GEMINI_API_KEY") or "").strip():
+            plan.warnings.append("GEMINI_API_KEY is not set in this shell: Gemini CLI's gemini-api-key auth needs it "
+                                 "(create one at https://aistudio.google.com/apikey).")
+    else:
+        plan.notes += [
+            "google-genai (Python) and @google/genai (Node) read GOOGLE_GEMINI_BASE_URL (GOOGLE_VERTEX_BASE_URL with "
+            f"vertexai=True), or pass http_options=HttpOptions(base_url=\"{base}\") / httpOptions: {{baseUrl}}.",
+            "Keep GEMINI_API_KEY (or GOOGLE_API_KEY) as it is: the proxy forwards it unchanged.",
+            "Gemini's OpenAI-compatible endpoint works too: `firsttoken env openai` with the route to "
+            "https://generativelanguage.googleapis.com/v1beta/openai.",
+        ]
     return plan
 
 
@@ -294,22 +333,25 @@ def _forward_plan(client: str, target: Target, env: Mapping[str, str]) -> Plan:
                           "`firsttoken docs clients`, Behind a proxy).")
     if not ca.exists():
         plan.warnings.append(f"{ca} does not exist yet: start `firsttoken proxy --forward` once, then run this again.")
-    elif client in ("openai", "anthropic", "codex", "curl"):
+    elif client in ("openai", "anthropic", "codex", "curl", "google-genai"):
         try:
             fwd.combined_ca_bundle(bundle, target.confdir)
         except OSError as e:
             plan.warnings.append(f"could not write {bundle}: {e}")
-    if client in ("claude-code", "cline"):
+    if client in ("claude-code", "cline", "gemini-cli"):
         plan.exports.append(("NODE_EXTRA_CA_CERTS", str(ca)))
         plan.notes.append("Node adds NODE_EXTRA_CA_CERTS to its own CAs; it is read at start-up only.")
         if client == "claude-code":
             plan.blocks.append(("~/.claude/settings.json", json.dumps(
                 {"env": {"HTTPS_PROXY": target.url, "NODE_EXTRA_CA_CERTS": str(ca)}}, indent=2)))
+        elif client == "gemini-cli":
+            plan.notes.append("Gemini CLI's requests to generativelanguage.googleapis.com and *aiplatform.googleapis.com "
+                              "are recorded; Login with Google's (cloudcode-pa.googleapis.com) pass through unrecorded.")
         else:
             plan.notes.append("The Cline CLI: run it from a shell with these set. Cline in VS Code: start `code` from "
                               "such a shell, or set VS Code's http.proxy; the CA must be in NODE_EXTRA_CA_CERTS of "
                               "VS Code's process.")
-    elif client in ("openai", "anthropic"):
+    elif client in ("openai", "anthropic", "google-genai"):
         plan.exports += [("SSL_CERT_FILE", str(bundle)), ("REQUESTS_CA_BUNDLE", str(bundle))]
         plan.exports.append(("NODE_EXTRA_CA_CERTS", str(ca)))
         plan.notes.append(f"{bundle.name} = the public CAs (certifi) + mitmproxy's CA: SSL_CERT_FILE replaces a "

@@ -21,7 +21,8 @@ from firsttoken.cli.run.clients.claude import ClaudeCode
 __all__ = ["ChildFile", "Plan", "PlanError", "Redirect", "Upstream", "client_of", "make_plan", "redirect",
            "forward_env", "export_lines", "home_dir", "serves", "cannot_record", "MANAGED_CLAUDE_SETTINGS"]
 
-DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
+DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1",
+                     "gemini": "https://generativelanguage.googleapis.com"}
 
 
 def client_of(argv: list[str]) -> tuple[str, int]:

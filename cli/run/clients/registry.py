@@ -11,6 +11,7 @@ from firsttoken.cli.run.clients.claude import ClaudeCode
 from firsttoken.cli.run.clients.cline import Cline
 from firsttoken.cli.run.clients.cn import ContinueCli
 from firsttoken.cli.run.clients.codex import Codex
+from firsttoken.cli.run.clients.gemini import GeminiCli
 from firsttoken.cli.run.clients.kilo import Kilo
 from firsttoken.cli.run.clients.kimi import KimiCli
 from firsttoken.cli.run.clients.llm import Llm
@@ -20,7 +21,8 @@ from firsttoken.cli.run.clients.sdk import Sdk
 
 #: every known client, then the SDK environment fallback for any other command
 ADAPTERS: tuple[Client, ...] = (ClaudeCode(), Codex(), Cline(), Opencode(), QwenCode(), Aider(), Llm(), ContinueCli(),
-                                Kilo(), KimiCli())
+                                Kilo(), KimiCli(),
+                                GeminiCli())
 FALLBACK: Client = Sdk()
 
 #: package runners: the program that runs a package's bin, with the words before the package
@@ -37,7 +39,7 @@ SCRIPT_RUNNER_VALUE_OPTIONS = ("-r", "--require", "--import", "--loader", "--exp
 
 
 #: clients `env` prints settings for that `run` wraps as any other command: the SDKs and curl
-OTHER_CLIENTS = ("openai", "anthropic", "curl")
+OTHER_CLIENTS = ("openai", "anthropic", "google-genai", "curl")
 
 
 def by_name(name: str) -> Client:

@@ -8,6 +8,10 @@ from firsttoken.cli.run.clients.base import Client, Context, Plan, Redirect, Ups
 
 #: the variables the official SDKs read, by family (first: the one the current SDKs read)
 VARIABLES = {"anthropic": ("ANTHROPIC_BASE_URL",), "openai": ("OPENAI_BASE_URL", "OPENAI_API_BASE")}
+#: the google-genai SDKs (Python and Node): the Gemini API's base URL, and Vertex AI's
+VARIABLES["gemini"] = ("GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL")
+#: the families whose unset variable `run` mentions (every OpenAI or Anthropic SDK reads theirs)
+MENTIONED = ("anthropic", "openai")
 
 
 class Sdk(Client):
@@ -32,7 +36,8 @@ class Sdk(Client):
                                    "goes is its own business: it runs in forward mode (HTTPS_PROXY + mitmproxy's "
                                    "CA), which keeps every destination (only known LLM API hosts are recorded)")
         else:
-            unset = [names[0] for names in VARIABLES.values() if not any(v in routes for v in names)]
+            unset = [names[0] for fam, names in VARIABLES.items()
+                     if fam in MENTIONED and not any(v in routes for v in names)]
             if unset:
                 it = "it" if len(unset) == 1 else "them"
                 plan.notes.append(f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so firsttoken "
