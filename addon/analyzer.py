@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from firsttoken.addon import tokens
+from firsttoken.addon.apis import dialect_of, url_facts
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
@@ -97,7 +98,8 @@ class Analyzer:
             self._live_catch_up = True
         self.q.put(("catch_up", (flights, live)))
 
-    def _in_helper_process(self, body: bytes, encoding: str | None, api: str) -> dict[str, Any] | None:
+    def _in_helper_process(self, body: bytes, encoding: str | None, api: str,
+                           path: str | None = None) -> dict[str, Any] | None:
         """Parse and count a very large body in a helper process, which has its own GIL: in
         this process, ``json.loads`` of megabytes would stall every other stream for
         milliseconds. None when the helper cannot be used (then the caller parses here)."""
@@ -108,7 +110,7 @@ class Analyzer:
 
                 self._procs = concurrent.futures.ProcessPoolExecutor(
                     1, mp_context=multiprocessing.get_context("spawn"), initializer=die_with, initargs=(os.getpid(),))
-            return self._procs.submit(request_facts, body, encoding, api).result(timeout=300)
+            return self._procs.submit(request_facts, body, encoding, api, path).result(timeout=300)
         except Exception as e:
             log.warning("firsttoken: helper process unavailable (%s); parsing in the proxy process", e)
             return None
@@ -200,7 +202,7 @@ class Analyzer:
         body = flight.body or b""
         facts = None
         if len(body) > SUBPROCESS_MIN:
-            facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api)
+            facts = self._in_helper_process(bytes(body), flight.body_encoding, rec.api, rec.path)
         if facts is None:
             facts = request_facts(body, flight.body_encoding, rec.api, rec.path)
         # credentials in the body (``"api_key": "…"``): redacted wherever they reappear
@@ -260,6 +262,9 @@ class Analyzer:
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
             rec.oversize_events = tap.oversize_events
+            rec.frame_error = tap.frame_error
+            if f.reported:  # what the provider said of its own timings in the body (Bedrock's invocationMetrics)
+                rec.hop_headers = {**(rec.hop_headers or {}), **f.reported}
             rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
             if rec.client_aborted and rec.stream_done:
                 # the client hung up after the stream's final event: the openai SDK closes on
@@ -518,11 +523,15 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
             out["max_tokens"] = v
             break
     # what grouping into conversations and the cache rules need (count_tokens has the Messages shape)
-    shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else api
+    # Anthropic on Vertex and Bedrock: the model and the stream flag are in the URL
+    for k, v in url_facts(api, path).items():
+        if k == "stream" or k not in out:
+            out[k] = v
+    shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else dialect_of(api)
     out["conversation"] = prompt_parts(shape, body)
     if api == "other":
         return out
-    tc = tokens.count_request(api, body, out.get("model"))
+    tc = tokens.count_request(shape, body, out.get("model"))
     out.update(
         tokenizer=tc.tokenizer, tokens_exact=tc.exact, prompt_tokens_est=tc.prompt_tokens_est,
         system_tokens=tc.system_tokens, tools_tokens=tc.tools_tokens, last_user_tokens=tc.last_user_tokens,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from firsttoken.addon.apis.anthropic_messages import AnthropicMessages
+from firsttoken.addon.apis.anthropic_messages import AnthropicMessages, AnthropicVertex
 from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter
+from firsttoken.addon.apis.bedrock import BedrockConverse, BedrockInvoke
+from firsttoken.addon.apis.clouds import cloud_api, dialect_of, platform_of, url_facts
 from firsttoken.addon.apis.openai_chat import OpenAIChat
 from firsttoken.addon.apis.openai_completions import OpenAICompletions
 from firsttoken.addon.apis.openai_responses import OpenAIResponses
@@ -13,19 +15,29 @@ INTERPRETERS: dict[str, type] = {
     OpenAICompletions.api: OpenAICompletions,
     OpenAIResponses.api: OpenAIResponses,
     AnthropicMessages.api: AnthropicMessages,
+    AnthropicVertex.api: AnthropicVertex,
+    BedrockInvoke.api: BedrockInvoke,
+    BedrockConverse.api: BedrockConverse,
 }
 
 __all__ = [
     "INTERPRETERS",
     "AnthropicMessages",
+    "AnthropicVertex",
+    "BedrockConverse",
+    "BedrockInvoke",
     "ApiFacts",
     "Delta",
     "Interpreter",
     "OpenAIChat",
     "OpenAICompletions",
     "OpenAIResponses",
+    "cloud_api",
     "detect_api",
+    "dialect_of",
     "make_interpreter",
+    "platform_of",
+    "url_facts",
 ]
 
 
@@ -38,6 +50,7 @@ def detect_api(method: str, path: str) -> str:
     ``.../responses`` -> openai.responses, ``.../messages`` -> anthropic.messages (but not
     OpenAI Assistants' ``.../threads/<id>/messages``). Sub-resources such as
     ``/v1/messages/count_tokens``, ``/v1/messages/batches`` or ``/v1/responses/<id>`` are "other".
+    Anthropic on Vertex AI and Bedrock (and Bedrock's Converse): ``clouds.cloud_api``.
     """
     if type(method) is not str or type(path) is not str or method.upper() != "POST":
         return "other"
@@ -50,6 +63,9 @@ def detect_api(method: str, path: str) -> str:
         rest = p.split("://", 1)[1]
         i = rest.find("/")
         p = rest[i:] if i >= 0 else "/"
+    cloud = cloud_api(p)
+    if cloud is not None:
+        return cloud
     p = "/" + p.strip("/").lower()
     if p.endswith("/chat/completions"):
         return "openai.chat"

@@ -148,3 +148,10 @@ class AnthropicMessages(JsonInterpreter):
     def _body(self, obj: dict, raw: str, out: list[Delta]) -> None:
         self._body_head(obj, raw, "content")
         self._message(obj, out)
+
+
+class AnthropicVertex(AnthropicMessages):
+    """Anthropic's Messages on Vertex AI (``…:streamRawPredict``, ``:rawPredict``): the same events
+    and bodies; the model is in the URL (``addon.apis.clouds.url_facts``)."""
+
+    api = "anthropic.vertex"
