@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
+from firsttoken.addon.apis.clouds import PLATFORM
 from firsttoken.addon.forward import provider_for_host
 from firsttoken.addon.record import Record
 from firsttoken.addon.safe_text import clause
@@ -32,9 +33,13 @@ OPERATION = {
     "openai.chat": "chat",
     "openai.responses": "chat",
     "anthropic.messages": "chat",
+    "anthropic.vertex": "chat",
+    "anthropic.bedrock": "chat",
+    "bedrock.converse": "chat",
     "openai.completions": "text_completion",
 }
-API_PROVIDER = {"anthropic.messages": "anthropic"}  # any other known API: "openai" (its wire format)
+#: any other known API: "openai" (its wire format); the clouds' APIs: their platform (gcp.vertex_ai, aws.bedrock)
+API_PROVIDER = {"anthropic.messages": "anthropic", **PLATFORM}
 
 GENAI_LABELS = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "server_address", "server_port")
 MAX_MODELS = 200  # distinct gen_ai_request_model values before the rest become "_OTHER"

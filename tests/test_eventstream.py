@@ -14,7 +14,7 @@ import pytest
 from firsttoken.addon.apis import base as apis_base
 from firsttoken.addon.apis import detect_api, make_interpreter, url_facts
 from firsttoken.addon.apis.bedrock import FIRST_BYTE, INVOCATION
-from firsttoken.addon.framing import EventStreamDecoder, decoder_for, encode_frame, framing_of
+from firsttoken.addon.framing import EventStreamDecoder, decoder_for, framing_of
 from firsttoken.addon.record import Clock
 from firsttoken.addon.tap import StreamTap
 from tests.bedrock_wire import anthropic_events, chunk_frame, converse_frames, exception_frame

@@ -7,6 +7,7 @@ from typing import Any
 
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, BUFFERED_MIN_EVENTS
+from firsttoken.addon.framing import framing_of
 from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
 from firsttoken.addon.sse import MAX_EVENT_DATA
 
@@ -16,7 +17,8 @@ def _ok(rec: Any) -> bool:
 
 
 def _sse(rec: Any) -> bool:
-    return "text/event-stream" in (rec.content_type or "").lower()
+    """An event stream, whatever frames it (SSE, AWS's event stream: addon/framing)."""
+    return framing_of(rec.content_type) is not None
 
 
 def rule_error_event(rec: Any, c: Ctx) -> None:
@@ -64,6 +66,13 @@ def rule_malformed(rec: Any, c: Ctx) -> None:
     nothing = not rec.events and not rec.output_chars
     c.add("response.malformed", "error" if nothing and not c.errors() else "warn", **c.common(),
           count=rec.malformed_events, sample=quote(rec.malformed_sample, 200))
+
+
+def rule_corrupt_frame(rec: Any, c: Ctx) -> None:
+    why = getattr(rec, "frame_error", None)
+    if why and rec.status is not None and rec.status < 300:
+        c.add("stream.corrupt_frame", "error" if not c.errors() else "warn", **c.common(), why=why,
+              content_type=rec.content_type, events=rec.events)
 
 
 def rule_event_too_large(rec: Any, c: Ctx) -> None:
@@ -160,7 +169,8 @@ def rule_not_requested(rec: Any, c: Ctx) -> None:
         c.add("stream.not_requested", "info", **c.common(), total_ms=rec.total_ms)
 
 
-RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
+RULES = (rule_error_event, rule_no_choices, rule_not_sse, rule_corrupt_frame, rule_truncated, rule_malformed,
+         rule_event_too_large,
          rule_buffered,
          rule_stall, rule_usage, rule_not_requested)
 
@@ -199,6 +209,16 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "finished": "流结束时没有 {terminator}，尽管模型在 {events} 个 token 事件后已结束（finish_reason {finish_reason}）。"},
                {"cut": "请重试；如果反复出现，说明中间的网关在关闭较长的流（检查其超时），或服务器丢掉了流的结尾。",
                 "finished": "服务器不发送 {terminator}：等待它的客户端可能挂起或报错；请向服务器维护者报告。"}),
+    }),
+    ("stream.corrupt_frame", "streams", _E, (_W,), {
+        "en": ("Corrupt event-stream frame",
+               "A binary event stream (Bedrock's application/vnd.amazon.eventstream) held a frame that fails its CRC32 check, declares an impossible length or has malformed headers, or it ended inside a frame.",
+               "{host}'s {content_type} stream could not be decoded past one frame: {why}. firsttoken forwarded every byte unchanged but analysed nothing after it ({events} token events before).",
+               "The client's own decoder meets the same bytes and fails (the AWS SDKs raise a checksum error): retry; if it repeats, something between firsttoken and the model rewrites or cuts the body (a proxy that re-chunks or compresses it, a gateway's timeout)."),
+        "zh": ("事件流帧损坏",
+               "二进制事件流（Bedrock 的 application/vnd.amazon.eventstream）中有一帧未通过 CRC32 校验、声明了不可能的长度或头部格式错误，或者流在帧的中间结束了。",
+               "{host} 的 {content_type} 流在某一帧之后无法解码：{why}。firsttoken 原样转发了全部字节，但没有分析它之后的内容（此前有 {events} 个 token 事件）。",
+               "客户端自己的解码器会遇到同样的字节并失败（AWS SDK 会报校验错误）：请重试；如果反复出现，说明 firsttoken 与模型之间有东西改写或截断了响应体（重新分块或压缩它的代理、网关超时）。"),
     }),
     ("stream.not_sse", "streams", _E, (), {
         "en": ("Stream requested, plain body returned",

@@ -28,7 +28,7 @@ EXACT = frozenset({
 })
 #: header families kept by prefix
 PREFIXES = ("x-litellm-", "x-kong-", "x-envoy-", "x-portkey-", "helicone-", "x-helicone-", "x-openrouter-",
-            "x-cache-", "x-akamai-")
+            "x-cache-", "x-akamai-", "x-amzn-bedrock-")
 #: LiteLLM passes the upstream's own headers on under this prefix (``llm_provider-openai-processing-ms``):
 #: kept when the name after it would be kept (or is the upstream's Server or Via)
 PASSED_ON = "llm_provider-"
