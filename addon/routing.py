@@ -176,7 +176,7 @@ def client_base_url(proxy_url: str, route: Route | None, family: str) -> str:
 
     ``route`` None means one route at the proxy's root whose upstream path holds no version."""
     base = proxy_url.rstrip("/") + (route.mount if route else "")
-    if family == "anthropic":
+    if family in ("anthropic", "cloud"):  # cloud: a base URL the client appends its whole path to (Bedrock, Vertex)
         return base
     return base if route is not None and has_version(route.prefix) else base + "/v1"
 

@@ -9,8 +9,8 @@ import re
 import time
 from http.server import BaseHTTPRequestHandler
 
-from tests.bedrock_wire import METRICS, anthropic_events, chunk_frame, converse_frames, exception_frame
-from tests.rawserver import LoopbackServer
+from bedrock_wire import METRICS, anthropic_events, chunk_frame, converse_frames, exception_frame
+from rawserver import LoopbackServer
 
 SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 SIGNATURE_MISMATCH = ("The request signature we calculated does not match the signature you provided. "

@@ -9,11 +9,11 @@ import json
 import time
 
 import pytest
+from cloud_upstream import SECRET, CloudUpstream
+from conftest import rows
 
 from firsttoken.addon.hops import reported_timings
 from firsttoken.cli.proxy.server import ProxyServer
-from tests.cloud_upstream import SECRET, CloudUpstream
-from tests.conftest import rows
 
 anthropic = pytest.importorskip("anthropic")
 pytest.importorskip("botocore")

@@ -10,6 +10,7 @@ import uuid
 import zlib
 
 import pytest
+from bedrock_wire import anthropic_events, chunk_frame, converse_frames, exception_frame
 
 from firsttoken.addon.apis import base as apis_base
 from firsttoken.addon.apis import detect_api, make_interpreter, url_facts
@@ -17,7 +18,6 @@ from firsttoken.addon.apis.bedrock import FIRST_BYTE, INVOCATION
 from firsttoken.addon.framing import EventStreamDecoder, decoder_for, framing_of
 from firsttoken.addon.record import Clock
 from firsttoken.addon.tap import StreamTap
-from tests.bedrock_wire import anthropic_events, chunk_frame, converse_frames, exception_frame
 
 botocore_es = pytest.importorskip("botocore.eventstream")
 
