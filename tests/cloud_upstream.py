@@ -84,7 +84,8 @@ class CloudUpstream(LoopbackServer):
             return self.json(h, 200, msg, {"x-amzn-bedrock-invocation-latency": str(METRICS["invocationLatency"]),
                                            "x-amzn-bedrock-input-token-count": "10", "x-amzn-bedrock-output-token-count": "3"})
         if path.endswith(":streamRawPredict"):
-            if not e["headers"].get("authorization", "").startswith("Bearer "):
+            auth = e["headers"].get("authorization")
+            if auth is not None and not auth.startswith("Bearer "):  # (none at all: a gateway signs, SKIP_VERTEX_AUTH)
                 return self.json(h, 401, {"error": {"code": 401, "message": "Request had invalid authentication credentials.",
                                                     "status": "UNAUTHENTICATED"}})
             events = [f"event: {ev['type']}\ndata: {json.dumps(ev)}\n\n".encode() for ev in anthropic_events(metrics=None)]

@@ -41,22 +41,37 @@ def vertex_url(env: Mapping[str, str], region: str | None = None) -> tuple[str, 
     return f"https://{host}/v1", f"default for CLOUD_ML_REGION={r}"
 
 
+def kind(env: Mapping[str, str]) -> str | None:
+    """"bedrock", "vertex" (the one Claude Code uses: Bedrock first, as it checks), or None."""
+    if truthy(env.get("CLAUDE_CODE_USE_BEDROCK")):
+        return "bedrock"
+    if truthy(env.get("CLAUDE_CODE_USE_VERTEX")):
+        return "vertex"
+    return None
+
+
+def signs(env: Mapping[str, str]) -> bool:
+    """Whether Claude Code signs its Bedrock requests with SigV4 (no Bedrock API key, auth not skipped)."""
+    return not truthy(env.get("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) and not (env.get("AWS_BEARER_TOKEN_BEDROCK") or "").strip()
+
+
 def find(plan: Plan, ctx: Context, env: Mapping[str, str]) -> bool:
     """Fill ``plan`` for Claude Code on Bedrock or Vertex AI; False when it uses neither."""
-    if truthy(env.get("CLAUDE_CODE_USE_BEDROCK")):
+    which = kind(env)
+    if which == "bedrock":
         url, source = bedrock_url(env)
         plan.upstreams["bedrock"] = Upstream(FAMILY, url, source)
         bearer = bool((env.get("AWS_BEARER_TOKEN_BEDROCK") or "").strip())
         plan.key_source = ("AWS_BEARER_TOKEN_BEDROCK (a Bedrock API key)" if bearer else
                            "the AWS credential chain (AWS_PROFILE, AWS_ACCESS_KEY_ID…, ~/.aws), signed with SigV4")
-        if not truthy(env.get("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) and not bearer:
+        if signs(env):
             plan.forward_reason = ("Claude Code signs its Bedrock requests with SigV4, which binds the host it "
                                    "signs for: it keeps its own endpoint and runs through HTTPS_PROXY instead")
         elif (env.get("ANTHROPIC_SMALL_FAST_MODEL_AWS_REGION") or "").strip() and not env.get("ANTHROPIC_BEDROCK_BASE_URL"):
             plan.forward_reason = ("ANTHROPIC_SMALL_FAST_MODEL_AWS_REGION sends the small model to another region's "
                                    "host: Claude Code runs through HTTPS_PROXY instead")
         return True
-    if truthy(env.get("CLAUDE_CODE_USE_VERTEX")):
+    if which == "vertex":
         url, source = vertex_url(env)
         plan.upstreams["vertex"] = Upstream(FAMILY, url, source)
         plan.key_source = ("Google's application default credentials (gcloud auth application-default login, "
