@@ -212,3 +212,42 @@ def test_vertex_is_the_messages_dialect_over_sse():
     body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in anthropic_events(metrics=None))
     tap = tap_through("anthropic.vertex", [body], ct="text/event-stream")
     assert "".join(tap.text) == "Hello!" and tap.facts.done and tap.facts.usage_completion_tokens == 7
+
+
+def test_deferred_decoding_after_the_first_token_reads_frames_the_same():
+    """After the first visible token the tap keeps chunks for the analysis thread (drain): a Bedrock
+    stream split at odd places decodes to the same text, usage and timings."""
+    data = b"".join(chunk_frame(e) for e in anthropic_events(tool=True))
+    tap = StreamTap(Clock(t0=0.0, hook=0.0), "anthropic.bedrock", "application/vnd.amazon.eventstream", None, defer=True)
+    for i in range(0, len(data), 37):
+        tap(data[i:i + 37])
+    assert tap.deferring and tap.kept  # the event loop stopped decoding
+    tap.finish()
+    tap.drain()
+    assert "".join(tap.text).startswith("Hello!") and tap.facts.done and tap.facts.usage_completion_tokens == 7
+    assert tap.frame_error is None and tap.facts.reported[FIRST_BYTE] == "123"
+
+
+def test_otel_and_prometheus_name_the_platform():
+    from firsttoken.addon.metrics import genai_identity
+    from firsttoken.addon.otel import span_attributes
+    from firsttoken.addon.record import Record
+
+    for api, url, provider in (("anthropic.bedrock", "http://127.0.0.1:9/model/x/invoke", "aws.bedrock"),
+                               ("bedrock.converse", "http://127.0.0.1:9/model/x/converse", "aws.bedrock"),
+                               ("anthropic.vertex", "http://gw.local/v1/projects/p/x:rawPredict", "gcp.vertex_ai"),
+                               ("anthropic.messages", "https://bedrock-runtime.us-east-1.amazonaws.com/model/x/invoke",
+                                "aws.bedrock")):
+        rec = Record(id="r", started_at="2026-01-01T00:00:00.000+00:00", api=api, upstream_url=url, model="m")
+        assert genai_identity(rec)[:2] == ("chat", provider)
+        attrs = span_attributes(rec)
+        assert attrs["gen_ai.provider.name"] == attrs["gen_ai.system"] == provider
+
+
+def test_bench_decodes_both_framings_alike():
+    from firsttoken.cli.bench import framing
+
+    for kind in ("sse", "eventstream"):
+        assert framing.per_event_us(kind, n=200, repeats=1) > 0  # (it checks the stream was read whole)
+    ev = framing.chunks("eventstream", 3)
+    assert oracle(b"".join(ev))[0][0][":event-type"] == "chunk"

@@ -28,6 +28,7 @@ from firsttoken.addon.apis.base import (
     set_error,
 )
 from firsttoken.addon.apis.clouds import BEDROCK, CONVERSE
+from firsttoken.addon.framing.eventstream import Message
 
 #: the hop-reported timings a Bedrock stream carries in its body, as record.hop_headers names them
 FIRST_BYTE = "amazon-bedrock-invocationmetrics.firstbytelatency"
@@ -37,7 +38,9 @@ CONVERSE_LATENCY = "bedrock-converse-metrics.latencyms"
 
 def frame_error(msg: Any) -> tuple[str, str | None] | None:
     """(message, type) of an ``exception`` or ``error`` frame, else None."""
-    mt = msg.message_type
+    mt = msg.headers.get(":message-type", "event")
+    if mt == "event":
+        return None
     if mt == "exception":
         typ = as_str(msg.headers.get(":exception-type"))
         obj = load_json(msg.payload) if msg.payload else None
@@ -58,15 +61,16 @@ class _Frames:
     """What both Bedrock interpreters do with a frame before their dialect reads it."""
 
     def on_event(self, event: Any) -> list[Delta]:
-        if not hasattr(event, "headers"):  # an SSE event: a mislabelled body, read as the base dialect
+        if type(event) is not Message:  # an SSE event: a mislabelled body, read as the base dialect
             return super().on_event(event)  # type: ignore[misc]
         out: list[Delta] = []
         try:
-            err = frame_error(event)
-            if err is not None:
-                set_error(self.facts, *err)  # type: ignore[attr-defined]
-            elif event.message_type == "event":
+            if event.headers.get(":message-type", "event") == "event":
                 self._frame(event, out)
+            else:
+                err = frame_error(event)
+                if err is not None:
+                    set_error(self.facts, *err)  # type: ignore[attr-defined]
         except Exception as e:
             if base.STRICT:
                 raise
@@ -81,7 +85,7 @@ class BedrockInvoke(_Frames, AnthropicMessages):
     api = BEDROCK
 
     def _frame(self, msg: Any, out: list[Delta]) -> None:
-        if msg.event_type != "chunk":
+        if msg.headers.get(":event-type") != "chunk":
             return  # (initial-response and the like carry nothing counted)
         raw = _chunk_bytes(msg.payload)
         if raw is None:

@@ -23,6 +23,8 @@ MAX_HEADERS = 128 * 2**10
 FOREIGN_CHARS = 4096
 
 _PRELUDE = struct.Struct(">III")
+_crc32 = zlib.crc32
+_from_bytes = int.from_bytes
 _U16 = struct.Struct(">H")
 #: fixed-size header value types: type byte -> (size, struct format or None)
 _FIXED = {2: (1, ">b"), 3: (2, ">h"), 4: (4, ">i"), 5: (8, ">q"), 8: (8, ">q"), 9: (16, None)}
@@ -45,6 +47,25 @@ class Message:
     def event_type(self) -> str | None:
         v = self.headers.get(":event-type")
         return v if type(v) is str else None
+
+
+#: header blocks seen, and what they parse to: a stream repeats the same few (every Bedrock ``chunk``
+#: frame's is byte for byte the same), so each is parsed once; bounded, shared read-only
+_SEEN: dict[bytes, dict[str, Any] | None] = {}
+SEEN_MAX = 256
+
+
+def headers_of(raw: bytes) -> dict[str, Any] | None:
+    """``parse_headers`` of a header block, from the blocks already seen when it is one (do not modify it)."""
+    try:
+        return _SEEN[raw]
+    except KeyError:
+        pass
+    out = parse_headers(raw)
+    if len(_SEEN) >= SEEN_MAX:
+        _SEEN.clear()
+    _SEEN[raw] = out
+    return out
 
 
 def parse_headers(raw: bytes | memoryview) -> dict[str, Any] | None:
@@ -107,14 +128,27 @@ class EventStreamDecoder:
     # -- public ------------------------------------------------------------------
     def feed_one(self, data: bytes) -> Message | None:
         """The one frame ``data`` holds exactly, when nothing is buffered (how Bedrock sends
-        them: a frame a chunk); None otherwise, and then nothing was consumed: call ``feed``."""
-        if self._buf or self.corrupt is not None or self._closed or type(data) is not bytes or len(data) < MIN_FRAME:
+        them: a frame a chunk); None otherwise, and then nothing was consumed: call ``feed``
+        (which also says what is wrong with a frame this short path refused)."""
+        if self._buf or self.corrupt is not None or self._closed or type(data) is not bytes:
+            return None
+        n = len(data)
+        if n < MIN_FRAME:
             return None
         total, hlen, pcrc = _PRELUDE.unpack_from(data)
-        if total != len(data):
+        if total != n or hlen > n - MIN_FRAME or hlen > MAX_HEADERS or n > MAX_FRAME:
             return None
-        msg = self._frame(data, total, hlen, pcrc)
-        return msg  # (a corrupt frame returns None with ``corrupt`` set: feed then returns nothing)
+        if _crc32(data[:8]) != pcrc or _crc32(data[8:n - 4], pcrc) != _from_bytes(data[n - 4:], "big"):
+            return None
+        end = PRELUDE + hlen
+        headers = _SEEN.get(data[PRELUDE:end]) if hlen else {}
+        if headers is None:
+            headers = headers_of(data[PRELUDE:end])
+            if headers is None:
+                return None
+        self.frames += 1
+        self.offset += n
+        return Message(headers, data[end:n - 4])
 
     def feed(self, data: bytes) -> list[Message]:
         out: list[Message] = []
@@ -173,7 +207,7 @@ class EventStreamDecoder:
         if zlib.crc32(view[8:total - 4], pcrc) != mcrc:
             self._stop(f"frame {self.frames + 1} at byte {self.offset}: the message fails the CRC32 check", b"")
             return None
-        headers = parse_headers(view[PRELUDE:PRELUDE + hlen]) if hlen else {}
+        headers = headers_of(bytes(view[PRELUDE:PRELUDE + hlen])) if hlen else {}
         if headers is None:
             self._stop(f"frame {self.frames + 1} at byte {self.offset}: its headers are malformed", b"")
             return None
