@@ -187,3 +187,30 @@ def test_sigv4_signed_for_the_proxy_fails_upstream_and_says_why(db_path):
     assert "signed the request for the address it was given" in f["message"] and "--forward" in f["hint"]
     assert "CLAUDE_CODE_SKIP_BEDROCK_AUTH=1" in f["hint"]
     no_secret_on_disk(db_path, sig, TOKEN, AK)
+
+
+def test_forward_mode_keeps_the_signature_valid_and_knows_the_cloud_hosts(db_path, tmp_path):
+    """Through forward mode the client signs for the upstream's own host, so a host-checking
+    upstream accepts it; and forward mode records Bedrock's and Vertex's API hosts by default."""
+    import httpx
+
+    from firsttoken.addon.forward import HostFilter
+
+    hosts = HostFilter()
+    assert hosts.allowed("bedrock-runtime.us-east-1.amazonaws.com") and hosts.allowed("us-east5-aiplatform.googleapis.com")
+    assert hosts.allowed("bedrock-runtime-fips.us-gov-west-1.amazonaws.com") and not hosts.allowed("s3.amazonaws.com")
+    with CloudUpstream(check_signature=True) as up:
+        host = up.url.split("//", 1)[1]
+        p = ProxyServer([], str(db_path), port=0, forward_mode=True, host_match=[host],
+                        extra_options={"confdir": str(tmp_path / "mitm")})
+        with p:
+            client = anthropic.AnthropicBedrock(base_url=up.url, aws_access_key=AK, aws_secret_key=SECRET,
+                                                aws_region="us-east-1", max_retries=0,
+                                                http_client=httpx.Client(proxy=p.url))
+            start, seen, text = timed_stream(client, BEDROCK_MODEL)
+            p.flush()
+        assert text == "Hello!"
+        r, = rows(db_path)
+    assert (r["api"], r["status"], r["stream_done"]) == ("anthropic.bedrock", 200, 1)
+    assert "sigv4_rewritten" not in json.loads(r["key_facts"]) and r["top_code"] is None
+    in_band(r, up.log[0], start, seen)

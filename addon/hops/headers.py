@@ -16,7 +16,7 @@ EXACT = frozenset({
     "x-accel-buffering", "x-proxy-cache", "x-forwarded-server", "age",
     # Cloudflare, AWS, Google, Azure, Fastly, Akamai, Vercel, Fly, Netlify
     "cf-ray", "cf-cache-status", "x-amz-cf-id", "x-amz-cf-pop", "x-amzn-requestid", "x-amzn-trace-id",
-    "x-amz-apigw-id", "x-cloud-trace-context", "x-goog-request-id", "x-azure-ref", "x-msedge-ref", "x-ms-region",
+    "x-amz-apigw-id", "x-amzn-errortype", "x-cloud-trace-context", "x-goog-request-id", "x-azure-ref", "x-msedge-ref", "x-ms-region",
     "apim-request-id", "x-ms-client-request-id", "azureml-model-session", "x-check-cacheable", "x-vercel-id",
     "x-vercel-cache", "fly-request-id", "x-nf-request-id", "akamai-grn", "x-akamai-request-id",
     # service meshes and API gateways
