@@ -38,7 +38,7 @@ def signature_ok(method: str, host: str, path: str, headers: dict[str, str], bod
 
 
 class CloudUpstream(LoopbackServer):
-    def __init__(self, gap: float = 0.05, first_after: float = 0.15, check_signature: bool = False):
+    def __init__(self, gap: float = 0.02, first_after: float = 0.1, check_signature: bool = False):
         self.gap, self.first_after, self.check_signature = gap, first_after, check_signature
         self.log: list[dict] = []  # one per request: path, headers, body, received, first_visible_sent, sent bytes
         outer = self
@@ -116,10 +116,10 @@ class CloudUpstream(LoopbackServer):
         h.wfile.flush()
         for i, c in enumerate(chunks):
             time.sleep(self.first_after if i == 0 else self.gap)
+            if i == visible_from:  # stamped before it leaves: the proxy may read it before this thread runs again
+                e["first_visible_sent"] = time.perf_counter()
             h.wfile.write(b"%x\r\n%s\r\n" % (len(c), c))
             h.wfile.flush()
-            if i == visible_from and e["first_visible_sent"] is None:
-                e["first_visible_sent"] = time.perf_counter()
             e["sent"] += c
         h.wfile.write(b"0\r\n\r\n")
         h.wfile.flush()
