@@ -80,7 +80,7 @@ def no_secret_on_disk(db_path, *secrets: str) -> None:
 def test_bedrock_stream_through_the_proxy(upstream, proxied, db_path):
     start, seen, text = timed_stream(bedrock(proxied.url), BEDROCK_MODEL)
     assert text == "Hello!"
-    proxied.flush()
+    proxied.flush(settle=10)
     r, = rows(db_path)
     up, = upstream.log
     assert up["path"] == f"/model/{BEDROCK_MODEL}/invoke-with-response-stream"
@@ -109,7 +109,7 @@ def test_bedrock_invoke_and_converse(upstream, proxied, db_path):
     with httpx.stream("POST", f"{proxied.url}/model/meta.llama3-70b-instruct-v1:0/converse-stream",
                       json={"messages": [{"role": "user", "content": [{"text": "hi"}]}]}) as resp:
         sent = b"".join(resp.iter_raw())
-    proxied.flush()
+    proxied.flush(settle=10)
     inv, conv = rows(db_path)
     assert (inv["api"], inv["model"], inv["stream"], inv["output_chars"], inv["usage_completion_tokens"]) == (
         "anthropic.bedrock", BEDROCK_MODEL, 0, 6, 3)
@@ -126,7 +126,7 @@ def test_vertex_stream_and_body(upstream, proxied, db_path):
     msg = vertex(proxied.url).messages.create(model=VERTEX_MODEL, max_tokens=16,
                                               messages=[{"role": "user", "content": "hi"}])
     assert msg.content[0].text == "Hi there"
-    proxied.flush()
+    proxied.flush(settle=10)
     s, b = rows(db_path)
     up = upstream.log[0]
     assert up["path"] == f"/projects/my-project/locations/us-east5/publishers/anthropic/models/{VERTEX_MODEL}:streamRawPredict"
@@ -144,7 +144,7 @@ def test_exception_frame_is_a_finding(upstream, proxied, db_path):
     with pytest.raises(Exception) as info:
         timed_stream(bedrock(proxied.url), "anthropic.claude-exception-throttlingException")
     assert "Too many tokens" in str(info.value) or "throttling" in str(info.value).lower()
-    proxied.flush()
+    proxied.flush(settle=10)
     r, = rows(db_path)
     assert (r["upstream_error_type"], r["upstream_error"]) == (
         "throttlingException", "Too many tokens, please wait before trying again.")
@@ -158,7 +158,7 @@ def test_corrupt_frame_is_forwarded_untouched_and_a_finding(upstream, proxied, d
     with httpx.stream("POST", url, json={"anthropic_version": "bedrock-2023-05-31", "max_tokens": 8,
                                          "messages": [{"role": "user", "content": "hi"}]}) as resp:
         got = b"".join(resp.iter_raw())
-    proxied.flush()
+    proxied.flush(settle=10)
     r, = rows(db_path)
     assert got == upstream.log[0]["sent"] and r["response_bytes"] == len(got)
     assert "CRC32" in r["frame_error"] and r["top_code"] == "stream.corrupt_frame"
@@ -176,7 +176,7 @@ def test_sigv4_signed_for_the_proxy_fails_upstream_and_says_why(db_path):
             with pytest.raises(anthropic.PermissionDeniedError):
                 bedrock(p.url).messages.create(model=BEDROCK_MODEL, max_tokens=8,
                                                messages=[{"role": "user", "content": "hi"}])
-            p.flush()
+            p.flush(settle=10)
         finally:
             p.stop()
         r, = rows(db_path)
@@ -208,7 +208,7 @@ def test_forward_mode_keeps_the_signature_valid_and_knows_the_cloud_hosts(db_pat
                                                 aws_region="us-east-1", max_retries=0,
                                                 http_client=httpx.Client(proxy=p.url))
             start, seen, text = timed_stream(client, BEDROCK_MODEL)
-            p.flush()
+            p.flush(settle=10)
         assert text == "Hello!"
         r, = rows(db_path)
     assert (r["api"], r["status"], r["stream_done"]) == ("anthropic.bedrock", 200, 1)
