@@ -153,3 +153,11 @@ def test_claude_code_through_proxy(tmp_path, kind):
     if kind == "bedrock":
         assert all(x["content_type"] == "application/vnd.amazon.eventstream" for x in main)
         assert all("amazon-bedrock-invocationmetrics.firstbytelatency" in json.loads(x["hop_headers"]) for x in main)
+
+
+def test_doctor_reads_the_cloud_base_urls_in_claude_settings(tmp_path):
+    c = dc.Context(env={}, home=tmp_path, cwd=tmp_path, net=dc.Net(1.0), proxy_url="http://127.0.0.1:8787")
+    got = {x.id: x for x in dc.check_claude_code(c, [("~/.claude/settings.json",
+                                                       {"ANTHROPIC_VERTEX_BASE_URL": "https://127.0.0.1:8787"})])}
+    bad = got["base_url.~/.claude/settings.json.ANTHROPIC_VERTEX_BASE_URL"]
+    assert bad.status == dc.FAIL and "https:// to firsttoken" in bad.title
