@@ -148,7 +148,9 @@ def test_exception_frame_is_a_finding(upstream, proxied, db_path):
     r, = rows(db_path)
     assert (r["upstream_error_type"], r["upstream_error"]) == (
         "throttlingException", "Too many tokens, please wait before trying again.")
-    assert r["top_code"] == "stream.error_event"
+    assert r["top_code"] == "stream.bedrock_exception"
+    f = json.loads(r["findings"])[0]
+    assert f["params"]["variant"] == "throttling" and "quota" in f["hint"]
 
 
 def test_corrupt_frame_is_forwarded_untouched_and_a_finding(upstream, proxied, db_path):

@@ -1050,3 +1050,23 @@ def test_sigv4_signed_for_the_proxy_is_explained(db_path):
     row, = rows(db_path)
     f = has(row, "auth.sigv4_host", "error", variant="rewritten")
     assert "AKI…MPLE" in f["message"] and "--forward" in f["hint"]
+
+
+def test_bedrock_exception_frame_is_a_finding(db_path):
+    from bedrock_wire import anthropic_events, chunk_frame, exception_frame
+
+    frames = [chunk_frame(e) for e in anthropic_events()[:6]] + [exception_frame("serviceUnavailableException",
+                                                                                 "Bedrock is unable to process your request.")]
+    with RawUpstream(frames, headers={"content-type": "application/vnd.amazon.eventstream"}) as up:
+        p = ProxyServer([up.url], str(db_path), port=0)
+        p.start()
+        try:
+            httpx.post(f"{p.url}/model/anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream",
+                       json={"anthropic_version": "bedrock-2023-05-31", "max_tokens": 8,
+                             "messages": [{"role": "user", "content": "hi"}]})
+            p.flush(settle=10)
+        finally:
+            p.stop()
+    row, = rows(db_path)
+    f = has(row, "stream.bedrock_exception", "error", variant="unavailable")
+    assert "serviceUnavailableException" in f["message"] and "another region" in f["hint"]

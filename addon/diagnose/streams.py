@@ -21,10 +21,22 @@ def _sse(rec: Any) -> bool:
     return framing_of(rec.content_type) is not None
 
 
+#: Bedrock's exception frames inside a 200 event stream (``:exception-type``) -> the finding's variant
+BEDROCK_EXCEPTIONS = {"throttlingException": "throttling", "modelStreamErrorException": "model_stream",
+                      "validationException": "validation", "serviceUnavailableException": "unavailable",
+                      "internalServerException": "internal", "modelTimeoutException": "internal"}
+
+
 def rule_error_event(rec: Any, c: Ctx) -> None:
-    if _ok(rec) and rec.upstream_error and not c.errors():
-        c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
-              error_type=rec.upstream_error_type or "-", events=rec.events)
+    if not (_ok(rec) and rec.upstream_error) or c.errors():
+        return
+    kind = BEDROCK_EXCEPTIONS.get(rec.upstream_error_type or "")
+    if kind is not None:
+        c.add("stream.bedrock_exception", "error", variant=kind, **c.common(), server=server_text(rec),
+              error_type=rec.upstream_error_type, events=rec.events, model=rec.model or "?")
+        return
+    c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
+          error_type=rec.upstream_error_type or "-", events=rec.events)
 
 
 def rule_no_choices(rec: Any, c: Ctx) -> None:
@@ -195,6 +207,24 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "流以 200 开始，随后出现了错误事件。",
                "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d（{error_type}）。",
                "回答不完整：请重试（过载和服务器错误通常是暂时的）；确保客户端把流中的错误事件当作失败处理。"),
+    }),
+    ("stream.bedrock_exception", "streams", _E, (), {
+        "en": ("Bedrock exception inside a 200 stream",
+               "Bedrock's event stream answered 200, then carried an exception frame (:message-type exception): throttling, a model stream error, validation, service unavailable or an internal error.",
+               "Bedrock's stream started (200) but sent a {error_type} frame after {events} token events: \u201c{server}\u201d.",
+               {"throttling": "Bedrock throttled {model}: the account's tokens- or requests-per-minute quota for it in this region ran out. Retry with backoff; ask for a quota increase (Service Quotas, Amazon Bedrock), or spread the load with a cross-region inference profile (a model id starting us., eu., global.).",
+                "model_stream": "The model's stream failed inside Bedrock (modelStreamErrorException): retry; if it repeats for this prompt, shorten it or lower max_tokens.",
+                "validation": "Bedrock refused the request while streaming (validationException): read its message above: a parameter the model does not take, or a prompt beyond its context.",
+                "unavailable": "Bedrock is unavailable for {model} right now (serviceUnavailableException): retry with backoff, or another region.",
+                "internal": "An internal error inside Bedrock ({error_type}): transient; retry, and report the request id if it repeats."}),
+        "zh": ("200 流中出现 Bedrock 异常",
+               "Bedrock 的事件流以 200 开始，随后发来异常帧（:message-type exception）：限流、模型流错误、校验失败、服务不可用或内部错误。",
+               "Bedrock 的流已开始（200），但在 {events} 个 token 事件后发来 {error_type} 帧：\u201c{server}\u201d。",
+               {"throttling": "Bedrock 对 {model} 限流：账户在该区域此模型的每分钟 token 或请求配额已用完。请退避重试；在 Service Quotas（Amazon Bedrock）申请提高配额，或用跨区域推理配置文件（以 us.、eu.、global. 开头的模型 ID）分摊负载。",
+                "model_stream": "模型的流在 Bedrock 内部失败（modelStreamErrorException）：请重试；如果这个提示词总是失败，缩短它或调低 max_tokens。",
+                "validation": "Bedrock 在流式输出中拒绝了请求（validationException）：看上面的消息：模型不接受的参数，或超出上下文的提示词。",
+                "unavailable": "Bedrock 上的 {model} 暂时不可用（serviceUnavailableException）：请退避重试，或换一个区域。",
+                "internal": "Bedrock 内部错误（{error_type}）：通常是暂时的；请重试，若反复出现请附上请求 ID 报告。"}),
     }),
     ("stream.truncated", "streams", _E, (_W,), {
         "en": ("Stream ended without its terminator",
