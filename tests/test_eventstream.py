@@ -251,3 +251,10 @@ def test_bench_decodes_both_framings_alike():
         assert framing.per_event_us(kind, n=200, repeats=1) > 0  # (it checks the stream was read whole)
     ev = framing.chunks("eventstream", 3)
     assert oracle(b"".join(ev))[0][0][":event-type"] == "chunk"
+
+
+def test_vertex_error_in_a_list_is_the_upstream_error():
+    it = make_interpreter("anthropic.vertex")
+    it.on_body(b'[{"error": {"code": 429, "message": "Quota exceeded for aiplatform.googleapis.com/online_prediction_'
+               b'requests_per_base_model", "status": "RESOURCE_EXHAUSTED"}}]')
+    assert it.facts.error_message.startswith("Quota exceeded") and it.facts.malformed == 0

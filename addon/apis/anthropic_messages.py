@@ -5,6 +5,8 @@ Which event counts as what, and the usage mapping: docs/record.md ("What counts 
 
 from __future__ import annotations
 
+import orjson
+
 from firsttoken.addon.apis.base import (
     REASONING,
     TEXT,
@@ -16,6 +18,7 @@ from firsttoken.addon.apis.base import (
     as_str,
     as_text,
     error_of,
+    load_json,
     note_ids,
     note_no_choices,
     set_error,
@@ -155,3 +158,12 @@ class AnthropicVertex(AnthropicMessages):
     and bodies; the model is in the URL (``addon.apis.clouds.url_facts``)."""
 
     api = "anthropic.vertex"
+
+    def on_body(self, body: bytes) -> list[Delta]:
+        # Vertex AI wraps some errors in a list ([{"error": {"code": 429, "status": ...}}]): read the first
+        head = bytes(body[:64]).lstrip() if isinstance(body, (bytes, bytearray, memoryview)) else b""
+        if head[:1] == b"[":
+            obj = load_json(bytes(body))
+            if type(obj) is list and obj and type(obj[0]) is dict:
+                body = orjson.dumps(obj[0])
+        return super().on_body(body)
