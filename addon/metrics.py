@@ -18,6 +18,7 @@ from prometheus_client.exposition import start_http_server
 
 from firsttoken.addon.apis.clouds import PLATFORM
 from firsttoken.addon.forward import provider_for_host
+from firsttoken.addon.framing import framing_of
 from firsttoken.addon.record import Record
 from firsttoken.addon.safe_text import clause
 
@@ -195,7 +196,7 @@ def token_counts(rec: Record) -> list[tuple[str, int, bool]]:
 def is_streaming(rec: Record) -> bool:
     if rec.stream:
         return True
-    return bool(rec.content_type and rec.content_type.split(";")[0].strip().lower() == "text/event-stream")
+    return framing_of(rec.content_type) is not None  # an event stream, SSE or AWS's (addon/framing)
 
 
 def error_type(rec: Record) -> str:
