@@ -258,3 +258,26 @@ def test_vertex_error_in_a_list_is_the_upstream_error():
     it.on_body(b'[{"error": {"code": 429, "message": "Quota exceeded for aiplatform.googleapis.com/online_prediction_'
                b'requests_per_base_model", "status": "RESOURCE_EXHAUSTED"}}]')
     assert it.facts.error_message.startswith("Quota exceeded") and it.facts.malformed == 0
+
+
+def test_malformed_headers_and_garbage_never_raise():
+    hb = b"\x03abc\x63"  # a header of type 99: no such type
+    total = 12 + len(hb) + 2 + 4
+    pre = struct.pack(">II", total, len(hb))
+    pre += zlib.crc32(pre).to_bytes(4, "big")
+    body = pre + hb + b"{}"
+    frame = body + zlib.crc32(body).to_bytes(4, "big")
+    got, d = ours(chunk_frame({"type": "ping"}) + frame)
+    assert len(got) == 1 and "headers are malformed" in d.corrupt
+    rng = random.Random(3)
+    good = b"".join(chunk_frame(e) for e in anthropic_events())
+    for _ in range(300):
+        data = bytearray(good)
+        for _ in range(rng.randint(0, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = bytearray(rng.randbytes(rng.randint(0, 400)))
+        cuts = sorted(rng.sample(range(1, len(data)), min(len(data) - 1, rng.randint(0, 8)))) if len(data) > 1 else []
+        parts = [bytes(data[a:b]) for a, b in zip([0] + cuts, cuts + [len(data)])]
+        tap = tap_through("anthropic.bedrock", parts)  # forwards each chunk as it came, never raises
+        assert tap.error is None and tap.bytes == len(data)

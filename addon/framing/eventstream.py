@@ -161,17 +161,18 @@ class EventStreamDecoder:
         buf += data
         pos = 0
         n = len(buf)
-        while n - pos >= PRELUDE:
-            total, hlen, pcrc = _PRELUDE.unpack_from(buf, pos)
-            if not self._sane_prelude(buf, pos, total, hlen, pcrc):
-                break
-            if n - pos < total:
-                break
-            msg = self._frame(memoryview(buf)[pos:pos + total], total, hlen, pcrc, checked=True)
-            if msg is None:
-                break
-            out.append(msg)
-            pos += total
+        with memoryview(buf) as mv:  # (released before the buffer is cut below)
+            while n - pos >= PRELUDE:
+                total, hlen, pcrc = _PRELUDE.unpack_from(mv, pos)
+                if not self._sane_prelude(mv, pos, total, hlen, pcrc):
+                    break
+                if n - pos < total:
+                    break
+                msg = self._frame(mv[pos:pos + total], total, hlen, pcrc)
+                if msg is None:
+                    break
+                out.append(msg)
+                pos += total
         if self.corrupt is not None:
             del buf[:]
         elif pos:
@@ -187,24 +188,20 @@ class EventStreamDecoder:
         return []
 
     # -- internals ---------------------------------------------------------------
-    def _sane_prelude(self, buf: bytearray, pos: int, total: int, hlen: int, pcrc: int) -> bool:
+    def _sane_prelude(self, mv: memoryview, pos: int, total: int, hlen: int, pcrc: int) -> bool:
         if total < MIN_FRAME or total > MAX_FRAME or hlen > MAX_HEADERS or hlen > total - MIN_FRAME:
             self._stop(f"frame {self.frames + 1} at byte {self.offset} declares an impossible length "
-                       f"(total {total}, headers {hlen})", buf[pos:])
+                       f"(total {total}, headers {hlen})", mv[pos:])
             return False
-        if zlib.crc32(memoryview(buf)[pos:pos + 8]) != pcrc:
-            self._stop(f"frame {self.frames + 1} at byte {self.offset}: its prelude fails the CRC32 check", buf[pos:])
+        if _crc32(mv[pos:pos + 8]) != pcrc:
+            self._stop(f"frame {self.frames + 1} at byte {self.offset}: its prelude fails the CRC32 check", mv[pos:])
             return False
         return True
 
-    def _frame(self, view: Any, total: int, hlen: int, pcrc: int, checked: bool = False) -> Message | None:
-        if not checked:
-            if not (MIN_FRAME <= total <= MAX_FRAME and hlen <= MAX_HEADERS and hlen <= total - MIN_FRAME):
-                return None  # (feed says why)
-            if zlib.crc32(view[:8]) != pcrc:
-                return None
+    def _frame(self, view: memoryview, total: int, hlen: int, pcrc: int) -> Message | None:
+        """One whole frame whose prelude checked out: its message CRC, headers and payload."""
         mcrc = int.from_bytes(view[total - 4:total], "big")
-        if zlib.crc32(view[8:total - 4], pcrc) != mcrc:
+        if _crc32(view[8:total - 4], pcrc) != mcrc:
             self._stop(f"frame {self.frames + 1} at byte {self.offset}: the message fails the CRC32 check", b"")
             return None
         headers = headers_of(bytes(view[PRELUDE:PRELUDE + hlen])) if hlen else {}
@@ -218,7 +215,7 @@ class EventStreamDecoder:
     def _stop(self, why: str, rest: Any) -> None:
         self.corrupt = why
         if self.offset == 0:
-            self._keep_foreign(bytes(rest))
+            self._keep_foreign(bytes(rest[:FOREIGN_CHARS]))
 
     def _keep_foreign(self, data: bytes) -> None:
         """A body whose very first frame is bad and whose bytes read as text is no event stream:
