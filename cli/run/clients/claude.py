@@ -62,7 +62,7 @@ class ClaudeCode(Client):
         self.managed = managed
 
     def find(self, plan: Plan, ctx: Context) -> None:
-        if cloud.find(plan, ctx, self._effective_env(ctx)):
+        if cloud.find(plan, self._effective_env(ctx)):
             return  # Claude Code on Bedrock or Vertex AI: its own base URL and its own way to sign
         v = ctx.var("ANTHROPIC_BASE_URL")
         plan.upstreams["anthropic"] = Upstream("anthropic", v or DEFAULT, "$ANTHROPIC_BASE_URL" if v else "default")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from firsttoken.cli.run.clients.base import Context, Plan, Upstream
+from firsttoken.cli.run.clients.base import Plan, Upstream
 
 #: the route name -> the variable Claude Code reads its base URL from
 BASE_VARS = {"bedrock": "ANTHROPIC_BEDROCK_BASE_URL", "vertex": "ANTHROPIC_VERTEX_BASE_URL"}
@@ -55,7 +55,7 @@ def signs(env: Mapping[str, str]) -> bool:
     return not truthy(env.get("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) and not (env.get("AWS_BEARER_TOKEN_BEDROCK") or "").strip()
 
 
-def find(plan: Plan, ctx: Context, env: Mapping[str, str]) -> bool:
+def find(plan: Plan, env: Mapping[str, str]) -> bool:
     """Fill ``plan`` for Claude Code on Bedrock or Vertex AI; False when it uses neither."""
     which = kind(env)
     if which == "bedrock":
