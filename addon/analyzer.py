@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from firsttoken.addon import tokens
-from firsttoken.addon.apis import gemini
+from firsttoken.addon.apis import dialect_of, gemini, url_facts
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
@@ -266,6 +266,9 @@ class Analyzer:
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
             rec.oversize_events = tap.oversize_events
+            rec.frame_error = tap.frame_error
+            if f.reported:  # what the provider said of its own timings in the body (Bedrock's invocationMetrics)
+                rec.hop_headers = {**(rec.hop_headers or {}), **f.reported}
             rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
             if rec.client_aborted and rec.stream_done:
                 # the client hung up after the stream's final event: the openai SDK closes on
@@ -511,7 +514,6 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
     found = body_secrets(body)
     if found:
         out["secrets"] = found  # for redaction; never stored
-    out.update(gemini.path_facts("POST", path))  # Gemini: the model and the stream are in the URL
     model = body.get("model")
     if isinstance(model, str):
         out["model"] = model
@@ -528,13 +530,17 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
         if (v := gemini.max_output_tokens(body)) is not None:
             out["max_tokens"] = v
     # what grouping into conversations and the cache rules need (count_tokens has the Messages shape)
-    shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else api
+    # Gemini, Anthropic on Vertex and Bedrock: the model and the stream flag are in the URL
+    for k, v in url_facts("POST", api, path).items():
+        if k == "stream" or k not in out:
+            out[k] = v
+    shape = "anthropic.messages" if api == "other" and "/messages/count_tokens" in (path or "") else dialect_of(api)
     if api == "other" and (call := gemini.gemini_call("POST", path or "")) and call[1] == "counttokens":
         shape = gemini.API  # Gemini's countTokens has generateContent's shape
     out["conversation"] = prompt_parts(shape, body)
     if api == "other":
         return out
-    tc = tokens.count_request(api, body, out.get("model"))
+    tc = tokens.count_request(shape, body, out.get("model"))
     out.update(
         tokenizer=tc.tokenizer, tokens_exact=tc.exact, prompt_tokens_est=tc.prompt_tokens_est,
         system_tokens=tc.system_tokens, tools_tokens=tc.tools_tokens, last_user_tokens=tc.last_user_tokens,

@@ -20,7 +20,7 @@ from mitmproxy import ctx, exceptions, http
 
 from firsttoken.addon import forward, routing, tokens
 from firsttoken.addon.analyzer import PARSE_EARLY_MAX, Analyzer, Settings, peek_request_facts
-from firsttoken.addon.apis import gemini
+from firsttoken.addon.apis import gemini, url_facts
 from firsttoken.addon.diagnose.connectivity import (
     CLIENT_REQUEST_ERROR,
     SHUTDOWN_ERROR,
@@ -241,11 +241,11 @@ class Capture:
     def _record(flow_id: str, method: str, p: RequestPlan, hook: float, t0: float) -> Record:
         started = _dt.datetime.fromtimestamp(time.time() - (hook - t0), _dt.UTC).isoformat(timespec="milliseconds")
         k = p.key
-        named = gemini.path_facts(method, p.upstream_path)  # Gemini: the model and the stream are in the URL
         return Record(id=flow_id, started_at=started, method=method, path=p.stored_path, run_id=p.run_id,
                       proxy_pid=os.getpid(), route=p.route, upstream=p.upstream, api=p.api, experiment=p.experiment,
                       key_header=k.header, key_fingerprint=k.fingerprint, key_scheme=k.scheme, key_length=k.length,
-                      key_facts=k.facts, error=p.refusal.message if p.refusal else None, **named)
+                      key_facts=k.facts, error=p.refusal.message if p.refusal else None,
+                      **url_facts(method, p.api, p.upstream_path))  # Gemini's and the clouds' model and stream: in the URL
 
     def _lag_in(self, flight: Flight, hook: float, t0: float) -> None:
         """How long the request lay unread in the kernel: it arrived `ago` s before now."""
@@ -557,6 +557,5 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 
 _START_FIELDS = (
     "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
-    "api", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
-    "model", "stream",
+    "api", "model", "stream", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )

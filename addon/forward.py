@@ -46,14 +46,19 @@ DEFAULT_HOSTS: tuple[LLMHost, ...] = (
     LLMHost("api.moonshot.ai", "moonshot_ai"),
     LLMHost("api.perplexity.ai", "perplexity"),
     LLMHost("*.openai.azure.com", "azure.ai.openai"),
+    LLMHost("bedrock-runtime.*.amazonaws.com", "aws.bedrock"),  # (and -fips); not the control plane "bedrock."
 )
 
 #: Vertex AI's regional hosts are "us-east5-aiplatform.googleapis.com", not a sub-domain.
 _EXTRA_REGEX = {"*.aiplatform.googleapis.com": r"[a-z0-9-]+-aiplatform\.googleapis\.com"}
+#: patterns that are regexes of their own: Bedrock's runtime in every region ("bedrock-runtime.us-east-1.amazonaws.com")
+_OWN_REGEX = {"bedrock-runtime.*.amazonaws.com": r"bedrock-runtime(?:-fips)?\.[a-z0-9-]+\.amazonaws\.com"}
 
 
 def _host_regex(pattern: str) -> str:
     """The host part of a pattern as a regex (no anchors, no port)."""
+    if pattern in _OWN_REGEX:
+        return _OWN_REGEX[pattern]
     if pattern in _EXTRA_REGEX:
         return rf"(?:[A-Za-z0-9-]+\.)+{re.escape(pattern[2:])}|{_EXTRA_REGEX[pattern]}"
     if pattern.startswith("*."):

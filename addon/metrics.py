@@ -17,7 +17,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import start_http_server
 
 from firsttoken.addon.apis import gemini
+from firsttoken.addon.apis.clouds import PLATFORM
 from firsttoken.addon.forward import provider_for_host
+from firsttoken.addon.framing import framing_of
 from firsttoken.addon.record import Record
 from firsttoken.addon.safe_text import clause
 
@@ -33,10 +35,14 @@ OPERATION = {
     "openai.chat": "chat",
     "openai.responses": "chat",
     "anthropic.messages": "chat",
+    "anthropic.vertex": "chat",
+    "anthropic.bedrock": "chat",
+    "bedrock.converse": "chat",
     "openai.completions": "text_completion",
     "gemini.generate": "generate_content",
 }
-API_PROVIDER = {"anthropic.messages": "anthropic"}  # any other known API: "openai" (its wire format)
+#: any other known API: "openai" (its wire format); the clouds' APIs: their platform (gcp.vertex_ai, aws.bedrock)
+API_PROVIDER = {"anthropic.messages": "anthropic", **PLATFORM}
 
 GENAI_LABELS = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "server_address", "server_port")
 MAX_MODELS = 200  # distinct gen_ai_request_model values before the rest become "_OTHER"
@@ -192,7 +198,7 @@ def token_counts(rec: Record) -> list[tuple[str, int, bool]]:
 def is_streaming(rec: Record) -> bool:
     if rec.stream:
         return True
-    return bool(rec.content_type and rec.content_type.split(";")[0].strip().lower() == "text/event-stream")
+    return framing_of(rec.content_type) is not None  # an event stream, SSE or AWS's (addon/framing)
 
 
 def error_type(rec: Record) -> str:

@@ -419,6 +419,7 @@ def span_attributes(rec: Record) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         "gen_ai.operation.name": operation,
         "gen_ai.provider.name": provider,
+        "gen_ai.system": provider,  # the attribute's name before semconv 1.37 (aws.bedrock, gcp.vertex_ai ...)
         "gen_ai.request.model": rec.model,
         "gen_ai.response.model": response_model,
         "gen_ai.request.max_tokens": rec.max_tokens,

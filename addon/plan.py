@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from firsttoken.addon import routing
 from firsttoken.addon.apis import detect_api
 from firsttoken.addon.diagnose.connectivity import BAD_HEADER_ERROR, BARE_CR, OBS_FOLD
-from firsttoken.addon.secrets import KeyFingerprint, fingerprint_headers, query_secrets, redact_path, secret_values
+from firsttoken.addon.secrets import SIGV4, KeyFingerprint, fingerprint_headers, query_secrets, redact_path, secret_values
 
 EXPERIMENT_HEADER = "x-firsttoken-experiment"
 #: ``/_run/<id>/rest``: a `firsttoken run` that joined this proxy marks its child's requests so
@@ -79,6 +79,10 @@ def plan_request(method: str, path: str, headers: list[tuple[str, str]], routes:
             route_name, upstream = None, None
         else:
             route_name, upstream, upstream_path = target.name or "default", target.url, target.prefix + rest
+    if key.scheme == SIGV4 and target is not None:
+        # the client signed for the address it connected to, the proxy's (mitmproxy has already set the
+        # Host to the route's): forwarded to the route, the signature covers a Host it does not arrive with
+        key.facts.append("sigv4_rewritten")
     if refusal is None and (bad := bad_header(headers)) is not None:  # never forward a smuggling-shaped header
         refusal = Refusal(400, BAD_HEADER_ERROR.format(name=repr(bad[0])[:80], what=bad[1]), "firsttoken_bad_header",
                           close=True)

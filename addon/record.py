@@ -27,7 +27,7 @@ class Record:
     method: str | None = None
     path: str | None = None  # the path the client sent
     upstream_url: str | None = None  # where it was forwarded (query string dropped)
-    api: str = "other"  # openai.chat | openai.completions | openai.responses | anthropic.messages | gemini.generate | other
+    api: str = "other"  # openai.* | anthropic.messages | anthropic.vertex | anthropic.bedrock | bedrock.converse | gemini.generate | other
     model: str | None = None
     stream: bool | None = None  # as requested in the body (Gemini: by the method, streamGenerateContent)
     max_tokens: int | None = None
@@ -91,6 +91,7 @@ class Record:
     malformed_events: int = 0
     malformed_sample: str | None = None
     oversize_events: int = 0  # SSE events larger than firsttoken's analysis cap: forwarded, not analysed
+    frame_error: str | None = None  # a binary stream's corrupt frame (bad CRC, impossible length): forwarded, not analysed after it
     # transport
     error: str | None = None  # mitmproxy's error text
     client_aborted: bool = False

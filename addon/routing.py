@@ -183,7 +183,9 @@ def client_base_url(proxy_url: str, route: Route | None, family: str) -> str:
 
     ``route`` None means one route at the proxy's root whose upstream path holds no version."""
     base = proxy_url.rstrip("/") + (route.mount if route else "")
-    if family in ("anthropic", "gemini"):  # their clients add /v1/messages, /v1beta/models/... themselves
+    # their clients add /v1/messages, /v1beta/models/... themselves; cloud: a base URL the client
+    # appends its whole path to (Bedrock, Vertex)
+    if family in ("anthropic", "gemini", "cloud"):
         return base
     return base if route is not None and has_version(route.prefix) else base + "/v1"
 

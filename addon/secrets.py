@@ -21,7 +21,7 @@ _NOT_KEYS = frozenset({"cookie", "set-cookie", "proxy-authorization"})
 
 _KEYLIKE = re.compile(
     r"(sk-ant-[A-Za-z0-9_\-]{8,}|sk-[A-Za-z0-9_\-]{12,}|Bearer\s+[A-Za-z0-9._\-]{12,}"
-    r"|AIza[0-9A-Za-z_\-]{20,}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+)"
+    r"|AIza[0-9A-Za-z_\-]{20,}|(?:AKIA|ASIA)[0-9A-Z]{16}|eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]+)"
 )
 
 
@@ -114,6 +114,8 @@ def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
     facts: list[str] = []
     if len(names) > 1:
         facts.append("multiple_headers")
+    if name == "authorization" and value.lstrip().startswith(SIGV4):
+        return sigv4_fingerprint(value, names)
     if name == "authorization":
         stripped = value.lstrip()
         scheme, _, rest = stripped.partition(" ")
@@ -147,6 +149,31 @@ def fingerprint_headers(headers: list[tuple[str, str]]) -> KeyFingerprint:
     fp.length = len(key.strip())
     fp.facts = facts
     return fp
+
+
+#: AWS Signature Version 4: ``AWS4-HMAC-SHA256 Credential=AKIA…/date/region/service/aws4_request, …``
+SIGV4 = "AWS4-HMAC-SHA256"
+_SIGV4_PART = re.compile(r"(Credential|SignedHeaders|Signature)\s*=\s*([^,\s]*)")
+
+
+def sigv4_parts(value: str) -> dict[str, str]:
+    """Credential, SignedHeaders and Signature of a SigV4 Authorization value (memory only)."""
+    return {m.group(1): m.group(2) for m in _SIGV4_PART.finditer(value)}
+
+
+def sigv4_fingerprint(value: str, names: list[str]) -> KeyFingerprint:
+    """A SigV4 request's fingerprint: the access key id's (``AKI…WXYZ``), never the signature, which
+    changes with every request and means nothing once stored. The region and service are no secret."""
+    cred = sigv4_parts(value).get("Credential", "")
+    key_id, _, scope = cred.partition("/")
+    facts = [] if key_id else ["empty"]
+    if len(names) > 1:
+        facts.append("multiple_headers")
+    scope_parts = scope.split("/")
+    if len(scope_parts) >= 3:  # date/region/service/aws4_request: which region and service it was signed for
+        facts.append(f"sigv4:{scope_parts[1][:30]}/{scope_parts[2][:30]}")
+    return KeyFingerprint(header="+".join(names), fingerprint=mask(key_id) if key_id else None, scheme=SIGV4,
+                          length=len(key_id), facts=facts)
 
 
 def _fingerprint_other(found: list[tuple[str, str]]) -> KeyFingerprint:
@@ -303,6 +330,9 @@ def secret_values(headers: list[tuple[str, str]]) -> list[str]:
         _, _, rest = v.strip().partition(" ")
         if rest:
             out.append(rest)
+        if v.lstrip().startswith(SIGV4):  # the access key id and the signature, wherever they reappear
+            parts = sigv4_parts(v)
+            out += [x for x in (parts.get("Credential", "").partition("/")[0], parts.get("Signature")) if x]
         if n.lower() in ("cookie", "set-cookie"):
             out += [c.partition("=")[2].strip() for c in v.split(";") if "=" in c]
     return out

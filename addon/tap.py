@@ -13,10 +13,10 @@ import zlib
 from collections import deque
 from collections.abc import Callable
 
-from firsttoken.addon.apis import make_interpreter
+from firsttoken.addon.apis import BedrockInvoke, make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
+from firsttoken.addon.framing import decoder_for, framing_of
 from firsttoken.addon.record import Clock
-from firsttoken.addon.sse import SSEDecoder
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024
@@ -65,6 +65,18 @@ def _decompressor(encoding: str | None) -> Callable[[bytes], bytes] | None:
     raise ValueError(f"unsupported content-encoding {encoding!r}")
 
 
+def frame_trouble(decoder) -> str | None:
+    """What went wrong with a binary framing (an event stream's corrupt frame or unfinished last
+    frame), else None; the SSE decoder has no such trouble (its bounds are counted elsewhere)."""
+    corrupt = getattr(decoder, "corrupt", None)
+    if corrupt and not decoder.foreign:
+        return corrupt
+    tail = getattr(decoder, "tail", 0)
+    if tail and not corrupt:
+        return f"the stream ended inside frame {decoder.frames + 1} ({tail} bytes of it arrived)"
+    return None
+
+
 class StreamTap:
     def __init__(
         self,
@@ -78,13 +90,15 @@ class StreamTap:
         on_backlog: Callable[[], None] | None = None,
     ) -> None:
         self.clock = clock
-        self.sse = "text/event-stream" in (content_type or "").lower()
+        self.framing = framing_of(content_type)  # "sse", "eventstream" (addon/framing) or None: a plain body
+        self.sse = self.framing is not None  # an event stream, whatever frames its events
         self.interp = make_interpreter(api) if api != "other" or self.sse else None
-        if self.interp is None and self.sse:
-            self.interp = make_interpreter("openai.chat")
+        if self.interp is None and self.sse:  # an unknown API's stream: the likeliest dialect of its framing
+            self.interp = BedrockInvoke() if self.framing == "eventstream" else make_interpreter("openai.chat")
         self.facts: ApiFacts = self.interp.facts if self.interp else ApiFacts()
-        self.decoder = SSEDecoder() if self.sse else None
+        self.decoder = decoder_for(content_type) if self.sse else None
         self.decode_error: str | None = None
+        self.frame_error: str | None = None  # why the framing decoder stopped (a corrupt frame): a finding
         try:
             self._decompress = _decompressor(content_encoding)
         except Exception as e:  # unknown encoding: forward, don't parse
@@ -258,6 +272,7 @@ class StreamTap:
             if self.decoder is not None and self.interp is not None:
                 for ev in self.decoder.close():
                     self._event(ev, now)
+                self.frame_error = self.frame_error or frame_trouble(self.decoder)
                 if self.decoder.foreign and not self.clock.token_events and not self.facts.done:
                     # no event, only lines that are no SSE field: the body is something else (an
                     # error page, a JSON error sent as a stream); say what it said

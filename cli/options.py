@@ -107,8 +107,8 @@ def filter_options(fn):
     opts = [
         click.option("--model", help="Models containing this text (any case), or a glob: 'gpt-4o*'."),
         click.option("--route", help="Only this route (the name of an upstream)."),
-        click.option("--api", help="openai.chat, openai.responses, openai.completions, anthropic.messages or "
-                                   "gemini.generate."),
+        click.option("--api", help="openai.chat, openai.responses, openai.completions, anthropic.messages, "
+                                   "anthropic.vertex, anthropic.bedrock, bedrock.converse or gemini.generate."),
         click.option("--status", help="200, 4xx, or 'error' (status ≥ 400, no response or transport error, "
                                       "or an error finding such as an error event in a 200 stream)."),
         click.option("--code", help="Only requests with this finding code (`firsttoken diagnoses` lists them)."),

@@ -1018,3 +1018,68 @@ def test_cache_miss_names_the_reordered_tools(db_path):
     assert rs[1]["usage_cached_tokens"] > 0
     f = has(rs[2], "cache.miss", "warn", variant="tools_order")
     assert "different order" in f["message"] and "sort them by name" in f["hint"]
+
+
+# ---- Anthropic on Bedrock: AWS's event stream and SigV4 ---------------------------------------------------
+
+def test_corrupt_eventstream_frame_is_a_finding(db_path):
+    from bedrock_wire import anthropic_events, chunk_frame
+
+    frames = [chunk_frame(e) for e in anthropic_events()]
+    bad = bytearray(frames[6])
+    bad[-1] ^= 0xFF  # the message CRC
+    frames[6] = bytes(bad)
+    with RawUpstream(frames, headers={"content-type": "application/vnd.amazon.eventstream"}) as up:
+        p = ProxyServer([up.url], str(db_path), port=0)
+        p.start()
+        try:
+            r = httpx.post(f"{p.url}/model/anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream",
+                           json={"anthropic_version": "bedrock-2023-05-31", "max_tokens": 8,
+                                 "messages": [{"role": "user", "content": "hi"}]})
+            assert r.content == b"".join(frames)  # forwarded untouched
+            p.flush()
+        finally:
+            p.stop()
+    row, = rows(db_path)
+    f = has(row, "stream.corrupt_frame", "error")
+    assert "CRC32" in f["message"] and "forwarded every byte unchanged" in f["message"]
+
+
+def test_sigv4_signed_for_the_proxy_is_explained(db_path):
+    body = json.dumps({"message": "The request signature we calculated does not match the signature you provided."})
+    with RawUpstream([body.encode()], headers={"content-type": "application/json"}, status=403) as up:
+        p = ProxyServer([up.url], str(db_path), port=0)
+        p.start()
+        try:
+            client = anthropic.AnthropicBedrock(base_url=p.url, aws_access_key="AKIAIOSFODNN7EXAMPLE",
+                                                aws_secret_key="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                                                aws_region="us-west-2", max_retries=0)
+            with pytest.raises(anthropic.PermissionDeniedError):
+                client.messages.create(model="anthropic.claude-sonnet-4-5-20250929-v1:0", max_tokens=8,
+                                       messages=[{"role": "user", "content": "hi"}])
+            p.flush()
+        finally:
+            p.stop()
+    row, = rows(db_path)
+    f = has(row, "auth.sigv4_host", "error", variant="rewritten")
+    assert "AKI…MPLE" in f["message"] and "--forward" in f["hint"]
+
+
+def test_bedrock_exception_frame_is_a_finding(db_path):
+    from bedrock_wire import anthropic_events, chunk_frame, exception_frame
+
+    frames = [chunk_frame(e) for e in anthropic_events()[:6]] + [exception_frame("serviceUnavailableException",
+                                                                                 "Bedrock is unable to process your request.")]
+    with RawUpstream(frames, headers={"content-type": "application/vnd.amazon.eventstream"}) as up:
+        p = ProxyServer([up.url], str(db_path), port=0)
+        p.start()
+        try:
+            httpx.post(f"{p.url}/model/anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream",
+                       json={"anthropic_version": "bedrock-2023-05-31", "max_tokens": 8,
+                             "messages": [{"role": "user", "content": "hi"}]})
+            p.flush(settle=10)
+        finally:
+            p.stop()
+    row, = rows(db_path)
+    f = has(row, "stream.bedrock_exception", "error", variant="unavailable")
+    assert "serviceUnavailableException" in f["message"] and "another region" in f["hint"]

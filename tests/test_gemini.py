@@ -51,7 +51,7 @@ FLASH = "gemini-2.5-flash"
     ("/v1beta/models/gemini-2.5-flash:countTokens", "other"),
     ("/v1beta/models/text-embedding-004:embedContent", "other"),
     ("/v1beta/openai/chat/completions", "openai.chat"),  # Gemini's OpenAI-compatible endpoint
-    ("/v1/projects/p/locations/l/publishers/anthropic/models/claude-x:streamRawPredict", "other"),  # not Gemini
+    ("/v1/projects/p/locations/l/publishers/anthropic/models/claude-x:streamRawPredict", "anthropic.vertex"),  # not Gemini
 ])
 def test_detect_api_knows_gemini_paths(path: str, api: str) -> None:
     assert detect_api("POST", path) == api

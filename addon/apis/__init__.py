@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from firsttoken.addon.apis import gemini
-from firsttoken.addon.apis.anthropic_messages import AnthropicMessages
+from firsttoken.addon.apis.anthropic_messages import AnthropicMessages, AnthropicVertex
 from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter
+from firsttoken.addon.apis.bedrock import BedrockConverse, BedrockInvoke
+from firsttoken.addon.apis.clouds import cloud_api, dialect_of, platform_of
+from firsttoken.addon.apis.clouds import url_facts as cloud_url_facts
 from firsttoken.addon.apis.openai_chat import OpenAIChat
 from firsttoken.addon.apis.openai_completions import OpenAICompletions
 from firsttoken.addon.apis.openai_responses import OpenAIResponses
@@ -15,19 +18,29 @@ INTERPRETERS: dict[str, type] = {
     OpenAIResponses.api: OpenAIResponses,
     AnthropicMessages.api: AnthropicMessages,
     gemini.Gemini.api: gemini.Gemini,
+    AnthropicVertex.api: AnthropicVertex,
+    BedrockInvoke.api: BedrockInvoke,
+    BedrockConverse.api: BedrockConverse,
 }
 
 __all__ = [
     "INTERPRETERS",
     "AnthropicMessages",
+    "AnthropicVertex",
+    "BedrockConverse",
+    "BedrockInvoke",
     "ApiFacts",
     "Delta",
     "Interpreter",
     "OpenAIChat",
     "OpenAICompletions",
     "OpenAIResponses",
+    "cloud_api",
     "detect_api",
+    "dialect_of",
     "make_interpreter",
+    "platform_of",
+    "url_facts",
 ]
 
 
@@ -41,6 +54,7 @@ def detect_api(method: str, path: str) -> str:
     OpenAI Assistants' ``.../threads/<id>/messages``), ``.../models/<m>:streamGenerateContent`` or
     ``:generateContent`` -> gemini.generate (also on Vertex AI). Sub-resources such as
     ``/v1/messages/count_tokens``, ``/v1/messages/batches`` or ``/v1/responses/<id>`` are "other".
+    Anthropic on Vertex AI and Bedrock (and Bedrock's Converse): ``clouds.cloud_api``.
     """
     if type(method) is not str or type(path) is not str or method.upper() != "POST":
         return "other"
@@ -53,6 +67,9 @@ def detect_api(method: str, path: str) -> str:
         rest = p.split("://", 1)[1]
         i = rest.find("/")
         p = rest[i:] if i >= 0 else "/"
+    cloud = cloud_api(p)
+    if cloud is not None:
+        return cloud
     p = "/" + p.strip("/").lower()
     if ":" in p and (found := gemini.detect(method, p)):  # Google's `…/models/{model}:method`
         return found
@@ -65,6 +82,12 @@ def detect_api(method: str, path: str) -> str:
     if p.endswith("/messages") and "/threads/" not in p:
         return "anthropic.messages"
     return "other"
+
+
+def url_facts(method: str, api: str | None, path: str | None) -> dict:
+    """``model`` and ``stream`` as the URL says them, for the APIs that name them there (Gemini's
+    ``models/M:streamGenerateContent``, Anthropic on Vertex and Bedrock); empty for the others."""
+    return gemini.path_facts(method, path) or cloud_url_facts(api, path)
 
 
 def make_interpreter(api: str) -> Interpreter | None:

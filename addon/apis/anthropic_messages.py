@@ -5,6 +5,8 @@ Which event counts as what, and the usage mapping: docs/record.md ("What counts 
 
 from __future__ import annotations
 
+import orjson
+
 from firsttoken.addon.apis.base import (
     REASONING,
     TEXT,
@@ -16,6 +18,7 @@ from firsttoken.addon.apis.base import (
     as_str,
     as_text,
     error_of,
+    load_json,
     note_ids,
     note_no_choices,
     set_error,
@@ -148,3 +151,19 @@ class AnthropicMessages(JsonInterpreter):
     def _body(self, obj: dict, raw: str, out: list[Delta]) -> None:
         self._body_head(obj, raw, "content")
         self._message(obj, out)
+
+
+class AnthropicVertex(AnthropicMessages):
+    """Anthropic's Messages on Vertex AI (``…:streamRawPredict``, ``:rawPredict``): the same events
+    and bodies; the model is in the URL (``addon.apis.clouds.url_facts``)."""
+
+    api = "anthropic.vertex"
+
+    def on_body(self, body: bytes) -> list[Delta]:
+        # Vertex AI wraps some errors in a list ([{"error": {"code": 429, "status": ...}}]): read the first
+        head = bytes(body[:64]).lstrip() if isinstance(body, (bytes, bytearray, memoryview)) else b""
+        if head[:1] == b"[":
+            obj = load_json(bytes(body))
+            if type(obj) is list and obj and type(obj[0]) is dict:
+                body = orjson.dumps(obj[0])
+        return super().on_body(body)

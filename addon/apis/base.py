@@ -7,6 +7,7 @@ while accumulating what the stream said about itself in ``facts``. No I/O, no cl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class ApiFacts:
     no_choices: str | None = None  # first ~300 chars of a 200 JSON body/chunk without choices/content
     malformed: int = 0  # data payloads that were not JSON
     malformed_sample: str | None = None  # first ~200 chars of the first one
+    #: timings the provider reported in the body (Bedrock's invocationMetrics), hop_headers' names -> text
+    reported: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 class Interpreter(Protocol):

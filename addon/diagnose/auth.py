@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from firsttoken.addon.diagnose.context import AUTH_STATUSES, Ctx, server_text
+from firsttoken.addon.diagnose.context import AUTH_STATUSES, Ctx, has_any, server_text
+from firsttoken.addon.secrets import SIGV4
+
+#: what AWS says when a SigV4 signature does not check out (SignatureDoesNotMatch, InvalidSignatureException)
+SIGNATURE_WORDS = ("signature", "signaturedoesnotmatch", "invalidsignatureexception")
 
 WHITESPACE_FACTS = ("leading_whitespace", "trailing_whitespace", "newline", "escaped_newline", "inner_whitespace")
 
@@ -63,6 +67,9 @@ def rule_auth(rec: Any, c: Ctx) -> None:
             p["expected"] = {"anthropic": "x-api-key", "gemini": "x-goog-api-key"}.get(family, "Authorization: Bearer")
             c.add("auth.missing", "warn" if c.errors() else "error", variant="missing" if "missing" in facts else "empty", **p)
         return
+    if rec.key_scheme == SIGV4:  # a signature, not a key: its format rules do not apply
+        _rule_sigv4(rec, c, facts, refused)
+        return
     if not refused and not any(f in _FIRING for f in facts):
         return  # nothing below can fire (most requests): skip building the params
     p = _key_params(rec, c)
@@ -98,6 +105,19 @@ def rule_auth(rec: Any, c: Ctx) -> None:
     elif google is not None or c.family() == "gemini":
         c.add("auth.rejected", "error", variant="google_key" if google == "key" or rec.status == 401 else "google_denied",
               server=server_text(rec), **p)
+    else:
+        c.add("auth.rejected", "error", variant="403" if rec.status == 403 else "401", server=server_text(rec), **p)
+
+
+def _rule_sigv4(rec: Any, c: Ctx, facts: list[str], refused: bool) -> None:
+    if not refused or c.errors():
+        return
+    p = _key_params(rec, c)
+    rewritten = "sigv4_rewritten" in facts
+    said = has_any((rec.upstream_error or "") + " " + (rec.upstream_error_type or ""), SIGNATURE_WORDS)
+    if rewritten or said:
+        c.add("auth.sigv4_host", "error", variant="rewritten" if rewritten else "signature", server=server_text(rec) or "-",
+              proxy=c.proxy_url, **p)
     else:
         c.add("auth.rejected", "error", variant="403" if rec.status == 403 else "401", server=server_text(rec), **p)
 
@@ -216,6 +236,20 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "同时发送了 Authorization Bearer 令牌和另一个 API 密钥，Claude Code 在已登录又设置了 ANTHROPIC_API_KEY 时就会这样（401/403 时为错误，否则为警告）。",
                "请求发送了两个不同的凭据（{header}：{fingerprint} 和另一个密钥），上游可能任选其一。{host} 返回 {status}。",
                "只保留一个：Claude Code 可以运行 `claude /logout`（改用 API 密钥），或 `unset ANTHROPIC_API_KEY`（改用登录）；不要同时设置 ANTHROPIC_AUTH_TOKEN 和 ANTHROPIC_API_KEY。"),
+    }),
+    ("auth.sigv4_host", "auth", _E, (), {
+        "en": ("SigV4 signature refused",
+               "A request signed with AWS Signature Version 4 (Bedrock) answered 401/403; the signature covers the Host and path, so a request signed for the proxy's address fails at the real host.",
+               {"rewritten": "{host} refused the SigV4 signature of access key {fingerprint} with {status}: the client signed the request for the address it was given (firsttoken, {proxy}), and firsttoken forwarded it to {host}, a Host and path the signature does not cover. \u201c{server}\u201d",
+                "signature": "{host} refused the SigV4 signature of access key {fingerprint} with {status}: \u201c{server}\u201d"},
+               {"rewritten": "Let the client sign for Bedrock's own host: forward mode, `firsttoken run --forward -- CLIENT` or HTTPS_PROXY=<the proxy> with the client's usual endpoint (it must trust firsttoken's CA). Or put a gateway that signs its own requests behind firsttoken and have Claude Code skip signing with CLAUDE_CODE_SKIP_BEDROCK_AUTH=1.",
+                "signature": "The signature was made for this host and still failed: check the AWS secret access key that goes with {fingerprint}, the machine's clock (SigV4 allows 5 minutes of skew), and the region the client signs for (AWS_REGION)."}),
+        "zh": ("SigV4 签名被拒绝",
+               "以 AWS Signature Version 4 签名的请求（Bedrock）收到 401/403；签名覆盖 Host 和路径，为代理地址签名的请求到了真实主机必然失败。",
+               {"rewritten": "{host} 以 {status} 拒绝了访问密钥 {fingerprint} 的 SigV4 签名：客户端按它被告知的地址（firsttoken，{proxy}）签名，而 firsttoken 把请求转发到了 {host}，签名并不覆盖这个 Host 和路径。\u201c{server}\u201d",
+                "signature": "{host} 以 {status} 拒绝了访问密钥 {fingerprint} 的 SigV4 签名：\u201c{server}\u201d"},
+               {"rewritten": "让客户端为 Bedrock 自己的主机签名：使用转发模式，`firsttoken run --forward -- 客户端`，或设置 HTTPS_PROXY=<代理地址> 并保留客户端原来的端点（客户端须信任 firsttoken 的 CA）。或者在 firsttoken 后面放一个自行签名的网关，并用 CLAUDE_CODE_SKIP_BEDROCK_AUTH=1 让 Claude Code 跳过签名。",
+                "signature": "签名就是为这个主机做的，仍然失败：检查与 {fingerprint} 配套的 AWS 秘密访问密钥、本机时钟（SigV4 允许 5 分钟偏差）以及客户端签名所用的区域（AWS_REGION）。"}),
     }),
     ("auth.rejected", "auth", _E, (), {
         "en": ("Key refused by the upstream",

@@ -29,7 +29,8 @@ from firsttoken.addon.record import Record
 from firsttoken.addon.secrets import redact_text
 from firsttoken.addon.store.queries import is_streamed
 
-LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "gemini.generate")
+LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "anthropic.vertex",
+            "anthropic.bedrock", "bedrock.converse", "gemini.generate")
 AUTH_STATUSES = (401, 403)
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
 TERMINATOR = {
@@ -38,6 +39,9 @@ TERMINATOR = {
     "openai.responses": "response.completed",
     "anthropic.messages": "message_stop",
     "gemini.generate": "a finishReason",
+    "anthropic.vertex": "message_stop",
+    "anthropic.bedrock": "message_stop",
+    "bedrock.converse": "messageStop",
 }
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 QUOTE_CHARS = 300

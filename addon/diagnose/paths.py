@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from firsttoken.addon import routing
+from firsttoken.addon.apis.clouds import platform_of
 from firsttoken.addon.diagnose.context import LLM_APIS, Ctx, client_path, has_any, quote, server_text, upstream_path
 
 _ENDPOINTS = r"(chat/completions|completions|responses|messages)"
@@ -123,8 +124,8 @@ def rule_protocol_mismatch(rec: Any, c: Ctx) -> None:
 
 
 def rule_missing_v1(rec: Any, c: Ctx) -> None:
-    if rec.status != 404 or c.errors():
-        return
+    if rec.status != 404 or c.errors() or platform_of(rec.api):
+        return  # (Bedrock's paths hold no version, Vertex's one of its own: neither is a missing /v1)
     up = upstream_path(rec)
     if "/v1/" in up + "/" or has_any(up, ("/v1beta", "/v2/", "/v3/", "/deployments/", "/v4/")):
         return

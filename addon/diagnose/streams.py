@@ -8,6 +8,7 @@ from typing import Any
 from firsttoken.addon.apis import gemini
 from firsttoken.addon.diagnose.context import LLM_APIS, TERMINATOR, Ctx, quote, readable, server_text
 from firsttoken.addon.diagnose.thresholds import BASELINE_MIN_SAMPLES, BUFFERED_MIN_EVENTS
+from firsttoken.addon.framing import framing_of
 from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
 from firsttoken.addon.sse import MAX_EVENT_DATA
 
@@ -17,13 +18,26 @@ def _ok(rec: Any) -> bool:
 
 
 def _sse(rec: Any) -> bool:
-    return "text/event-stream" in (rec.content_type or "").lower()
+    """An event stream, whatever frames it (SSE, AWS's event stream: addon/framing)."""
+    return framing_of(rec.content_type) is not None
+
+
+#: Bedrock's exception frames inside a 200 event stream (``:exception-type``) -> the finding's variant
+BEDROCK_EXCEPTIONS = {"throttlingException": "throttling", "modelStreamErrorException": "model_stream",
+                      "validationException": "validation", "serviceUnavailableException": "unavailable",
+                      "internalServerException": "internal", "modelTimeoutException": "internal"}
 
 
 def rule_error_event(rec: Any, c: Ctx) -> None:
-    if _ok(rec) and rec.upstream_error and not c.errors():
-        c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
-              error_type=rec.upstream_error_type or "-", events=rec.events)
+    if not (_ok(rec) and rec.upstream_error) or c.errors():
+        return
+    kind = BEDROCK_EXCEPTIONS.get(rec.upstream_error_type or "")
+    if kind is not None:
+        c.add("stream.bedrock_exception", "error", variant=kind, **c.common(), server=server_text(rec),
+              error_type=rec.upstream_error_type, events=rec.events, model=rec.model or "?")
+        return
+    c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
+          error_type=rec.upstream_error_type or "-", events=rec.events)
 
 
 def rule_blocked(rec: Any, c: Ctx) -> None:
@@ -84,6 +98,13 @@ def rule_malformed(rec: Any, c: Ctx) -> None:
     nothing = not rec.events and not rec.output_chars
     c.add("response.malformed", "error" if nothing and not c.errors() else "warn", **c.common(),
           count=rec.malformed_events, sample=quote(rec.malformed_sample, 200))
+
+
+def rule_corrupt_frame(rec: Any, c: Ctx) -> None:
+    why = getattr(rec, "frame_error", None)
+    if why and rec.status is not None and rec.status < 300:
+        c.add("stream.corrupt_frame", "error" if not c.errors() else "warn", **c.common(), why=why,
+              content_type=rec.content_type, events=rec.events)
 
 
 def rule_event_too_large(rec: Any, c: Ctx) -> None:
@@ -181,7 +202,8 @@ def rule_not_requested(rec: Any, c: Ctx) -> None:
               total_ms=rec.total_ms)
 
 
-RULES = (rule_error_event, rule_blocked, rule_no_choices, rule_not_sse, rule_truncated, rule_malformed, rule_event_too_large,
+RULES = (rule_error_event, rule_blocked, rule_no_choices, rule_not_sse, rule_corrupt_frame, rule_truncated, rule_malformed,
+         rule_event_too_large,
          rule_buffered,
          rule_stall, rule_usage, rule_not_requested)
 
@@ -221,6 +243,24 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                {"prompt": "改写提示词或去掉过滤器反对的内容（响应中的 promptFeedback.safetyRatings 会说明类别）；请求中的 safetySettings 可以放宽可调类别（HARM_CATEGORY_*：BLOCK_ONLY_HIGH 或 BLOCK_NONE）；PROHIBITED_CONTENT 和 BLOCKLIST 无法放宽。",
                 "output": "RECITATION：回答引用了受保护的文本（请模型用自己的话概括）；SAFETY：为候选结果 safetyRatings 指出的类别放宽 safetySettings，或改写提示词；PROHIBITED_CONTENT、BLOCKLIST 和 SPII 无法放宽。原样重试通常结果相同。"}),
     }),
+    ("stream.bedrock_exception", "streams", _E, (), {
+        "en": ("Bedrock exception inside a 200 stream",
+               "Bedrock's event stream answered 200, then carried an exception frame (:message-type exception): throttling, a model stream error, validation, service unavailable or an internal error.",
+               "Bedrock's stream started (200) but sent a {error_type} frame after {events} token events: \u201c{server}\u201d.",
+               {"throttling": "Bedrock throttled {model}: the account's tokens- or requests-per-minute quota for it in this region ran out. Retry with backoff; ask for a quota increase (Service Quotas, Amazon Bedrock), or spread the load with a cross-region inference profile (a model id starting us., eu., global.).",
+                "model_stream": "The model's stream failed inside Bedrock (modelStreamErrorException): retry; if it repeats for this prompt, shorten it or lower max_tokens.",
+                "validation": "Bedrock refused the request while streaming (validationException): read its message above: a parameter the model does not take, or a prompt beyond its context.",
+                "unavailable": "Bedrock is unavailable for {model} right now (serviceUnavailableException): retry with backoff, or another region.",
+                "internal": "An internal error inside Bedrock ({error_type}): transient; retry, and report the request id if it repeats."}),
+        "zh": ("200 流中出现 Bedrock 异常",
+               "Bedrock 的事件流以 200 开始，随后发来异常帧（:message-type exception）：限流、模型流错误、校验失败、服务不可用或内部错误。",
+               "Bedrock 的流已开始（200），但在 {events} 个 token 事件后发来 {error_type} 帧：\u201c{server}\u201d。",
+               {"throttling": "Bedrock 对 {model} 限流：账户在该区域此模型的每分钟 token 或请求配额已用完。请退避重试；在 Service Quotas（Amazon Bedrock）申请提高配额，或用跨区域推理配置文件（以 us.、eu.、global. 开头的模型 ID）分摊负载。",
+                "model_stream": "模型的流在 Bedrock 内部失败（modelStreamErrorException）：请重试；如果这个提示词总是失败，缩短它或调低 max_tokens。",
+                "validation": "Bedrock 在流式输出中拒绝了请求（validationException）：看上面的消息：模型不接受的参数，或超出上下文的提示词。",
+                "unavailable": "Bedrock 上的 {model} 暂时不可用（serviceUnavailableException）：请退避重试，或换一个区域。",
+                "internal": "Bedrock 内部错误（{error_type}）：通常是暂时的；请重试，若反复出现请附上请求 ID 报告。"}),
+    }),
     ("stream.truncated", "streams", _E, (_W,), {
         "en": ("Stream ended without its terminator",
                "A 200 event stream ended cleanly but without [DONE] / message_stop / response.completed (warning when the model reported a finish reason).",
@@ -234,6 +274,16 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                 "finished": "流结束时没有 {terminator}，尽管模型在 {events} 个 token 事件后已结束（finish_reason {finish_reason}）。"},
                {"cut": "请重试；如果反复出现，说明中间的网关在关闭较长的流（检查其超时），或服务器丢掉了流的结尾。",
                 "finished": "服务器不发送 {terminator}：等待它的客户端可能挂起或报错；请向服务器维护者报告。"}),
+    }),
+    ("stream.corrupt_frame", "streams", _E, (_W,), {
+        "en": ("Corrupt event-stream frame",
+               "A binary event stream (Bedrock's application/vnd.amazon.eventstream) held a frame that fails its CRC32 check, declares an impossible length or has malformed headers, or it ended inside a frame.",
+               "{host}'s {content_type} stream could not be decoded past one frame: {why}. firsttoken forwarded every byte unchanged but analysed nothing after it ({events} token events before).",
+               "The client's own decoder meets the same bytes and fails (the AWS SDKs raise a checksum error): retry; if it repeats, something between firsttoken and the model rewrites or cuts the body (a proxy that re-chunks or compresses it, a gateway's timeout)."),
+        "zh": ("事件流帧损坏",
+               "二进制事件流（Bedrock 的 application/vnd.amazon.eventstream）中有一帧未通过 CRC32 校验、声明了不可能的长度或头部格式错误，或者流在帧的中间结束了。",
+               "{host} 的 {content_type} 流在某一帧之后无法解码：{why}。firsttoken 原样转发了全部字节，但没有分析它之后的内容（此前有 {events} 个 token 事件）。",
+               "客户端自己的解码器会遇到同样的字节并失败（AWS SDK 会报校验错误）：请重试；如果反复出现，说明 firsttoken 与模型之间有东西改写或截断了响应体（重新分块或压缩它的代理、网关超时）。"),
     }),
     ("stream.not_sse", "streams", _E, (_W,), {
         "en": ("Stream requested, plain body returned",

@@ -16,7 +16,7 @@ EXACT = frozenset({
     "x-accel-buffering", "x-proxy-cache", "x-forwarded-server", "age",
     # Cloudflare, AWS, Google, Azure, Fastly, Akamai, Vercel, Fly, Netlify
     "cf-ray", "cf-cache-status", "x-amz-cf-id", "x-amz-cf-pop", "x-amzn-requestid", "x-amzn-trace-id",
-    "x-amz-apigw-id", "x-cloud-trace-context", "x-goog-request-id", "x-azure-ref", "x-msedge-ref", "x-ms-region",
+    "x-amz-apigw-id", "x-amzn-errortype", "x-cloud-trace-context", "x-goog-request-id", "x-azure-ref", "x-msedge-ref", "x-ms-region",
     "apim-request-id", "x-ms-client-request-id", "azureml-model-session", "x-check-cacheable", "x-vercel-id",
     "x-vercel-cache", "fly-request-id", "x-nf-request-id", "akamai-grn", "x-akamai-request-id",
     # service meshes and API gateways
@@ -28,7 +28,7 @@ EXACT = frozenset({
 })
 #: header families kept by prefix
 PREFIXES = ("x-litellm-", "x-kong-", "x-envoy-", "x-portkey-", "helicone-", "x-helicone-", "x-openrouter-",
-            "x-cache-", "x-akamai-")
+            "x-cache-", "x-akamai-", "x-amzn-bedrock-")
 #: LiteLLM passes the upstream's own headers on under this prefix (``llm_provider-openai-processing-ms``):
 #: kept when the name after it would be kept (or is the upstream's Server or Via)
 PASSED_ON = "llm_provider-"

@@ -21,13 +21,19 @@ HEADERS = (
     ("x-upstream-latency", "gateway_waited", None),
     ("openai-processing-ms", "provider_processing", None),
     ("llm_provider-openai-processing-ms", "provider_processing", None),  # the upstream's, passed on by LiteLLM
+    # Bedrock: a whole answer's headers, and a stream's last event (amazon-bedrock-invocationMetrics,
+    # kept under these names by the analysis: addon/apis/bedrock.py)
+    ("x-amzn-bedrock-invocation-latency", "provider_processing", "Bedrock"),
+    ("amazon-bedrock-invocationmetrics.firstbytelatency", "provider_first_byte", "Bedrock"),
+    ("amazon-bedrock-invocationmetrics.invocationlatency", "provider_processing", "Bedrock"),
+    ("bedrock-converse-metrics.latencyms", "provider_processing", "Bedrock"),
 )
 _DUR = re.compile(r"(?:^|;)\s*dur\s*=\s*\"?([0-9]+(?:\.[0-9]+)?)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Reported:
-    what: str  # gateway_overhead | gateway_waited | provider_processing | server_timing
+    what: str  # gateway_overhead | gateway_waited | provider_processing | provider_first_byte | server_timing
     ms: float
     header: str  # the header (and, for Server-Timing, the metric's name)
     who: str | None = None

@@ -431,3 +431,11 @@ def m022_stats_without_totals(db: sqlite_utils.Database) -> None:
                "WHERE connect_ms IS NOT NULL")
     db.execute("CREATE INDEX idx_requests_stats_cached ON requests (model, ttft_ms, usage_prompt_tokens, "
                "usage_cached_tokens, conn_reused, connect_ms, stream) WHERE usage_cached_tokens IS NOT NULL")
+
+
+@migration
+def m024_frame_error(db: sqlite_utils.Database) -> None:
+    """Why a binary event stream (Bedrock's ``application/vnd.amazon.eventstream``) could not be
+    decoded past some frame: a bad CRC, an impossible length, malformed headers, or an unfinished
+    last frame (``stream.corrupt_frame``). The bytes were forwarded unchanged all the same."""
+    db["requests"].add_column("frame_error", str)

@@ -21,7 +21,9 @@ from firsttoken.cli.env.target import DEFAULT_PORT
 PASS, WARN, FAIL = "pass", "warn", "fail"
 KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_VARS = {"OPENAI_BASE_URL": "openai", "OPENAI_API_BASE": "openai", "ANTHROPIC_BASE_URL": "anthropic",
-                 "GOOGLE_GEMINI_BASE_URL": "gemini", "GOOGLE_VERTEX_BASE_URL": "gemini"}
+                 "GOOGLE_GEMINI_BASE_URL": "gemini", "GOOGLE_VERTEX_BASE_URL": "gemini",
+                 # Claude Code on Bedrock / Vertex AI: base URLs it appends the whole path to (cli/run/clients/cloud.py)
+                 "ANTHROPIC_BEDROCK_BASE_URL": "cloud", "ANTHROPIC_VERTEX_BASE_URL": "cloud"}
 DEFAULT_PROXY = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 #: the facts that break a key or URL, most telling first

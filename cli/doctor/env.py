@@ -27,6 +27,7 @@ from firsttoken.cli.doctor.core import (
     same_endpoint,
 )
 from firsttoken.cli.env.clients import claude_oauth_login
+from firsttoken.cli.run.clients import cloud
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 #: the variables that apply to a plain-http URL such as firsttoken's
@@ -174,7 +175,7 @@ _ENDPOINT = re.compile(r"/(chat/completions|completions|responses|messages|embed
 
 def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = "environment") -> Check:
     """One base URL: ``kind`` "openai" (client appends /chat/completions), "anthropic" (/v1/messages) or
-    "gemini" (/v1beta/models/…)."""
+    "gemini" (/v1beta/models/…), "cloud" (Bedrock's /model/…, Vertex's /projects/…: the whole path)."""
     cid = f"base_url.{source}.{var}".replace(" ", "_")
     where = var if source == "environment" else f"{var} in {source}"
     facts = [f for f in key_facts(value) if f in ("empty", "leading_whitespace", "trailing_whitespace", "newline",
@@ -270,11 +271,34 @@ def _check_against_routes(cid: str, where: str, text: str, path: str, kind: str,
                  f"{text} → {route.url}")
 
 
+def check_sigv4_through_proxy(ctx: Context) -> list[Check]:
+    """Claude Code on Bedrock pointed at firsttoken while it signs with SigV4: every request fails
+    upstream (the signature covers the proxy's host), whatever the key."""
+    v = (ctx.env.get("ANTHROPIC_BEDROCK_BASE_URL") or "").strip()
+    if cloud.kind(ctx.env) != "bedrock" or not v or not cloud.signs(ctx.env):
+        return []
+    u = urlsplit(v)
+    try:
+        port = u.port or (443 if u.scheme == "https" else 80)
+    except ValueError:
+        return []
+    if not u.hostname or not same_endpoint(u.hostname, port, ctx):
+        return []
+    return [Check("base_url.bedrock_sigv4", "base_urls", FAIL,
+                  "Claude Code on Bedrock signs its requests for firsttoken's address",
+                  f"ANTHROPIC_BEDROCK_BASE_URL={v} with SigV4 (no CLAUDE_CODE_SKIP_BEDROCK_AUTH, no "
+                  "AWS_BEARER_TOKEN_BEDROCK): forwarded to Bedrock, every signature fails (403 SignatureDoesNotMatch)",
+                  "unset ANTHROPIC_BEDROCK_BASE_URL and use forward mode (`firsttoken run --forward -- claude`, or "
+                  "HTTPS_PROXY=<the proxy> with firsttoken's CA), or put a gateway that signs behind the proxy and "
+                  "set CLAUDE_CODE_SKIP_BEDROCK_AUTH=1")]
+
+
 def check_env_base_urls(ctx: Context) -> list[Check]:
     out = []
     for var, kind in BASE_URL_VARS.items():
         if var in ctx.env and ctx.env[var] != "":
             out.append(check_base_url(var, ctx.env[var], kind, ctx))
+    out += check_sigv4_through_proxy(ctx)
     a, b = (ctx.env.get("OPENAI_API_BASE") or "").strip(), (ctx.env.get("OPENAI_BASE_URL") or "").strip()
     if a and a.rstrip("/") != b.rstrip("/"):
         out.append(Check("base_url.openai_api_base", "base_urls", WARN,

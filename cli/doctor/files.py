@@ -41,9 +41,12 @@ def read_claude_settings(ctx: Context) -> tuple[list[Check], list[tuple[str, dic
 def check_claude_code(ctx: Context, blocks: list[tuple[str, dict[str, Any]]]) -> list[Check]:
     out = []
     for label, block in blocks:
-        v = block.get("ANTHROPIC_BASE_URL")
-        if isinstance(v, str):
-            out.append(check_base_url("ANTHROPIC_BASE_URL", v, "anthropic", ctx, source=label))
+        # its own base URL, and on Bedrock / Vertex AI theirs (a URL it appends the whole path to)
+        for var, kind in (("ANTHROPIC_BASE_URL", "anthropic"), ("ANTHROPIC_BEDROCK_BASE_URL", "cloud"),
+                          ("ANTHROPIC_VERTEX_BASE_URL", "cloud")):
+            v = block.get(var)
+            if isinstance(v, str):
+                out.append(check_base_url(var, v, kind, ctx, source=label))
     return out
 
 

@@ -18,7 +18,7 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.env.target import EnvError, Target, pick_route
-from firsttoken.cli.run.clients import registry
+from firsttoken.cli.run.clients import cloud, registry
 
 #: every client's one name (the registry's rule: `env claude` is `env claude-code`)
 CLIENTS = registry.client_names()
@@ -108,6 +108,8 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
                 "env_key names the variable that holds the key; Codex sends it as Authorization: Bearer.",
             ]
         return plan
+    if client == "claude-code" and cloud.kind(env) is not None:
+        return _claude_cloud(plan, target, route_name, env)
     if client in ("claude-code", "anthropic"):
         route = pick_route(target, "anthropic", route_name)
         base = routing.client_base_url(target.url, route, "anthropic")
@@ -317,6 +319,35 @@ def _curl_plan(plan: Plan, target: Target, route_name: str | None, model: str | 
                             f"  -d '{body}'")
     plan.blocks.append(("curl (-N prints the stream as it arrives)", "\n\n".join(examples)))
     plan.notes.append("Then `firsttoken logs` lists the request and `firsttoken show <id>` draws its timeline.")
+    return plan
+
+
+def _claude_cloud(plan: Plan, target: Target, route_name: str | None, env: Mapping[str, str]) -> Plan:
+    """Claude Code on Bedrock or Vertex AI (CLAUDE_CODE_USE_BEDROCK / _VERTEX in this shell): its own base URL
+    variable; SigV4 (Bedrock's default auth) binds the host, so only a gateway that signs may stand behind."""
+    kind = cloud.kind(env)
+    route = pick_route(target, "anthropic", route_name)
+    base = routing.client_base_url(target.url, route, cloud.FAMILY)
+    var = cloud.BASE_VARS[kind]
+    plan.title = f"claude-code on {'Bedrock' if kind == 'bedrock' else 'Vertex AI'}: {_route_label(target, route)}"
+    plan.exports.append((var, base))
+    plan.blocks.append(("~/.claude/settings.json (or ./.claude/settings.json for one project)",
+                        json.dumps({"env": {var: base}}, indent=2)))
+    if kind == "bedrock":
+        plan.notes.append(f"Claude Code appends /model/ID/invoke-with-response-stream to {var}: the route's upstream "
+                          "is Bedrock's runtime endpoint (https://bedrock-runtime.REGION.amazonaws.com) or a gateway's.")
+        if cloud.signs(env):
+            plan.warnings.append(
+                "Claude Code signs its Bedrock requests with SigV4 for the host it is given, so a request signed for "
+                "the proxy fails at Bedrock (403 SignatureDoesNotMatch). Use forward mode instead (`firsttoken env "
+                "--forward claude-code`, or `firsttoken run --forward -- claude`: it keeps Bedrock's own host), or "
+                "put a gateway that signs behind the proxy and set CLAUDE_CODE_SKIP_BEDROCK_AUTH=1.")
+    else:
+        plan.notes.append(f"Claude Code appends /projects/PROJECT/locations/REGION/publishers/anthropic/models/M:"
+                          f"streamRawPredict to {var}: the route's upstream is https://REGION-aiplatform.googleapis.com/v1 "
+                          "(with its /v1) or a gateway's. The OAuth token goes through unchanged.")
+        if not (env.get("ANTHROPIC_VERTEX_PROJECT_ID") or "").strip():
+            plan.warnings.append("ANTHROPIC_VERTEX_PROJECT_ID is not set in this shell: Claude Code needs it on Vertex AI.")
     return plan
 
 

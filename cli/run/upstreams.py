@@ -43,7 +43,7 @@ def make_plan(argv: list[str], env: Mapping[str, str], home: Path, cwd: Path,
         route = routing.parse_upstream(f"{name}={up.url}") if "://" in up.url else None
         if route is None:
             raise PlanError(f"{up.source} = {up.url!r} is not an http(s) URL: fix it (e.g. "
-                            f"{DEFAULT_UPSTREAMS[up.family]}) or unset it")
+                            f"{DEFAULT_UPSTREAMS.get(up.family, 'https://host/path')}) or unset it")
         plan.notes += routing.base_url_warnings(route, up.family)
         if up.family == "openai" and not routing.has_version(route.prefix):
             plan.notes.append(f"{up.source} = {up.url} has no API version: through firsttoken the client calls "

@@ -20,7 +20,7 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class Upstream:
-    family: str  # anthropic | openai | gemini: how a base URL maps to the upstream (routing.client_base_url)
+    family: str  # anthropic | openai | gemini | cloud (Bedrock, Vertex): how a base URL maps to the upstream (routing.client_base_url)
     url: str
     source: str  # where it came from, in words
 

@@ -1,7 +1,8 @@
 """Claude Code: ``ANTHROPIC_BASE_URL`` from the environment, then its settings.json ``env`` blocks
 (user, project, local: the last wins), then a managed policy (wins over everything, even
 ``--settings``). Redirected by ``--settings '{"env": {"ANTHROPIC_BASE_URL": …}}'``, which beats
-settings.json and the environment. The clients table: docs/run.md."""
+settings.json and the environment. On Bedrock or Vertex AI (CLAUDE_CODE_USE_BEDROCK / _VERTEX) its
+ANTHROPIC_BEDROCK_BASE_URL / ANTHROPIC_VERTEX_BASE_URL instead (cloud.py). The clients table: docs/run.md."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from firsttoken.cli.run.clients import cloud
 from firsttoken.cli.run.clients.base import Client, Context, Plan, Redirect, Upstream
 
 #: Claude Code's managed (policy) settings: they beat even --settings
@@ -60,6 +62,8 @@ class ClaudeCode(Client):
         self.managed = managed
 
     def find(self, plan: Plan, ctx: Context) -> None:
+        if cloud.find(plan, self._effective_env(ctx)):
+            return  # Claude Code on Bedrock or Vertex AI: its own base URL and its own way to sign
         v = ctx.var("ANTHROPIC_BASE_URL")
         plan.upstreams["anthropic"] = Upstream("anthropic", v or DEFAULT, "$ANTHROPIC_BASE_URL" if v else "default")
         plan.key_source = ("ANTHROPIC_API_KEY / ANTHROPIC_AUTH_TOKEN (environment or the \"env\" block of "
@@ -80,12 +84,31 @@ class ClaudeCode(Client):
                 plan.forward_reason = (f"{path} (a managed policy) sets ANTHROPIC_BASE_URL, which nothing "
                                        "overrides: Claude Code runs through HTTPS_PROXY instead")
 
+    def _effective_env(self, ctx: Context) -> dict[str, str]:
+        """The variables Claude Code ends up with: the environment, then its settings files' "env"
+        blocks (the last wins), then a managed policy's."""
+        out = {k: v for k, v in ctx.env.items() if isinstance(v, str)}
+        _, blocks = read_settings_env(ctx.home, ctx.cwd)
+        for _, block in blocks:
+            out.update({k: v for k, v in block.items() if isinstance(v, str)})
+        for path in self.managed:
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            block = doc.get("env") if isinstance(doc, dict) else None
+            if isinstance(block, dict):
+                out.update({k: v for k, v in block.items() if isinstance(v, str)})
+        return out
+
     def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
+        var = cloud.BASE_VARS.get(next(iter(bases)), "ANTHROPIC_BASE_URL") if len(bases) == 1 else "ANTHROPIC_BASE_URL"
         argv = list(plan.argv)
-        argv[plan.args_at:plan.args_at] = ["--settings", json.dumps({"env": {"ANTHROPIC_BASE_URL": bases["anthropic"]}})]
+        argv[plan.args_at:plan.args_at] = ["--settings", json.dumps({"env": {var: next(iter(bases.values()))}})]
         return Redirect(argv, {},
-                        "claude --settings '{\"env\": {\"ANTHROPIC_BASE_URL\": …}}' (beats settings.json and the "
+                        f"claude --settings '{{\"env\": {{\"{var}\": …}}}}' (beats settings.json and the "
                         "environment)")
 
     def by_hand(self, plan):
-        return ["export ANTHROPIC_BASE_URL=<the proxy's URL>   (or \"env\" in ~/.claude/settings.json)"]
+        var = cloud.BASE_VARS.get(next(iter(plan.upstreams), ""), "ANTHROPIC_BASE_URL")
+        return [f"export {var}=<the proxy's URL>   (or \"env\" in ~/.claude/settings.json)"]
