@@ -95,6 +95,20 @@ def test_stats_and_baseline_work_on_the_demos_own_traffic(demo_db):
     assert r.exit_code == 2 and "--exclude-cold left out" in r.output
 
 
+def test_the_demos_fit_shows_the_simulators_prompt_slope(demo_db):
+    """Issue 31: the demo's fit said "no fit: the prompt size explains 0% of TTFT" because it took the
+    stream firsttoken itself flagged `stream.buffered` (574 ms at 15 tokens). Left out, and said so,
+    the rest shows what the simulator adds: 40 ms + 30 ms per 1k prompt tokens of prefill (±15 %)."""
+    g = {e["group"]: e for e in json.loads(run("stats", "--db", demo_db, "--json").output)["groups"]}["gpt-4o-mini"]
+    assert g["ttft_slope_ms_per_1k"] is not None, g["ttft_fit_warning"]
+    assert 15 <= g["ttft_slope_ms_per_1k"] <= 45 and g["ttft_fit_r2"] >= 0.6 and g["ttft_fit_n"] >= 5
+    assert {e["code"] for e in g["ttft_fit_excluded"]} >= {"stream.buffered"} and g["ttft_fit_excluded_n"] >= 1
+    out = run("stats", "--db", demo_db, width=160).output
+    assert "ms per 1k tokens" in out and "left out of the fit" in out and "stream.buffered" in out
+    zh = run("stats", "--db", demo_db, "--lang", "zh", width=160).output
+    assert "未计入拟合" in zh and "left out" not in zh
+
+
 def test_a_baseline_saved_with_exclude_cold_is_checked_without_them(proxy, db_path):
     body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}], "stream": True}
     with httpx.Client(base_url=proxy.url + "/v1", headers={"authorization": "Bearer sk-test-base-00000000000000"}) as c:

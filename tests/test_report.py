@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import ROUTE_SIMS
 
-from firsttoken.addon.store.db import open_db
+from firsttoken.addon.store.db import open_db, open_reader
 from firsttoken.cli.bench.db import generate
 from firsttoken.cli.output import ms
 from firsttoken.cli.report.command import report
@@ -232,7 +232,11 @@ def test_report_fits_ttft_against_uncached_tokens(two_route_db, tmp_path):
     section = page[i:page.index("<h2>", i)]
     cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", section)]
     model, hits, all_fit, unc_fit, better = cells
-    assert model == "sim-1" and hits == "4"
+    # the cache hits the fit counts: 4, but for one the proxy flagged as not prefill (a busy machine: proxy.saturated)
+    left_out = open_reader(str(two_route_db)).execute(
+        "SELECT count(*) FROM requests WHERE route = 'direct' AND usage_cached_tokens > 0 AND ttft_outlier IS NOT NULL"
+    ).fetchone()[0]
+    assert model == "sim-1" and hits == str(4 - left_out)
     r2_all = float(re.search(r"R² ([\d.]+)", all_fit).group(1))
     r2_unc = float(re.search(r"R² ([\d.]+)", unc_fit).group(1))
     assert r2_unc > r2_all and r2_unc > 0.9

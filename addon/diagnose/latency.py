@@ -237,6 +237,32 @@ def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
           load_per_core=load, **extra)
 
 
+#: the findings that say a request's TTFT is not its model's prefill, each with the reason the
+#: TTFT-vs-prompt fit gives for leaving it out (``ttft_outlier``; docs/stats.md, "The fit")
+NOT_PREFILL: dict[str, str] = {
+    "stream.buffered": "a hop buffered the stream: its TTFT is that hop's delay",
+    "latency.headers_held": "headers held until the first token, and the route has no fit to split TTFT yet",
+    "proxy.saturated": "the proxy itself delayed it",
+    "latency.network": "slow before the headers (network, gateway, queue)",
+    "latency.cold_connection": "a new connection took 200 ms or more",
+}
+
+
+def ttft_outlier(findings: list[dict[str, Any]] | None) -> str | None:
+    """The code of the first finding that says this request's TTFT is not its model's prefill
+    (``NOT_PREFILL``), or None. ``latency.headers_held`` counts only in its ``nofit`` variant: where
+    the route's own fit splits TTFT (variant ``fit``) the held TTFT is still network + prefill. The
+    one rule: the analyzer stores it (``requests.ttft_outlier``), m026 filled it in for older rows."""
+    for f in findings or ():
+        code = f.get("code") if isinstance(f, dict) else None
+        if code not in NOT_PREFILL:
+            continue
+        if code == "latency.headers_held" and (f.get("params") or {}).get("variant") == "fit":
+            continue
+        return code
+    return None
+
+
 RULES = (rule_reasoning, rule_prefill, rule_network, rule_headers_held, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
          rule_proxy_saturated)
 
