@@ -455,19 +455,20 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
 # ------------------------------------------------------------------ report helpers
 
 def scatter_points(db: sqlite_utils.Database, filters: Filters, counts: dict[Any, int], per_model: int = 800,
-                   include_cold: bool = True, by: str = "model") -> dict[Any, list[tuple[float, float, str]]]:
-    """(prompt tokens, TTFT, request id) per group of ``by`` (model, route...; ``counts`` keyed by
-    its values), about per_model points each: every k-th row by rowid."""
+                   include_cold: bool = True, by: str = "model") -> dict[Any, list[tuple[float, float, str, str | None]]]:
+    """(prompt tokens, TTFT, request id, why the fit leaves it out or None) per group of ``by`` (model,
+    route...; ``counts`` keyed by its values), about per_model points each: every k-th row by rowid."""
     where, params = filters.where()
-    out: dict[Any, list[tuple[float, float, str]]] = {}
+    why = OUTLIER if OUTLIER in columns(db) else "NULL"
+    out: dict[Any, list[tuple[float, float, str, str | None]]] = {}
     for model, n in counts.items():
         if not n:
             continue
         k = max(1, n // per_model)
         w = _and(where, f"{GROUPS[by]} IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL", STREAMED,
                  "" if include_cold else WARM, "rowid % ? = 0")
-        rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
-        out[model] = [(x, y, i) for x, y, i in rows.fetchall()]
+        rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id, {why} FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
+        out[model] = [(x, y, i, o) for x, y, i, o in rows.fetchall()]
     return out
 
 
