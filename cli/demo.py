@@ -1,6 +1,6 @@
 """`firsttoken demo`: the simulated upstream + the proxy + a short run of requests, offline.
 
-Healthy streams of all four APIs, prompts of 15 to 4.5k tokens (prefill), a reasoning model, the
+Healthy streams of all four APIs, prompts of 15 to 6k tokens (prefill), a reasoning model, the
 classic failures (bad key, doubled /v1, a buffered stream, no usage, an error mid-stream), then
 the table and per-model percentiles; --slower: the same mix from a slower model. Offline.
 """
@@ -21,6 +21,7 @@ from firsttoken.addon.plan import EXPERIMENT_HEADER
 from firsttoken.addon.record import percentile
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import default_db_path, open_db
+from firsttoken.addon.tokens import count_text
 from firsttoken.cli import output
 from firsttoken.cli.logs import table
 from firsttoken.cli.options import fail
@@ -47,6 +48,7 @@ def _scenarios() -> list[tuple[str, str, dict, dict]]:
         ("chat, 1.5k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", " ".join([FOX] * 150), **usage)),
         ("chat, 3k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", " ".join([FOX] * 300), **usage)),
         ("chat, 4.5k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", LONG_PROMPT, **usage)),
+        ("chat, 6k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", " ".join([FOX] * 600), **usage)),
         ("anthropic messages", "/v1/messages", ant, {"model": "claude-sonnet-4-5", "max_tokens": 256, "stream": True, "system": "You are terse.", "messages": [{"role": "user", "content": "Say hi."}]}),
         ("responses API", "/v1/responses", oai, {"model": "gpt-4.1", "input": "Say hi.", "stream": True}),
         ("reasoning model", "/v1/chat/completions", oai, chat("deepseek-reasoner", "Why is the sky blue?", **usage)),
@@ -109,6 +111,7 @@ def demo(db_path, rounds, slower):
     out = Console(highlight=False)
     path = Path(db_path) if db_path else default_db_path().with_name("demo.db")
     experiment = SLOWER_EXPERIMENT if slower else None
+    count_text("warm-up", "gpt-4o-mini")  # the tokenizer loads now, not on the proxy's thread while streams run
     with SimServer(SimConfig(**TIMING, **(SLOWER if slower else {}))) as sim:
         proxy = ProxyServer([sim.url], str(path), port=0)
         try:

@@ -70,9 +70,11 @@ def test_the_readme_walkthrough_works_as_written(tmp_path):
     assert "TTFB" in outputs["show"]
     stats = outputs["stats"].split("gpt-4o-mini", 1)[1]
     assert " 0 " not in stats[:12]
-    # the demo's own fit shows the simulator's prefill (30 ms per 1k prompt tokens), its buffered stream left out
-    slope = int(re.search(r"\d+ ms \+ (\d+) ms per 1k tokens", stats).group(1))
-    assert 10 <= slope <= 60 and "left out of the fit" in stats and "stream.buffered" in stats
+    # the demo's own fit shows the simulator's prefill (30 ms per 1k prompt tokens), its buffered stream left out;
+    # on a machine so busy that the proxy itself delayed most requests, it says that instead of fitting them
+    assert "left out of the fit" in stats and "stream.buffered" in stats
+    fit = re.search(r"\d+ ms \+ (\d+) ms per 1k tokens", stats)
+    assert (fit and 10 <= int(fit.group(1)) <= 60) or (not fit and "(proxy.saturated)" in stats), stats
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "gpt-4o-mini" in html and "<svg" in html
     # the check caught the slower round (exit 1 above), and says so as README shows it

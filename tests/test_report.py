@@ -398,7 +398,8 @@ def test_report_renders_findings_in_the_pages_language(demo_db, tmp_path):
     zh, en = _report(demo_db, tmp_path, "--lang", "zh"), _report(demo_db, tmp_path, "--lang", "en")
     found = [f for (fs,) in open_reader(str(demo_db)).execute("SELECT findings FROM requests").fetchall()
              for f in json.loads(fs or "[]")]
-    shown = [f for f in found if f">{H_esc(f['code'])}</b> " in en]
+    # the findings the page shows (of the requests it lists: not every request's, nor every one of a code)
+    shown = [f for f in found if f">{H_esc(f['code'])}</b> {H_esc(render_finding(f, 'en')['message'])}" in en]
     assert shown
     for f in shown:
         zh_f, en_f = render_finding(f, "zh"), render_finding(f, "en")
@@ -440,7 +441,11 @@ def test_the_demo_report_shows_the_few_things_that_matter_first(demo_db, tmp_pat
     assert re.search(rf"\d+ of {total} requests failed", summary) and "auth.rejected" in summary, summary
     assert f"P50 {ms(percentile_of(ttfts, 50))} · P95 {ms(percentile_of(ttfts, 95))}" in summary
     slope = re.search(r'<span class="v">\+(\d+) ms</span> <span class="s">gpt-4o-mini', summary)
-    assert slope and 10 <= int(slope.group(1)) <= 60 and "stream.buffered" in summary
+    saturated = db.execute("SELECT count(*) FROM requests WHERE ttft_outlier = 'proxy.saturated'").fetchone()[0]
+    if slope:
+        assert 10 <= int(slope.group(1)) <= 60 and "stream.buffered" in summary
+    else:  # a machine so busy that the proxy itself delayed most of the demo's requests: no fit, and it says so
+        assert saturated >= 3 and "No model&#x27;s TTFT has a fit yet" in summary, summary
     # one warning per cause (too few requests; no prompt size where the tokenizer was postponed), each
     # naming every model it applies to: each model without a fit named once
     warns = re.findall(r'<p class="warn">⚠ No fit for ([^<]*?): ([^<]*)</p>', page)
@@ -456,7 +461,8 @@ def test_the_demo_report_shows_the_few_things_that_matter_first(demo_db, tmp_pat
     # the scatter: a log prompt axis (15 to 4,500 tokens), the fitted line, the buffered stream hollow
     scatter = page[page.index('aria-label="TTFT versus prompt tokens"'):]
     scatter = scatter[:scatter.index("</svg>")]
-    assert 'data-x="log"' in scatter and scatter.count('stroke-width="2.5"') == 1 and "<polyline" in scatter
+    assert 'data-x="log"' in scatter and scatter.count('stroke-width="2.5"') == (1 if slope else 0)
+    assert ("<polyline" in scatter) == bool(slope)
     assert re.search(r'<g class="out"[^>]*>.*?left out of the fit: stream.buffered', scatter)
     # TTFT, TTFB and gap on one time axis: the same ticks
     ticks = []

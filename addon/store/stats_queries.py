@@ -147,6 +147,10 @@ def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: flo
                            "prompt_tokens_sd": None, "ttft_fit_excluded": left_out,
                            "ttft_fit_excluded_n": sum(e["n"] for e in left_out),
                            "ttft_fit_notes": []}  # the warnings as {"code", params}: worded by the view, in its language
+    if not n and left_out:  # every one left out as not prefill: too few to fit (they say why)
+        out["ttft_fit_warning"] = f"no fit: {fit_rejected(0, 0.0, 1.0)}; {SWEEP_HINT}"
+        out["ttft_fit_notes"].append(rejection(0, 0.0, 1.0))
+        return out
     if not n:
         out["ttft_fit_warning"] = "no requests with both a TTFT and a prompt size"
         out["ttft_fit_notes"].append({"code": "no_points"})

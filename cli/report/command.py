@@ -252,11 +252,13 @@ def _scatter_notes(pts: dict, lang: str = "en") -> str:
 
 
 def _found_html(found: list[dict]) -> str:
-    """Findings as code + message lines, the first one's hint under it."""
-    out = "".join(f'<div><b style="color:{H.SEV_COLOR.get(f.get("severity"), "#374151")}">{H.esc(f.get("code"))}</b> '
-                  f'{H.esc(f.get("message"))}</div>' for f in found)
-    if found and found[0].get("hint"):
-        out += f'<div class="hint">→ {H.esc(found[0]["hint"])}</div>'
+    """Findings as code + message lines, the first one's fix right under it."""
+    out = ""
+    for i, f in enumerate(found):
+        out += (f'<div><b style="color:{H.SEV_COLOR.get(f.get("severity"), "#374151")}">{H.esc(f.get("code"))}</b> '
+                f'{H.esc(f.get("message"))}</div>')
+        if i == 0 and f.get("hint"):
+            out += f'<div class="hint">→ {H.esc(f["hint"])}</div>'
     return out
 
 
