@@ -208,12 +208,17 @@ def test_report_draws_one_curve_per_route(two_route_db, tmp_path):
     svg = _route_chart(page)
     colours = re.findall(r'<g fill="(#[0-9a-f]{6})"', svg)
     assert len(colours) == len(set(colours)) == 2
+    # a route whose requests the proxy itself delayed (a busy machine: its own record says so) may have too few
+    # left to fit; every other route has its line
+    busy = {r: n for r, n in open_reader(str(two_route_db)).execute(
+        "SELECT route, count(*) FROM requests WHERE ttft_outlier IS NOT NULL GROUP BY route")}
     for c in colours:  # each route's dots in its colour (hollow: left out of its fit), and its fitted line
         group = svg[svg.index(f'<g fill="{c}"'):]
         group = group[:group.index("</g>")]
         hollow = re.search(rf'<g class="out" fill="#ffffff" stroke="{c}"[^>]*>(.*?)</g>', svg)
         assert group.count("<circle") + (hollow.group(1).count("<circle") if hollow else 0) == 8
-        assert f'stroke="{c}" stroke-width="2.5"' in svg
+        route = re.search(r"· (direct|gateway) · TTFT", group).group(1)
+        assert (f'stroke="{c}" stroke-width="2.5"' in svg) or busy.get(route, 0) > 8 - 5, (route, busy)
     titles = re.findall(r"<title>[^<]* · (direct|gateway) · TTFT", svg)
     assert titles.count("direct") == titles.count("gateway") == 8
     legend = page[page.index(">Per route"):page.index("<svg", page.index(">Per route"))]
@@ -223,8 +228,8 @@ def test_report_draws_one_curve_per_route(two_route_db, tmp_path):
     added = ROUTE_SIMS["gateway"]["ttfb_ms"] - ROUTE_SIMS["direct"]["ttfb_ms"]
     ttfb = {r: _ms(rows[r][3].split(" / ")[0]) for r in rows}
     assert ttfb["gateway"] - ttfb["direct"] == pytest.approx(added, rel=0.25)
-    for r in rows:  # requests, slope and intercept filled in
-        assert rows[r][1] == "8" and re.match(r"\d+", rows[r][6]) and rows[r][7] != "–"
+    for r in rows:  # requests, slope and intercept filled in (but where too few were left to fit: see above)
+        assert rows[r][1] == "8" and (re.match(r"\d+", rows[r][6]) and rows[r][7] != "–" or busy.get(r, 0) > 8 - 5)
     m = re.search(r"route gateway adds (\d+) ms of TTFB over direct", page)
     assert m and int(m.group(1)) == pytest.approx(added, rel=0.25)
 

@@ -199,9 +199,15 @@ def test_phases_are_of_actual_requests_never_a_sum_of_percentiles(probed, width)
 
 
 @pytest.mark.parametrize("width", [800, 1400])
-def test_route_curves_fit_in_a_browser(probed_routes, width):
+def test_route_curves_fit_in_a_browser(probed_routes, two_route_db, width):
+    from firsttoken.addon.store import stats_queries as sq
+    from firsttoken.addon.store.db import open_reader
+
     r = render(probed_routes, width)
     assert r["sw"] <= width, f"the page is {r['sw']} px wide in a {width} px window: it scrolls sideways"
     assert len(r["routeColours"]) == len(set(r["routeColours"])) == 2  # one colour per route
-    assert r["routeDots"] == 16 and r["routeLines"] == 2  # every request a dot, every route its line
+    # every request a dot, every route with a fit its line (a route whose requests the proxy itself delayed on a
+    # busy machine has too few left to fit: its fit is left out, and says so)
+    fitted = [g for g in sq.compute(open_reader(str(two_route_db)), by="route")["groups"] if g["ttft_slope_ms_per_1k"]]
+    assert r["routeDots"] == 16 and r["routeLines"] == len(fitted) >= 1
     assert r["untitled"] == 0 and r["radii"][0] >= (3.5 if width == 800 else 4)
