@@ -233,6 +233,13 @@ def _summary(groups: list[dict], total: int, ttft: dict, br: list[dict], name, l
     if not fitted:
         sweep = "<code>firsttoken sweep --inputs 1k,8k,32k</code>"
         body = f'<div class="s">{H.words(lang, "report.sum.no_slope", cmd=sweep)}</div>'
+        left = {}
+        for g in groups:
+            for e in g.get("ttft_fit_excluded") or []:
+                left[e["code"]] = left.get(e["code"], 0) + e["n"]
+        if left:  # what kept the fit from having enough requests, when firsttoken left them out itself
+            why = L("left_out", n=format(sum(left.values()), ","), codes=", ".join(left))
+            body += f'<div class="s dim">{H.esc(why)}</div>'
     cards.append((L("slope"), body, ""))
     return '<div class="summary">' + "".join(f'<div class="card {c}"><div class="k">{H.esc(k)}</div>{v}</div>'
                                              for k, v, c in cards) + "</div>"
@@ -379,7 +386,8 @@ def _top(r: dict) -> str:
 @filter_options
 @click.option("--html", "html_path", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
 @cold_option
-@click.option("--top", type=int, default=20, show_default=True, help="How many slowest requests to list.")
+@click.option("--top", type=int, default=20, show_default=True,
+              help="At most this many slow requests to list (TTFT above P75 of every streamed request), slowest first.")
 @click.option("--by", type=click.Choice(["model", "route"]), default=None,
               help="route: also compare the upstream routes (one curve each, TTFB and fit per route); model: per model "
                    "only. Default: routes are compared when the requests went through more than one, or with "
