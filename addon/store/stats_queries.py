@@ -320,24 +320,26 @@ class _Rows:
                 out[g][3] += n
         return out, codes
 
-    def fits(self, include_cold: bool) -> tuple[list[tuple], list[tuple]]:
+    def fits(self, include_cold: bool) -> tuple[list[tuple], list[tuple], dict[Any, dict[str, int]]]:
         """The sums of TTFT = a + b x prompt tokens per group, and of the same over uncached tokens
         (groups whose server reported cached tokens: with prompt caching the prefill grows with what
-        was not cached; each also counts the requests with a cache hit)."""
+        was not cached; each also counts the requests with a cache hit), over the requests whose TTFT
+        is prefill; and per group the requests left out as not prefill, by finding code (``OUTLIER``).
+        One read per fit: grouped by the outlier code too, its NULL row holds the sums."""
         warm = "" if include_cold else WARM
         x, u, o = PROMPT, UNCACHED, self.outlier
-        fit = self.base.select(self.conn, f"count(*), total({x}), total(ttft_ms), total({x} * ttft_ms), total({x} * {x}), "
-                               "total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", STREAMED, f"{x} IS NOT NULL", warm,
-                               f"{o} IS NULL")
+        rows = self.base.select(self.conn, f"{o} AS why, count(*), total({x}), total(ttft_ms), total({x} * ttft_ms), "
+                                f"total({x} * {x}), total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", STREAMED,
+                                f"{x} IS NOT NULL", warm, by="1, why")
+        fit = [(g, *sums) for g, why, *sums in rows if why is None]
+        left_out: dict[Any, dict[str, int]] = {}
+        for g, why, n, *_ in rows:
+            if why is not None:
+                left_out.setdefault(g, {})[why] = n
         uncached = self.base.select(
             self.conn, f"total(usage_cached_tokens > 0), count(*), total({u}), total(ttft_ms), total({u} * ttft_ms), "
             f"total({u} * {u}), total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", "usage_prompt_tokens IS NOT NULL",
             "usage_cached_tokens IS NOT NULL", STREAMED, warm, f"{o} IS NULL")
-        left_out: dict[Any, dict[str, int]] = {}
-        if o != "NULL":
-            for g, code, n in self.base.select(self.conn, f"{o} AS why, count(*)", "ttft_ms IS NOT NULL", STREAMED,
-                                               f"{x} IS NOT NULL", warm, f"{o} IS NOT NULL", by="1, why"):
-                left_out.setdefault(g, {})[code] = n
         return fit, uncached, left_out
 
     def percentiles(self, name: str, expr: str, qs, include_cold: bool) -> dict[Any, dict[str, Any]]:
