@@ -456,7 +456,10 @@ def test_the_demo_report_shows_the_few_things_that_matter_first(demo_db, tmp_pat
     warns = re.findall(r'<p class="warn">⚠ No fit for ([^<]*?): ([^<]*)</p>', page)
     assert warns and len({why for _, why in warns}) == len(warns) == page.count('class="warn"')
     named = [m for models, _ in warns for m in models.split(", ")]
-    assert sorted(named) == ["claude-sonnet-4-5", "deepseek-reasoner", "gpt-4.1"]
+    from firsttoken.addon.store import stats_queries as sq
+
+    unfit = [g["group"] for g in sq.compute(db)["groups"] if g["ttft_slope_ms_per_1k"] is None]
+    assert sorted(named) == sorted(unfit) and {"claude-sonnet-4-5", "deepseek-reasoner", "gpt-4.1"} <= set(unfit)
     # only slow requests, each once, no cards
     p75 = percentile_of(ttfts, 75)
     slow = page[page.index(">Slowest"):page.index("failed requests")]
@@ -475,6 +478,7 @@ def test_the_demo_report_shows_the_few_things_that_matter_first(demo_db, tmp_pat
         svg = page[page.index(f'aria-label="{label}"'):]
         ticks.append(re.findall(r'text-anchor="middle">([^<]+)</text>', svg[:svg.index("</svg>")]))
     assert ticks[0] == ticks[1] == ticks[2] and len(ticks[0]) >= 3
+    assert f"<code>firsttoken show ID --db {demo_db}</code>" in page  # the database the page was made from
 
 
 def test_report_help_names_lang():

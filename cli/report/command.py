@@ -149,8 +149,15 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                      if fail_rows else f'<p class="dim">{W("no_failed")}</p>'))
     sections.append(("", f'<p class="dim">{H.esc(L("note_method", method=res["percentile"]))}'
                      + W("note_cold" if include_cold else "note_warm")
-                     + W("note_show", cmd="<code>firsttoken show ID</code>") + "</p>"))
+                     + W("note_show", cmd=f"<code>firsttoken show ID{_db_arg(source)}</code>") + "</p>"))
     return H.page(L("title"), meta, sections, lang)
+
+
+def _db_arg(source: str) -> str:
+    """`` --db PATH`` of the database the page was made from, as a shell reads it (none: the default one)."""
+    import shlex
+
+    return f" --db {H.esc(shlex.quote(source))}" if source else ""
 
 
 def _status(r: dict, lang: str) -> str:
