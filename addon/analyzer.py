@@ -21,7 +21,7 @@ from typing import Any
 from firsttoken.addon import tokens
 from firsttoken.addon.apis import dialect_of, gemini, url_facts
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
-from firsttoken.addon.diagnose import DiagnosisInput, diagnose
+from firsttoken.addon.diagnose import DiagnosisInput, diagnose, ttft_outlier
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 from firsttoken.addon.flight import Flight
@@ -312,6 +312,7 @@ class Analyzer:
         if rec.findings:
             rec.top_code = rec.findings[0]["code"]
             rec.top_severity = rec.findings[0]["severity"]
+        rec.ttft_outlier = ttft_outlier(rec.findings)
         self._write(flight)
 
     def diagnosis_input(self, prompt_change: dict[str, Any] | None = None,

@@ -125,6 +125,7 @@ class Record:
     findings: list[dict[str, Any]] = field(default_factory=list)
     top_code: str | None = None
     top_severity: str | None = None
+    ttft_outlier: str | None = None  # the finding that says TTFT is not prefill (diagnose.ttft_outlier): out of the fit
     # bodies, only with --save-bodies (redacted, capped)
     request_body: str | None = None
     response_body: str | None = None

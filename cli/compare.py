@@ -28,7 +28,7 @@ from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
 from firsttoken.cli.labels import label
 from firsttoken.cli.options import PORT, db_option, lang_option
-from firsttoken.cli.stats import fit_warning
+from firsttoken.cli.stats import fit_left_out, fit_warning
 from firsttoken.cli.sweep import APIS, Client, SweepError, build_prompt, error_text, guess_api, parse_ints, wait_for_rows
 
 #: TTFB medians closer than this (ms), or than TTFB_REL of the smaller one, count as the same
@@ -247,9 +247,11 @@ def summarize(db, experiment: str, routes: list[str], lang: str = "en") -> dict[
             "slope_ms_per_1k": g["ttft_slope_ms_per_1k"], "slope_se_ms_per_1k": g["ttft_slope_se_ms_per_1k"],
             "intercept_ms": g["ttft_intercept_ms"], "r2": g["ttft_fit_r2"], "fit_n": g["ttft_fit_n"],
             "fit_warning": fit_warning(g, lang), "headers_held": held[name],
+            "fit_excluded": g.get("ttft_fit_excluded") or [], "fit_left_out": fit_left_out(g, lang),
         }
     delta = {k: _delta(side[a][k], side[b][k]) for k in side[a]
-             if k not in ("n", "errors", "fit_n", "fit_warning", "r2", "headers_held") and not k.startswith("slope_se")}
+             if k not in ("n", "errors", "fit_n", "fit_warning", "r2", "headers_held", "fit_excluded", "fit_left_out")
+             and not k.startswith("slope_se")}
     return {"experiment": experiment, "routes": routes, "per_route": side, "delta": delta,
             "verdict": verdict(a, b, ga, gb, added, held, lang)}
 
@@ -300,6 +302,9 @@ def render(con, s: dict[str, Any], lang: str = "en") -> None:
         w = s["per_route"][name]["fit_warning"]
         if w:
             con.print(output.Wrapped(Text.assemble((f"⚠ {printable(name)}: ", "yellow"), printable(w))))
+        out = s["per_route"][name].get("fit_left_out")
+        if out:
+            con.print(output.Wrapped(Text.assemble((f"{printable(name)}: ", "dim"), (printable(out), "dim"))))
     v = s["verdict"]
     style = "green" if v.get("prefill") == "same" else "yellow"
     con.print(output.Wrapped(Text.assemble(("→ ", f"bold {style}"), printable(v["text"]))))

@@ -1,8 +1,8 @@
 """`firsttoken demo`: the simulated upstream + the proxy + a short run of requests, offline.
 
-Healthy streams of all four APIs, a long prompt (prefill), a reasoning model, and the
-classic failures (bad key, doubled /v1, a buffered stream, no usage, an error mid-stream),
-then the table and per-model percentiles. Nothing leaves 127.0.0.1.
+Healthy streams of all four APIs, prompts of 15 to 6k tokens (prefill), a reasoning model, the
+classic failures (bad key, doubled /v1, a buffered stream, no usage, an error mid-stream), then
+the table and per-model percentiles; --slower: the same mix from a slower model. Offline.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from firsttoken.addon.plan import EXPERIMENT_HEADER
 from firsttoken.addon.record import percentile
 from firsttoken.addon.store import queries
 from firsttoken.addon.store.db import default_db_path, open_db
+from firsttoken.addon.tokens import count_text
 from firsttoken.cli import output
 from firsttoken.cli.logs import table
 from firsttoken.cli.options import fail
@@ -28,7 +30,13 @@ from firsttoken.cli.proxy.state import remember_demo
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 DEMO_KEY = "sk-demo-0000000000000000000000000000firsttoken"
-LONG_PROMPT = " ".join(["The quick brown fox jumps over the lazy dog."] * 450)  # ~4.5k tokens
+FOX = "The quick brown fox jumps over the lazy dog."  # 10 tokens
+LONG_PROMPT = " ".join([FOX] * 450)  # ~4.5k tokens
+#: the simulated upstream's timing (SimConfig's defaults: 40 ms + 30 ms per 1k prompt tokens of prefill)
+TIMING = {"jitter": 0.15, "seed": 7}
+#: --slower: the same upstream with its model three times slower to prefill (TTFB unchanged)
+SLOWER = {"prefill_base_ms": 120.0, "prefill_ms_per_1k_tokens": 90.0}
+SLOWER_EXPERIMENT = "demo-slower"
 
 # (label, path, headers, body)
 def _scenarios() -> list[tuple[str, str, dict, dict]]:
@@ -38,7 +46,10 @@ def _scenarios() -> list[tuple[str, str, dict, dict]]:
     usage = {"stream": True, "stream_options": {"include_usage": True}}
     return [
         ("chat, short prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", "Say hi.", **usage)),
+        ("chat, 1.5k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", " ".join([FOX] * 150), **usage)),
+        ("chat, 3k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", " ".join([FOX] * 300), **usage)),
         ("chat, 4.5k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", LONG_PROMPT, **usage)),
+        ("chat, 6k-token prompt", "/v1/chat/completions", oai, chat("gpt-4o-mini", " ".join([FOX] * 600), **usage)),
         ("anthropic messages", "/v1/messages", ant, {"model": "claude-sonnet-4-5", "max_tokens": 256, "stream": True, "system": "You are terse.", "messages": [{"role": "user", "content": "Say hi."}]}),
         ("responses API", "/v1/responses", oai, {"model": "gpt-4.1", "input": "Say hi.", "stream": True}),
         ("reasoning model", "/v1/chat/completions", oai, chat("deepseek-reasoner", "Why is the sky blue?", **usage)),
@@ -51,10 +62,12 @@ def _scenarios() -> list[tuple[str, str, dict, dict]]:
     ]
 
 
-def _send(port: int, path: str, headers: dict, body: dict) -> None:
+def _send(port: int, path: str, headers: dict, body: dict, experiment: str | None = None) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    tag = {EXPERIMENT_HEADER: experiment} if experiment else {}
     try:
-        conn.request("POST", path, body=json.dumps(body).encode(), headers={"content-type": "application/json", **headers})
+        conn.request("POST", path, body=json.dumps(body).encode(),
+                     headers={"content-type": "application/json", **tag, **headers})
         resp = conn.getresponse()
         while resp.read(4096):
             pass
@@ -90,11 +103,17 @@ def summary(rows: list[dict]) -> Table:
 @click.option("--db", "db_path", type=click.Path(dir_okay=False), default=None,
               help="Where to record the demo (default: demo.db next to the default database).")
 @click.option("--rounds", type=int, default=1, show_default=True, help="How many times to run the scenarios.")
-def demo(db_path, rounds):
+@click.option("--slower", is_flag=True,
+              help=f"The same mix from a model three times slower to its first token (prefill {SLOWER['prefill_base_ms']:g} ms "
+                   f"+ {SLOWER['prefill_ms_per_1k_tokens']:g} ms per 1k prompt tokens instead of 40 + 30), tagged "
+                   f"--experiment {SLOWER_EXPERIMENT}: a second round for `firsttoken baseline check`.")
+def demo(db_path, rounds, slower):
     """Run the simulated upstream and the proxy, send a short mix of requests, show the result."""
     out = Console(highlight=False)
     path = Path(db_path) if db_path else default_db_path().with_name("demo.db")
-    with SimServer(SimConfig(jitter=0.15, seed=7)) as sim:
+    experiment = SLOWER_EXPERIMENT if slower else None
+    count_text("warm-up", "gpt-4o-mini")  # the tokenizer loads now, not on the proxy's thread while streams run
+    with SimServer(SimConfig(**TIMING, **(SLOWER if slower else {}))) as sim:
         proxy = ProxyServer([sim.url], str(path), port=0)
         try:
             proxy.start()
@@ -106,7 +125,7 @@ def demo(db_path, rounds):
             for _ in range(max(1, rounds)):
                 scen = _scenarios()
                 with cf.ThreadPoolExecutor(4) as pool:
-                    list(pool.map(lambda s: _send(proxy.bound_port, s[1], s[2], s[3]), scen))
+                    list(pool.map(lambda s: _send(proxy.bound_port, s[1], s[2], s[3], experiment), scen))
             proxy.flush()
             ids_after = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(started - 1))
         finally:
@@ -118,7 +137,10 @@ def demo(db_path, rounds):
     out.print("[bold]requests through the proxy[/]")
     out.print(table(rows, width=out.width))
     out.print(summary(rows))
-    if rows:
+    if rows and slower:
+        out.print(f"Next: [bold]firsttoken baseline check NAME --db {path} --experiment {SLOWER_EXPERIMENT}[/] checks this "
+                  "round against a baseline saved from an earlier `firsttoken demo` (`firsttoken baseline save NAME`).")
+    elif rows:
         out.print(f"Next: [bold]firsttoken show {rows[1]['id'][:8]} --db {path}[/] draws one request's timeline; "
                   f"[bold]firsttoken logs --db {path}[/] lists them. For real traffic: "
                   "[bold]firsttoken proxy --upstream https://api.openai.com[/] and point your client's base URL at it.")

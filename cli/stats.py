@@ -31,6 +31,14 @@ def fit_warning(g: dict[str, Any], lang: str = "en") -> str | None:
     return g.get("ttft_fit_warning")
 
 
+def fit_left_out(g: dict[str, Any], lang: str = "en") -> str | None:
+    """What the fit left out as not prefill and why (``ttft_fit_excluded``), in ``lang``; None: nothing."""
+    parts = [label(lang, "fitout.part", n=f"{e['n']:,}", code=e["code"],
+                   why=label(lang, f"fitout.{e['code']}") if f"fitout.{e['code']}" in LABELS["en"] else e.get("why", ""))
+             for e in g.get("ttft_fit_excluded") or [] if isinstance(e, dict)]
+    return label(lang, "fitout.head", parts=label(lang, "stats.join").join(parts)) if parts else None
+
+
 def fit_text(g: dict[str, Any], lang: str = "en") -> Text:
     """A group's TTFT fit: the line, or why there is none (the rule: stats_queries.rejection)."""
     L = lambda k, **kw: label(lang, f"stats.{k}", **kw)  # noqa: E731
@@ -41,6 +49,9 @@ def fit_text(g: dict[str, Any], lang: str = "en") -> Text:
                  + L("fit_n", r2=f"{g['ttft_fit_r2']:.2f}", n=f"{g['ttft_fit_n']:,}"))
         if fit_warning(g, lang):
             t.append(f"\n⚠ {fit_warning(g, lang)}", style="yellow")
+    out = fit_left_out(g, lang)
+    if out:
+        t.append(f"\n{out}", style="dim")
     u = g.get("uncached_fit")
     if u and u.get("ttft_slope_ms_per_1k") is not None:
         t.append("\n" + L("uncached", a=f"{u['ttft_intercept_ms']:.0f}", b=f"{u['ttft_slope_ms_per_1k']:.0f}",

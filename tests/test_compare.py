@@ -62,8 +62,10 @@ def test_compare_recovers_the_added_ttfb_and_same_prefill(tmp_path, monkeypatch)
     assert s["delta"]["ttfb_p50"] == pytest.approx(100, rel=0.10)
     assert s["delta"]["ttft_p50"] == pytest.approx(100, rel=0.20)  # the TTFB carries into TTFT, nothing else does
     assert abs(s["delta"]["gap_p50"]) < 20
-    for side in (d, g):  # both fits recover the simulated prefill slope
+    for side in (d, g):  # both fits recover the simulated prefill slope, and say what they left out as not prefill
         assert side["slope_ms_per_1k"] == pytest.approx(300, rel=0.15) and side["r2"] > 0.9
+        left_out = sum(e["n"] for e in side["fit_excluded"])
+        assert side["fit_n"] + left_out == 9 and (side["fit_left_out"] is None) == (left_out == 0)
     assert s["delta"]["intercept_ms"] == pytest.approx(100, rel=0.20)
     assert "route gateway adds" in v["text"] and "prefill is the same" in v["text"]
 

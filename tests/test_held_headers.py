@@ -243,3 +243,19 @@ def test_each_module_imports_first(module):
     """hops reads diagnose's thresholds and diagnose asks hops: whichever a fresh process imports first works."""
     r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_a_prompt_cache_hit_is_not_held_headers():
+    """Issue 31: a repeat the server read from its prompt cache prefills in no time, so its first token
+    comes with the headers; with 2,117 prompt tokens that looked like a hop holding them, and the
+    TTFT-vs-prompt fit (which leaves held headers out) lost the cache hits it fits uncached tokens on.
+    Only the tokens still to prefill count."""
+    hit = rec(1, 2117, 52.0, 60.0, DIRECT, usage_prompt_tokens=2117, usage_cached_tokens=1800)
+    assert headers_held(hit) is None
+    assert headers_held(rec(2, 2117, 52.0, 60.0, DIRECT)) is True  # the same timings without a cache read
+    assert headers_held(rec(3, 2600, 52.0, 60.0, DIRECT, usage_prompt_tokens=2600, usage_cached_tokens=512)) is True
+    # a route of cache hits does not make the route hold its headers either
+    windows = RouteWindows()
+    for i in range(6):
+        windows.add(rec(10 + i, 2117, 52.0, 60.0, DIRECT, usage_prompt_tokens=2117, usage_cached_tokens=1800))
+    assert windows.holds(rec(20, 200, 52.0, 60.0, DIRECT)) is None

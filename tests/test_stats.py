@@ -162,6 +162,60 @@ def test_a_fit_that_explains_nothing_is_not_shown(db, tmp_path):
     assert scatter.count('stroke-width="2.5"') == 1  # one fitted line: the model whose TTFT grows
 
 
+def test_the_fit_leaves_out_what_is_not_prefill_and_says_how_many_and_why(db, tmp_path):
+    """Issue 31: a buffered stream (its TTFT is a hop's delay), the proxy's own delay, a slow network
+    or connection, held headers that no route fit splits: none is prefill. The fit leaves them out,
+    on both query paths, and says how many and why (--json, the text view)."""
+    for x in range(200, 4200, 400):
+        add(db, model="m", usage_prompt_tokens=x, ttft_ms=100 + 0.03 * x)
+    add(db, model="m", usage_prompt_tokens=15, ttft_ms=574.0, ttft_outlier="stream.buffered")
+    add(db, model="m", usage_prompt_tokens=20, ttft_ms=900.0, ttft_outlier="stream.buffered")
+    add(db, model="m", usage_prompt_tokens=300, ttft_ms=700.0, ttft_outlier="proxy.saturated")
+    g = {e["group"]: e for e in both(db)["groups"]}["m"]
+    assert g["ttft_slope_ms_per_1k"] == pytest.approx(30) and g["ttft_fit_r2"] == pytest.approx(1.0)
+    assert g["ttft_fit_n"] == 10 and g["ttft_fit_excluded_n"] == 3 and g["ttft_ms"]["n"] == 13  # percentiles keep them
+    assert [(e["code"], e["n"]) for e in g["ttft_fit_excluded"]] == [("stream.buffered", 2), ("proxy.saturated", 1)]
+    assert "buffered" in g["ttft_fit_excluded"][0]["why"]
+    path = db.execute("PRAGMA database_list").fetchone()[2]
+    out = CliRunner(env={"COLUMNS": "200"}).invoke(stats, ["--db", path]).output
+    assert "30 ms per 1k tokens" in out and "left out of the fit, not prefill: 2 buffered" in out
+    assert json.loads(CliRunner().invoke(stats, ["--db", path, "--json"]).output)["groups"][0]["ttft_fit_excluded_n"] == 3
+
+
+def test_which_findings_say_ttft_is_not_prefill():
+    from firsttoken.addon.diagnose import NOT_PREFILL, ttft_outlier
+    from firsttoken.addon.store.migrations import M026_NOT_PREFILL
+
+    assert set(NOT_PREFILL) == set(M026_NOT_PREFILL)  # a new code needs a migration that refills older rows
+    assert ttft_outlier([{"code": "usage.missing"}, {"code": "stream.buffered"}, {"code": "proxy.saturated"}]) == "stream.buffered"
+    held = {"code": "latency.headers_held", "params": {"variant": "nofit"}}
+    assert ttft_outlier([held]) == "latency.headers_held"
+    assert ttft_outlier([{**held, "params": {"variant": "fit"}}]) is None  # the route's fit splits it: TTFT is prefill
+    assert ttft_outlier([{"code": "stream.stall"}, {"code": "latency.reasoning"}]) is None and ttft_outlier(None) is None
+
+
+def test_m026_fills_in_the_outliers_of_older_rows(tmp_path, monkeypatch):
+    import sqlite_utils
+
+    from firsttoken.addon.store import migrations as M
+
+    path = tmp_path / "old.db"
+    older = [fn for fn in M.MIGRATIONS if fn.__name__ != "m026_ttft_outlier"]
+    monkeypatch.setattr(M, "MIGRATIONS", older)
+    db = sqlite_utils.Database(path)
+    M.migrate(db)
+    for i, (code, params) in enumerate((("stream.buffered", None), ("latency.headers_held", '{"variant": "fit"}'),
+                                        ("latency.headers_held", '{"variant": "nofit"}'), ("usage.missing", None))):
+        db["requests"].insert({"id": f"o{i}", "state": "done", "model": "m", "stream": 1, "ttft_ms": 100.0})
+        db["findings"].insert({"request_id": f"o{i}", "code": "usage.missing", "severity": "info", "position": 0})
+        if code != "usage.missing":
+            db["findings"].insert({"request_id": f"o{i}", "code": code, "severity": "warn", "position": 1, "params": params})
+    monkeypatch.undo()
+    assert "m026_ttft_outlier" in M.migrate(db)
+    got = dict(db.execute("SELECT id, ttft_outlier FROM requests ORDER BY id").fetchall())
+    assert got == {"o0": "stream.buffered", "o1": None, "o2": "latency.headers_held", "o3": None}
+
+
 def test_buckets_and_hours(db):
     for x, t in ((150, 100.0), (250, 110.0), (700, 150.0), (1500, 200.0), (9000, 900.0), (None, 50.0)):
         add(db, prompt_tokens_est=x, ttft_ms=t)

@@ -13,9 +13,10 @@ from typing import Any
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, DiagnosisInput
 from firsttoken.addon.diagnose.engine import CATALOG, render, render_finding, title
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
+from firsttoken.addon.diagnose.latency import NOT_PREFILL, ttft_outlier
 
-__all__ = ["CATALOG", "SEVERITY_ORDER", "DiagnosisInput", "diagnose", "render", "render_finding", "resolve_lang",
-           "title"]
+__all__ = ["CATALOG", "NOT_PREFILL", "SEVERITY_ORDER", "DiagnosisInput", "diagnose", "render", "render_finding",
+           "resolve_lang", "title", "ttft_outlier"]
 
 
 def diagnose(rec, inp: DiagnosisInput) -> list[dict[str, Any]]:

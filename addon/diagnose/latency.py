@@ -237,6 +237,32 @@ def rule_proxy_saturated(rec: Any, c: Ctx) -> None:
           load_per_core=load, **extra)
 
 
+#: the findings that say a request's TTFT is not its model's prefill, each with the reason the
+#: TTFT-vs-prompt fit gives for leaving it out (``ttft_outlier``; docs/stats.md, "The fit")
+NOT_PREFILL: dict[str, str] = {
+    "stream.buffered": "a hop buffered the stream: its TTFT is that hop's delay",
+    "latency.headers_held": "headers held until the first token, and the route has no fit to split TTFT yet",
+    "proxy.saturated": "the proxy itself delayed it",
+    "latency.network": "slow before the headers (network, gateway, queue)",
+    "latency.cold_connection": "a new connection took 200 ms or more",
+}
+
+
+def ttft_outlier(findings: list[dict[str, Any]] | None) -> str | None:
+    """The code of the first finding that says this request's TTFT is not its model's prefill
+    (``NOT_PREFILL``), or None. ``latency.headers_held`` counts only in its ``nofit`` variant: where
+    the route's own fit splits TTFT (variant ``fit``) the held TTFT is still network + prefill. The
+    one rule: the analyzer stores it (``requests.ttft_outlier``), m026 filled it in for older rows."""
+    for f in findings or ():
+        code = f.get("code") if isinstance(f, dict) else None
+        if code not in NOT_PREFILL:
+            continue
+        if code == "latency.headers_held" and (f.get("params") or {}).get("variant") == "fit":
+            continue
+        return code
+    return None
+
+
 RULES = (rule_reasoning, rule_prefill, rule_network, rule_headers_held, rule_cold_connection, rule_prompt_large, rule_repeated_prefix,
          rule_proxy_saturated)
 
@@ -275,12 +301,12 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("latency.headers_held", "latency", _I, (), {
         "en": ("Headers held until the first token",
-               "The first visible token came at most {HELD_GAP_MS:.0f} ms (or {HELD_GAP_SHARE:.0%} of TTFT, up to {HELD_GAP_MAX_MS:.0f} ms) after the response headers, of a TTFT of at least {HELD_MIN_TTFT_MS:.0f} ms, and either the prompt had {PREFILL_MIN_TOKENS}+ tokens or at least {HELD_ROUTE_SHARE:.0%} of {HELD_ROUTE_SAMPLES}+ recent streams of the route did the same, one of them with {PREFILL_MIN_TOKENS}+ tokens: a hop holds the headers, so TTFB contains the prefill.",
+               "The first visible token came at most {HELD_GAP_MS:.0f} ms (or {HELD_GAP_SHARE:.0%} of TTFT, up to {HELD_GAP_MAX_MS:.0f} ms) after the response headers, of a TTFT of at least {HELD_MIN_TTFT_MS:.0f} ms, and either the prompt had {PREFILL_MIN_TOKENS}+ tokens to prefill (less what the server read from its prompt cache) or at least {HELD_ROUTE_SHARE:.0%} of {HELD_ROUTE_SAMPLES}+ recent streams of the route did the same, one of them with {PREFILL_MIN_TOKENS}+ tokens: a hop holds the headers, so TTFB contains the prefill.",
                {"fit": "The response headers came with the first token ({gap_ms:,.0f} ms apart, TTFT {ttft_ms:,.0f} ms): a hop on route {route} holds its headers until the model's first chunk, so TTFB includes the prefill and the TTFB/prefill split is not visible through this hop. The route's TTFT-vs-input fit ({fit_n} requests) splits it instead: ~{before_ms:,.0f} ms before the model (network, gateway, queue) and ~{prefill_ms:,.0f} ms of prefill for {prompt_tokens:,} prompt tokens ({ms_per_1k:,.0f} ms per 1k).",
                 "nofit": "The response headers came with the first token ({gap_ms:,.0f} ms apart, TTFT {ttft_ms:,.0f} ms): a hop on route {route} holds its headers until the model's first chunk, so TTFB includes the prefill and the TTFB/prefill split is not visible through this hop."},
                "Judge this route by TTFT, not TTFB. To split it, send prompts of several sizes through the route (`firsttoken sweep`, or `firsttoken compare --route {route} --route ROUTE` against the upstream directly): the slope of TTFT against input is the prefill, the intercept the network, gateway and queue. LiteLLM's proxy always does this; a buffering proxy (nginx proxy_buffering) does it too."),
         "zh": ("响应头被扣到首 token 才发送",
-               "首个可见 token 在响应头之后不超过 {HELD_GAP_MS:.0f} 毫秒（或 TTFT 的 {HELD_GAP_SHARE:.0%}，最多 {HELD_GAP_MAX_MS:.0f} 毫秒）到达，TTFT 至少 {HELD_MIN_TTFT_MS:.0f} 毫秒，并且提示词至少 {PREFILL_MIN_TOKENS} token，或该路由最近 {HELD_ROUTE_SAMPLES} 个以上流式请求中至少 {HELD_ROUTE_SHARE:.0%} 也是如此（其中一个提示词至少 {PREFILL_MIN_TOKENS} token）：有中间层扣住了响应头，所以 TTFB 包含了 prefill。",
+               "首个可见 token 在响应头之后不超过 {HELD_GAP_MS:.0f} 毫秒（或 TTFT 的 {HELD_GAP_SHARE:.0%}，最多 {HELD_GAP_MAX_MS:.0f} 毫秒）到达，TTFT 至少 {HELD_MIN_TTFT_MS:.0f} 毫秒，并且需要 prefill 的提示词至少 {PREFILL_MIN_TOKENS} token（扣除服务端从提示词缓存读取的部分），或该路由最近 {HELD_ROUTE_SAMPLES} 个以上流式请求中至少 {HELD_ROUTE_SHARE:.0%} 也是如此（其中一个提示词至少 {PREFILL_MIN_TOKENS} token）：有中间层扣住了响应头，所以 TTFB 包含了 prefill。",
                {"fit": "响应头随首 token 一起到达（相隔 {gap_ms:,.0f} 毫秒，TTFT {ttft_ms:,.0f} 毫秒）：路由 {route} 上的某个中间层把响应头扣到模型的第一个数据块才发送，所以 TTFB 包含了 prefill，经过这个中间层看不到 TTFB 与 prefill 的划分。改用该路由的 TTFT-输入长度拟合（{fit_n} 个请求）来划分：模型之前（网络、网关、排队）约 {before_ms:,.0f} 毫秒，{prompt_tokens:,} 个提示词 token 的 prefill 约 {prefill_ms:,.0f} 毫秒（每 1k 约 {ms_per_1k:,.0f} 毫秒）。",
                 "nofit": "响应头随首 token 一起到达（相隔 {gap_ms:,.0f} 毫秒，TTFT {ttft_ms:,.0f} 毫秒）：路由 {route} 上的某个中间层把响应头扣到模型的第一个数据块才发送，所以 TTFB 包含了 prefill，经过这个中间层看不到 TTFB 与 prefill 的划分。"},
                "在这个路由上看 TTFT，而不是 TTFB。要划分时间，请经该路由发送几种长度的提示词（`firsttoken sweep`，或 `firsttoken compare --route {route} --route ROUTE` 与直连上游对比）：TTFT 随输入增长的斜率是 prefill，截距是网络、网关和排队。LiteLLM 代理总是这样；开启缓冲的代理（nginx proxy_buffering）也会这样。"),

@@ -83,6 +83,13 @@ def _route_verdict(looks: Iterable[tuple[bool | None, bool]]) -> bool | None:
     return True if big else None
 
 
+def prefill_tokens(r: Any) -> Any:
+    """The prompt tokens a stream had to prefill: its count less what the server read from its prompt
+    cache (a cache hit prefills in no time, so its first token rightly comes with the headers)."""
+    tokens, cached = getattr(r, "prompt_tokens_est", None), getattr(r, "usage_cached_tokens", None)
+    return max(0, tokens - cached) if _num(tokens) and _num(cached) else tokens
+
+
 def _timed(r: Any) -> bool:
     return getattr(r, "status", None) == 200 and _num(getattr(r, "ttft_ms", None)) and _num(getattr(r, "ttfb_ms", None))
 
@@ -110,7 +117,7 @@ class RouteWindows:
             if len(self._by) >= self.MAX_ROUTES:
                 del self._by[next(iter(self._by))]
             d = self._by[key] = collections.deque(maxlen=ROUTE_LOOKBACK + 1)  # (+1: a record seen again)
-        d.append((rec.id, _looks(getattr(rec, "prompt_tokens_est", None), rec.ttfb_ms, rec.ttft_ms)))
+        d.append((rec.id, _looks(prefill_tokens(rec), rec.ttfb_ms, rec.ttft_ms)))
 
     def holds(self, rec: Any) -> bool | None:
         """``route_holds`` over the record's route's recent streams (itself excluded), each one's
@@ -130,7 +137,7 @@ def headers_held(rec: Any, earlier: Iterable[Any] | RouteWindows = ()) -> bool |
     own = looks_held(rec.ttfb_ms, rec.ttft_ms)
     if own is not True:
         return own
-    if (rec.prompt_tokens_est or 0) >= PREFILL_MIN_TOKENS:
+    if (prefill_tokens(rec) or 0) >= PREFILL_MIN_TOKENS:
         return True
     if not isinstance(earlier, RouteWindows):  # a list of records: the same windows, built at once
         windows = RouteWindows()

@@ -439,3 +439,31 @@ def m024_frame_error(db: sqlite_utils.Database) -> None:
     decoded past some frame: a bad CRC, an impossible length, malformed headers, or an unfinished
     last frame (``stream.corrupt_frame``). The bytes were forwarded unchanged all the same."""
     db["requests"].add_column("frame_error", str)
+
+
+#: the findings m026 read as "this TTFT is not prefill" (frozen: ``diagnose.NOT_PREFILL`` is the rule
+#: for new rows; a change there needs a new migration to refill older ones)
+M026_NOT_PREFILL = ("stream.buffered", "latency.headers_held", "proxy.saturated", "latency.network",
+                    "latency.cold_connection")
+
+
+@migration
+def m026_ttft_outlier(db: sqlite_utils.Database) -> None:
+    """The TTFT-vs-prompt fit leaves out what is not prefill (issue 31): ``ttft_outlier`` names the
+    finding that says so (a buffered stream, held headers with no route fit to split them, the
+    proxy's own delay, a slow network, a cold connection), filled in from ``findings`` for older
+    rows; the TTFT indexes carry it so that the default view's fit still reads an index only."""
+    db["requests"].add_column("ttft_outlier", str)
+    codes = ", ".join(f"'{c}'" for c in M026_NOT_PREFILL)
+    db.execute(f"""UPDATE requests SET ttft_outlier = (
+        SELECT f.code FROM findings f WHERE f.request_id = requests.id AND f.code IN ({codes})
+          AND NOT (f.code = 'latency.headers_held' AND coalesce(json_extract(CASE WHEN json_valid(f.params)
+                   THEN f.params END, '$.variant'), '') = 'fit')
+        ORDER BY f.position LIMIT 1)
+        WHERE id IN (SELECT request_id FROM findings WHERE code IN ({codes}))""")
+    db.execute("DROP INDEX IF EXISTS idx_requests_stats_ttft_ms")
+    db.execute("CREATE INDEX idx_requests_stats_ttft_ms ON requests (model, ttft_ms, conn_reused, connect_ms, "
+               f"usage_prompt_tokens, prompt_tokens_est, stream, ttft_outlier) WHERE ttft_ms IS NOT NULL AND {M021_STREAMED_BARE}")
+    db.execute("DROP INDEX IF EXISTS idx_requests_stats_cached")
+    db.execute("CREATE INDEX idx_requests_stats_cached ON requests (model, ttft_ms, usage_prompt_tokens, "
+               "usage_cached_tokens, conn_reused, connect_ms, stream, ttft_outlier) WHERE usage_cached_tokens IS NOT NULL")

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
+from firsttoken.addon.diagnose.latency import NOT_PREFILL
 from firsttoken.addon.store.db import schema_current
 from firsttoken.addon.store.queries import ERROR, NOT_STREAMED, STREAMED, Filters, columns, decode_row, model_clause
 
@@ -37,6 +38,8 @@ MIN_FIT_SD = 50  # prompt tokens: below this spread the slope is mostly noise
 #: below this share of TTFT's spread explained by the prompt size, a fitted line says nothing
 MIN_FIT_R2 = 0.1
 SWEEP_HINT = "to measure the cost per input token: firsttoken sweep --inputs 1k,8k,32k"
+#: the column naming why a request's TTFT is not prefill (m026; ``diagnose.ttft_outlier`` fills it)
+OUTLIER = "ttft_outlier"
 
 
 def population(name: str, expr: str) -> str | None:
@@ -132,13 +135,22 @@ def _interp(n: int, q: float, at: dict[int, float]) -> float | None:
 
 # ------------------------------------------------------------------ least squares
 
-def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: float) -> dict[str, Any]:
-    """TTFT = a + b * prompt tokens, from running sums. Slope in ms per 1k tokens."""
+def fit_from_sums(n: int, sx: float, sy: float, sxy: float, sxx: float, syy: float,
+                  excluded: dict[str, int] | None = None) -> dict[str, Any]:
+    """TTFT = a + b * prompt tokens, from running sums. Slope in ms per 1k tokens. ``excluded``: the
+    requests left out as not prefill, per finding code (``ttft_fit_excluded``, and a note saying so)."""
     n = int(n or 0)
+    left_out = [{"code": k, "n": int(v), "why": NOT_PREFILL.get(k, k)}
+                for k, v in sorted((excluded or {}).items(), key=lambda kv: (-kv[1], str(kv[0]))) if v]
     out: dict[str, Any] = {"ttft_slope_ms_per_1k": None, "ttft_intercept_ms": None, "ttft_fit_r2": None,
                            "ttft_fit_n": n, "ttft_fit_warning": None, "ttft_fit_rejected": None, "prompt_tokens_mean": None,
-                           "prompt_tokens_sd": None,
+                           "prompt_tokens_sd": None, "ttft_fit_excluded": left_out,
+                           "ttft_fit_excluded_n": sum(e["n"] for e in left_out),
                            "ttft_fit_notes": []}  # the warnings as {"code", params}: worded by the view, in its language
+    if not n and left_out:  # every one left out as not prefill: too few to fit (they say why)
+        out["ttft_fit_warning"] = f"no fit: {fit_rejected(0, 0.0, 1.0)}; {SWEEP_HINT}"
+        out["ttft_fit_notes"].append(rejection(0, 0.0, 1.0))
+        return out
     if not n:
         out["ttft_fit_warning"] = "no requests with both a TTFT and a prompt size"
         out["ttft_fit_notes"].append({"code": "no_points"})
@@ -228,7 +240,7 @@ UNCACHED = "(usage_prompt_tokens - usage_cached_tokens)"
 _CODE = "coalesce(top_code, CASE WHEN status IS NULL THEN 'no_response' ELSE 'http_' || status END)"
 _MS_NAMES = {name for name, _ in METRICS}
 #: the SQL the aggregates evaluate: a copy of the rows keeps every column of ``requests`` it names
-_READS = (ERROR, IN_FLIGHT, COLD, WARM, _CODE, PROMPT, STREAMED, NOT_STREAMED, UNCACHED, "ttft_ms")
+_READS = (ERROR, IN_FLIGHT, COLD, WARM, _CODE, PROMPT, STREAMED, NOT_STREAMED, UNCACHED, "ttft_ms", OUTLIER)
 
 
 @dataclass(frozen=True)
@@ -266,6 +278,7 @@ class _Rows:
         names = _models(self.conn, filters) if direct and filters.model else None
         # (a --model that matches no model: an empty IN () leaves the indexes nothing to search)
         self.direct, self.copied = direct and names != [], False
+        self.outlier = OUTLIER if OUTLIER in columns(db) else "NULL"  # a database before m026: nothing known
         if names:
             self.base = _Source("requests", "model", f" WHERE model IN ({', '.join('?' * len(names))})", tuple(names))
         elif self.direct:
@@ -307,19 +320,27 @@ class _Rows:
                 out[g][3] += n
         return out, codes
 
-    def fits(self, include_cold: bool) -> tuple[list[tuple], list[tuple]]:
+    def fits(self, include_cold: bool) -> tuple[list[tuple], list[tuple], dict[Any, dict[str, int]]]:
         """The sums of TTFT = a + b x prompt tokens per group, and of the same over uncached tokens
         (groups whose server reported cached tokens: with prompt caching the prefill grows with what
-        was not cached; each also counts the requests with a cache hit)."""
+        was not cached; each also counts the requests with a cache hit), over the requests whose TTFT
+        is prefill; and per group the requests left out as not prefill, by finding code (``OUTLIER``).
+        One read per fit: grouped by the outlier code too, its NULL row holds the sums."""
         warm = "" if include_cold else WARM
-        x, u = PROMPT, UNCACHED
-        fit = self.base.select(self.conn, f"count(*), total({x}), total(ttft_ms), total({x} * ttft_ms), total({x} * {x}), "
-                               "total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", STREAMED, f"{x} IS NOT NULL", warm)
+        x, u, o = PROMPT, UNCACHED, self.outlier
+        rows = self.base.select(self.conn, f"{o} AS why, count(*), total({x}), total(ttft_ms), total({x} * ttft_ms), "
+                                f"total({x} * {x}), total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", STREAMED,
+                                f"{x} IS NOT NULL", warm, by="1, why")
+        fit = [(g, *sums) for g, why, *sums in rows if why is None]
+        left_out: dict[Any, dict[str, int]] = {}
+        for g, why, n, *_ in rows:
+            if why is not None:
+                left_out.setdefault(g, {})[why] = n
         uncached = self.base.select(
             self.conn, f"total(usage_cached_tokens > 0), count(*), total({u}), total(ttft_ms), total({u} * ttft_ms), "
             f"total({u} * {u}), total(ttft_ms * ttft_ms)", "ttft_ms IS NOT NULL", "usage_prompt_tokens IS NOT NULL",
-            "usage_cached_tokens IS NOT NULL", STREAMED, warm)
-        return fit, uncached
+            "usage_cached_tokens IS NOT NULL", STREAMED, warm, f"{o} IS NULL")
+        return fit, uncached, left_out
 
     def percentiles(self, name: str, expr: str, qs, include_cold: bool) -> dict[Any, dict[str, Any]]:
         """{group: {n, p50, ...}} of one metric over its population (cold requests too, or not)."""
@@ -389,14 +410,14 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     try:
         counts, code_rows = rows.counts()
         per_metric = {name: rows.percentiles(name, expr, qs, include_cold) for name, expr in metrics}
-        fit_rows, uncached_rows = rows.fits(include_cold) if fit else ([], [])
+        fit_rows, uncached_rows, left_out = rows.fits(include_cold) if fit else ([], [], {})
     finally:
         rows.close()
 
     code_map: dict[Any, list] = {}
     for g, code, n in code_rows:
         code_map.setdefault(g, []).append((code, n))
-    fits = {r[0]: fit_from_sums(*r[1:]) for r in fit_rows}
+    fits = {r[0]: fit_from_sums(*r[1:], excluded=left_out.get(r[0])) for r in fit_rows}
     uncached = {g: dict(fit_from_sums(*sums), cached_requests=int(hits)) for g, hits, *sums in uncached_rows if hits}
     groups = []
     for g, (count, in_flight, cold, errors) in counts.items():
@@ -414,7 +435,7 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
             entry[f"{name}_ms" if name in _MS_NAMES else name] = per_metric[name].get(
                 g, {"n": 0, **{f"p{q:g}": None for q in qs}})
         if fit:
-            entry.update(fits.get(g) or fit_from_sums(0, 0, 0, 0, 0, 0))
+            entry.update(fits.get(g) or fit_from_sums(0, 0, 0, 0, 0, 0, excluded=left_out.get(g)))
             if g in uncached:
                 entry["uncached_fit"] = uncached[g]
                 r2_all, r2_unc = entry.get("ttft_fit_r2"), uncached[g].get("ttft_fit_r2")
@@ -440,19 +461,20 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
 # ------------------------------------------------------------------ report helpers
 
 def scatter_points(db: sqlite_utils.Database, filters: Filters, counts: dict[Any, int], per_model: int = 800,
-                   include_cold: bool = True, by: str = "model") -> dict[Any, list[tuple[float, float, str]]]:
-    """(prompt tokens, TTFT, request id) per group of ``by`` (model, route...; ``counts`` keyed by
-    its values), about per_model points each: every k-th row by rowid."""
+                   include_cold: bool = True, by: str = "model") -> dict[Any, list[tuple[float, float, str, str | None]]]:
+    """(prompt tokens, TTFT, request id, why the fit leaves it out or None) per group of ``by`` (model,
+    route...; ``counts`` keyed by its values), about per_model points each: every k-th row by rowid."""
     where, params = filters.where()
-    out: dict[Any, list[tuple[float, float, str]]] = {}
+    why = OUTLIER if OUTLIER in columns(db) else "NULL"
+    out: dict[Any, list[tuple[float, float, str, str | None]]] = {}
     for model, n in counts.items():
         if not n:
             continue
         k = max(1, n // per_model)
         w = _and(where, f"{GROUPS[by]} IS ?", "ttft_ms IS NOT NULL", f"{PROMPT} IS NOT NULL", STREAMED,
                  "" if include_cold else WARM, "rowid % ? = 0")
-        rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
-        out[model] = [(x, y, i) for x, y, i in rows.fetchall()]
+        rows = db.execute(f"SELECT {PROMPT}, ttft_ms, id, {why} FROM requests{w} LIMIT ?", [*params, model, k, per_model * 2])
+        out[model] = [(x, y, i, o) for x, y, i, o in rows.fetchall()]
     return out
 
 

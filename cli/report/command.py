@@ -16,10 +16,10 @@ from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
-from firsttoken.cli.labels import counted, label, severity
+from firsttoken.cli.labels import LABELS, counted, label, severity
 from firsttoken.cli.options import cold_option, db_option, filter_options, lang_option, make_filters
 from firsttoken.cli.report import html as H
-from firsttoken.cli.stats import fit_warning
+from firsttoken.cli.stats import fit_left_out
 
 #: the slowest requests drawn split into their own phases
 PHASE_BARS = 10
@@ -58,6 +58,11 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                if res["filters"] else "")
             + (f" · {H.esc(source)}" if source else ""))
     sections: list[tuple[str, str]] = []
+    overall = sq.compute(db, filters, group_expr="'all'", include_cold=include_cold, qs=(50, 75, 95),
+                         metrics=(("ttft", "ttft_ms"),), fit=False)["groups"]
+    ttft_all = overall[0]["ttft_ms"] if overall else {"n": 0, "p50": None, "p75": None, "p95": None}
+    br = sq.finding_breakdown(db, filters, total)
+    sections.append(("", _summary(groups, total, ttft_all, br, name, lang)))
     summary_rows = []
     for g in groups:
         sw = f'<span class="sw" style="background:{colors[g["group"]]}"></span>'
@@ -70,12 +75,15 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
     sections.append((L("h.per_model"), H.table(
         [label(lang, "col.model"), label(lang, "col.requests"), label(lang, "col.errors"), label(lang, "col.cold"),
          "TTFB P50/P95", "TTFT P50/P95", "gap P50/P95", L("col.whole"), L("col.fit")],
-        summary_rows, numeric=(1, 2, 3, 4, 5, 6, 7)) + f'<p class="dim">{W("population")}</p>'))
+        summary_rows, numeric=(1, 2, 3, 4, 5, 6, 7)) + _fit_warnings(groups, name, lang)
+        + f'<p class="dim">{W("population")}</p>'))
     counts = {g["group"]: g["ttft_ms"]["n"] for g in groups}
     pts = sq.scatter_points(db, filters, counts, include_cold=include_cold)
     fits = {g["group"]: (g["ttft_intercept_ms"], g["ttft_slope_ms_per_1k"] / 1000) for g in groups
             if g["ttft_slope_ms_per_1k"] is not None}
-    slow = sq.slowest(db, filters, [g["group"] for g in groups], top)
+    p75 = ttft_all.get("p75")  # "slow": above P75 of every streamed request's TTFT, the slowest `top` of them
+    slow = [r for r in sq.slowest(db, filters, [g["group"] for g in groups], top)
+            if p75 is not None and (r["ttft_ms"] or 0) > p75]
     failed = [r for r in queries.recent(db, filters if filters.status else dataclasses.replace(filters, status="error"), top)
               if queries.is_error(r)]
     listed = {r["id"] for r in slow} | {r["id"] for r in failed}
@@ -83,7 +91,7 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                                             for m in pts) + "</p>"
     sections.append((L("h.scatter"), legend
                      + H.scatter_svg(pts, fits, colors, linked=listed, names={m: name(m) for m in pts}, lang=lang)
-                     + f'<p class="dim">{W("scatter_note")}</p>'))
+                     + f'<p class="dim">{W("scatter_note")}{_scatter_notes(pts, lang)}</p>'))
     if _by_route(db, filters, by):
         sections.append((L("h.per_route"), _routes_section(db, filters, include_cold, listed, lang)))
     cache = _cache_section(groups, name, lang)
@@ -91,7 +99,10 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
         sections.append((L("h.cache"), cache))
     # side by side, never added up: P95 TTFT is not P95 TTFB + P95 gap (the slowest TTFBs and the
     # slowest gaps are mostly other requests); the split into phases is of actual requests
-    charts = "".join(H.percentile_svg(f"{metric} (P50 · P95)", [(name(g["group"]), g[m]) for g in groups], lang=lang)
+    # one time axis for TTFT, TTFB and the gap: bars of unequal times never look equal side by side
+    shared = H.chart_top(g[m] for g in groups for m in ("ttft_ms", "ttfb_ms", "gap_ms"))
+    charts = "".join(H.percentile_svg(f"{metric} (P50 · P95)", [(name(g["group"]), g[m]) for g in groups], lang=lang,
+                                      top=shared)
                      for metric, m in (("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("gap = TTFT − TTFB", "gap_ms")))
     if any(g["whole_ms"]["n"] for g in groups):
         charts += H.percentile_svg(L("whole_chart"), [(name(g["group"]), g["whole_ms"]) for g in groups], lang=lang)
@@ -99,7 +110,6 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                            [(name(r.get("model")), r["id"], r.get("ttfb_ms"), r.get("gap_ms")) for r in slow[:PHASE_BARS]],
                            lang=lang)
     sections.append((L("h.percentiles"), f'<div class="charts">{charts}</div><p class="dim">{W("percentiles_note")}</p>'))
-    br = sq.finding_breakdown(db, filters, total)
     top_n = max([b["count"] for b in br] + [1])
     sections.append((L("h.findings"), H.table(
         [L("col.code"), L("col.severity"), label(lang, "col.requests"), L("col.share"), ""],
@@ -111,11 +121,8 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
         r["findings"] = output.localize(r.get("findings") if isinstance(r.get("findings"), list) else [], lang)
     slow_rows, slow_findings = [], []
     for r in slow:
-        found = r.get("findings") or []
-        slow_findings.append("".join(
-            f'<div><b style="color:{H.SEV_COLOR.get(f.get("severity"), "#374151")}">{H.esc(f.get("code"))}</b> '
-            f'{H.esc(f.get("message"))}</div>' for f in found[:3] if isinstance(f, dict))
-            or f'<span class="dim">{W("no_findings")}</span>')
+        found = [f for f in r.get("findings") or [] if isinstance(f, dict)]
+        slow_findings.append(_found_html(found[:3]) or f'<span class="dim">{W("no_findings")}</span>')
         prompt = r.get("usage_prompt_tokens") if r.get("usage_prompt_tokens") is not None else r.get("prompt_tokens_est")
         cold = r.get("conn_reused") == 0 and r.get("connect_ms") is not None
         slow_rows.append([("html", _when(r)), ("html", H.id_link(r["id"])), ("html", H.model_name(name(r.get("model")))),
@@ -123,24 +130,23 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                           output.ms(r.get("ttfb_ms")) + (L("cold") if cold else ""), output.ms(r.get("ttft_ms")),
                           output.ms(r.get("gap_ms")), output.ms(r.get("total_ms"))])
     col = lambda *keys: [label(lang, k) for k in keys]  # noqa: E731
-    sections.append((L("h.slowest", n=len(slow)), H.table(
+    slow_note = (W("slow_note", p75=H.esc(output.ms(p75)), top=f"{top:,}") if slow_rows else
+                 W("no_slow", p75=H.esc(output.ms(p75))) if p75 is not None else W("no_ttft"))
+    sections.append((L("h.slowest", n=len(slow)), (H.table(
         col("col.time", "col.id", "col.model", "show.status", "col.prompt", "col.ttfb", "col.ttft", "col.gap", "col.total"),
-        slow_rows, numeric=(3, 4, 5, 6, 7, 8), below=slow_findings) if slow_rows else f'<p class="dim">{W("no_ttft")}</p>'))
+        slow_rows, numeric=(3, 4, 5, 6, 7, 8), below=slow_findings, ids=[r["id"] for r in slow]) if slow_rows else "")
+        + f'<p class="dim">{slow_note}</p>'))
+    # one row per request: a failed one already listed among the slowest links there, not to a second copy
+    slow_ids = {r["id"] for r in slow}
     fail_rows = [[("html", _when(r)),
                   ("html", H.id_link(r["id"])), ("html", H.model_name(name(r.get("model")))), _status(r, lang),
                   ("html", _top(r))] for r in failed]
+    fail_hints = [_hint(r) for r in failed]
     sections.append((L("h.failed", n=len(failed)), H.table(col("col.time", "col.id", "col.model", "show.status",
-                                                               "report.col.top"), fail_rows)
+                                                               "report.col.top"), fail_rows,
+                                                           below=fail_hints if any(fail_hints) else None,
+                                                           ids=[None if r["id"] in slow_ids else r["id"] for r in failed])
                      if fail_rows else f'<p class="dim">{W("no_failed")}</p>'))
-    shown: dict[str, str] = {}
-    for r in slow:
-        shown.setdefault(r["id"], H.details(r, name(r.get("model")), L("why_slow", ttft=output.ms(r.get("ttft_ms"))), lang,
-                                            db=source))
-    for r in failed:
-        shown.setdefault(r["id"], H.details(r, name(r.get("model")), L("why_failed", status=_status(r, lang)), lang,
-                                            db=source))
-    if shown:
-        sections.append((L("h.details"), "".join(shown.values())))
     sections.append(("", f'<p class="dim">{H.esc(L("note_method", method=res["percentile"]))}'
                      + W("note_cold" if include_cold else "note_warm")
                      + W("note_show", cmd=f"<code>{H.esc(H.show_command('ID', source))}</code>") + "</p>"))
@@ -162,18 +168,110 @@ def _fit_text(g: dict, lang: str = "en") -> str:
 
 
 def _fit_html(g: dict, lang: str = "en") -> str:
-    """A group's TTFT fit with its warning (worded as `stats` words it) and, when the server reported
-    cache hits, the fit against uncached tokens beside it and which of the two explains TTFT better."""
+    """A group's TTFT fit (its warnings are said once per cause under the table: ``_fit_warnings``),
+    what it left out as not prefill and, when the server reported cache hits, the fit against
+    uncached tokens beside it and which of the two explains TTFT better."""
     out = H.esc(_fit_text(g, lang))
-    warning = fit_warning(g, lang)
-    if warning:
-        out += f'<br/><span class="warn">⚠ {H.esc(warning)}</span>'
+    left_out = fit_left_out(g, lang)
+    if left_out:
+        out += f'<br/><span class="dim">{H.esc(left_out)}</span>'
     u = g.get("uncached_fit")
     if u and u.get("ttft_slope_ms_per_1k") is not None:
         out += f'<br/><span class="dim">{H.esc(label(lang, "report.vs_uncached", fit=_fit_text(u, lang)))}</span>'
         if g.get("better_fit"):
             out += f'<br/><b>{H.esc(label(lang, "stats.follows_" + _better(g)))}</b>'
     return out
+
+
+def _fit_warnings(groups: list[dict], name, lang: str = "en") -> str:
+    """Why some groups have no fit (or an unreliable one), one line per cause naming every group it
+    applies to, and how to get a fit said once: not the same warning under each model."""
+    by_cause: dict[str, list[str]] = {}
+    mins: dict[str, int] = {}
+    for g in groups:
+        for n in g.get("ttft_fit_notes") or []:
+            if isinstance(n, dict) and f"report.nofit.{n.get('code')}" in LABELS["en"]:
+                by_cause.setdefault(n["code"], []).append(str(name(g["group"])))
+                mins[n["code"]] = n.get("min", sq.MIN_FIT_N)
+    if not by_cause:
+        return ""
+    lines = [label(lang, f"report.nofit.{code}", models=", ".join(models), min=mins[code])
+             for code, models in by_cause.items()]
+    hint = H.words(lang, "report.nofit.hint", cmd="<code>firsttoken sweep --inputs 1k,8k,32k</code>")
+    return "".join(f'<p class="warn">⚠ {H.esc(t)}</p>' for t in lines) + f'<p class="dim">{hint}</p>'
+
+
+def _summary(groups: list[dict], total: int, ttft: dict, br: list[dict], name, lang: str = "en") -> str:
+    """The few things that matter, first: a verdict (failures, else warnings, by finding code), P50/P95
+    TTFT of every streamed request, and what each extra 1k prompt tokens costs (the models' fits)."""
+    L = lambda key, **kw: label(lang, f"report.sum.{key}", **kw)  # noqa: E731
+    errors = sum(g["errors"] for g in groups)
+    codes = lambda sev: ", ".join([f"{b['code']} ({b['count']:,})" for b in br if b["severity"] == sev][:3])  # noqa: E731
+    warned = sum(b["count"] for b in br if b["severity"] == "warn")
+    if errors:
+        verdict, cls = L("failed", e=f"{errors:,}", n=f"{total:,}", pct=f"{errors / total * 100:.0f}%",
+                         codes=codes("error") or "–"), "bad"
+    elif warned:
+        verdict, cls = L("warned", k=f"{warned:,}", n=f"{total:,}", codes=codes("warn")), ""
+    else:
+        verdict, cls = L("healthy", n=f"{total:,}"), "ok"
+    cards = [(L("verdict"), f'<div class="s">{H.esc(verdict)}</div>', cls)]
+    if ttft.get("n"):
+        figures = H.esc(L("ttft_v", p50=output.ms(ttft["p50"]), p95=output.ms(ttft["p95"])))
+        cards.append((L("ttft"), f'<div class="v">{figures}</div>'
+                                 f'<div class="s dim">{H.esc(L("ttft_n", n=format(ttft["n"], ",")))}</div>', ""))
+    fitted = [g for g in groups if g.get("ttft_slope_ms_per_1k") is not None][:3]
+    body = ""
+    for g in fitted:
+        slope = H.esc(L("slope_v", b=format(g["ttft_slope_ms_per_1k"], ".0f")))
+        of = H.esc(L("slope_of", model=name(g["group"]), r2=format(g["ttft_fit_r2"], ".2f"), n=format(g["ttft_fit_n"], ",")))
+        body += f'<div><span class="v">{slope}</span> <span class="s">{of}</span></div>'
+        left = g.get("ttft_fit_excluded") or []
+        if left:
+            why = L("left_out", n=format(sum(e["n"] for e in left), ","), codes=", ".join(e["code"] for e in left))
+            body += f'<div class="s dim">{H.esc(why)}</div>'
+    if not fitted:
+        sweep = "<code>firsttoken sweep --inputs 1k,8k,32k</code>"
+        body = f'<div class="s">{H.words(lang, "report.sum.no_slope", cmd=sweep)}</div>'
+        left = {}
+        for g in groups:
+            for e in g.get("ttft_fit_excluded") or []:
+                left[e["code"]] = left.get(e["code"], 0) + e["n"]
+        if left:  # what kept the fit from having enough requests, when firsttoken left them out itself
+            why = L("left_out", n=format(sum(left.values()), ","), codes=", ".join(left))
+            body += f'<div class="s dim">{H.esc(why)}</div>'
+    cards.append((L("slope"), body, ""))
+    return '<div class="summary">' + "".join(f'<div class="card {c}"><div class="k">{H.esc(k)}</div>{v}</div>'
+                                             for k, v, c in cards) + "</div>"
+
+
+def _scatter_notes(pts: dict, lang: str = "en") -> str:
+    """The scatter's axis and hollow dots, said where they apply: a log axis, the dots left out of the fit."""
+    xs = [p[0] for ps in pts.values() for p in ps]
+    out = ""
+    if H.log_axis(xs):
+        pos = [x for x in xs if x and x > 0]
+        out += " " + H.esc(label(lang, "report.scatter_log", lo=f"{min(pos):,.0f}", hi=f"{max(pos):,.0f}"))
+    why = sorted({p[3] for ps in pts.values() for p in ps if len(p) > 3 and p[3]})
+    if why:
+        out += " " + H.esc(label(lang, "report.scatter_out", codes=", ".join(why)))
+    return out
+
+
+def _found_html(found: list[dict]) -> str:
+    """Findings as code + message lines, the first one's fix right under it."""
+    out = ""
+    for i, f in enumerate(found):
+        out += (f'<div><b style="color:{H.SEV_COLOR.get(f.get("severity"), "#374151")}">{H.esc(f.get("code"))}</b> '
+                f'{H.esc(f.get("message"))}</div>')
+        if i == 0 and f.get("hint"):
+            out += f'<div class="hint">→ {H.esc(f["hint"])}</div>'
+    return out
+
+
+def _hint(r: dict) -> str | None:
+    found = [f for f in (r.get("findings") or []) if isinstance(f, dict)]
+    return f'<div class="hint">→ {H.esc(found[0]["hint"])}</div>' if found and found[0].get("hint") else None
 
 
 def _better(g: dict) -> str:
@@ -233,8 +331,7 @@ def _routes_section(db, filters: Filters, include_cold: bool, linked: set[str], 
                 mb=H.esc(", ".join(map(str, served[1]))),
                 compare=f"<code>firsttoken compare --route {a_} --route {b_}</code>",
                 report="<code>firsttoken report --experiment NAME</code>") + "</p>"
-    warnings = "".join(f'<p class="warn">{H.esc(label(lang, "report.route_warn", name=name(g["group"]), warning=w))}</p>'
-                       for g in groups if (w := fit_warning(g, lang)))
+    warnings = _fit_warnings(groups, name, lang)
     return (legend + H.scatter_svg(pts, fits, colors, linked=linked, names={r: name(r) for r in pts},
                                    aria=label(lang, "report.aria_routes"), lang=lang)
             + H.table([label(lang, k) for k in ("col.route", "col.requests", "col.errors")]
@@ -289,7 +386,8 @@ def _top(r: dict) -> str:
 @filter_options
 @click.option("--html", "html_path", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
 @cold_option
-@click.option("--top", type=int, default=20, show_default=True, help="How many slowest requests to list.")
+@click.option("--top", type=int, default=20, show_default=True,
+              help="At most this many slow requests to list (TTFT above P75 of every streamed request), slowest first.")
 @click.option("--by", type=click.Choice(["model", "route"]), default=None,
               help="route: also compare the upstream routes (one curve each, TTFB and fit per route); model: per model "
                    "only. Default: routes are compared when the requests went through more than one, or with "

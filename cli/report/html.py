@@ -1,7 +1,7 @@
 """The HTML of `firsttoken report`: one self-contained file, charts as inline SVG drawn here.
 
-No scripts, no fonts, no images, no links out of the page (only ``#req-ID`` anchors to its own
-request details): it opens offline and can be mailed around. Charts scale to the page width
+No scripts, no fonts, no images, no links out of the page (only ``#req-ID`` anchors to a request's own
+row): it opens offline and can be mailed around. Charts scale to the page width
 (viewBox, ``width:100%``) and wide tables scroll inside their box, so the page fits at 800 px.
 """
 
@@ -36,7 +36,11 @@ svg{display:block;margin:8px 0;width:100%;height:auto}svg text{font:12px system-
 .req{border:1px solid #e5e7eb;border-radius:6px;padding:8px 12px;margin:10px 0}.req:target{border-color:#2563eb;box-shadow:0 0 0 2px #bfdbfe}
 .req h3{font-size:14px;margin:0 0 6px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;white-space:nowrap;overflow-x:auto}
 .req dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:0 0 6px;font-size:13px}.req dt{color:#6b7280}.req dd{margin:0}
-.req .hint{color:#4b5563;margin-left:1.2em}tr.has-sub td{border-bottom:none}tr.sub td{padding:0 8px 6px 24px;font-size:12px}circle:hover{stroke:#111827;stroke-width:1.5}
+.hint{color:#4b5563;margin-left:1.2em}tr.has-sub td{border-bottom:none}tr.sub td{padding:0 8px 6px 24px;font-size:12px}circle:hover{stroke:#111827;stroke-width:1.5}
+tr:target td{background:#eff6ff}.summary{display:flex;flex-wrap:wrap;gap:12px;margin:14px 0 4px}
+.card{flex:1 1 260px;border:1px solid #e5e7eb;border-radius:8px;padding:10px 14px;background:#f9fafb}
+.card .k{color:#6b7280;font-size:12px;margin-bottom:2px}.card .v{font-size:20px;font-weight:600;line-height:1.3}
+.card.bad{border-color:#fca5a5;background:#fef2f2}.card.ok{border-color:#86efac;background:#f0fdf4}.card .s{font-size:13px}
 """
 
 
@@ -82,25 +86,44 @@ def model_name(name: Any) -> str:
     return f'<span class="nw">{esc(name)}</span>'
 
 
-def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[str, tuple[float, float]],
-                colors: dict[str, str], w: int = 900, h: int = 380, linked: set[str] | frozenset[str] = frozenset(),
+def log_axis(xs: list[float]) -> bool:
+    """Whether a prompt-token axis should be logarithmic: the prompts span two decades or more and
+    most of them sit in the lowest tenth of a linear axis (where they would be squashed at x≈0)."""
+    pos = sorted(x for x in xs if x and x > 0)
+    if len(pos) < 3 or pos[-1] / pos[0] < 100:
+        return False
+    return pos[len(pos) // 2] < pos[-1] / 10
+
+
+def scatter_svg(series: dict[Any, list[tuple]], fits: dict[Any, tuple[float, float]],
+                colors: dict[Any, str], w: int = 900, h: int = 380, linked: set[str] | frozenset[str] = frozenset(),
                 names: dict[Any, str] | None = None, aria: str | None = None, lang: str = "en") -> str:
     """TTFT (y, ms) against prompt tokens (x), one colour per group (model, route), with each
-    group's fitted line.
+    group's fitted line. Points are (prompt tokens, TTFT, request id[, why left out of the fit]).
 
-    Each dot has a hover title (id, model, TTFT, prompt tokens); dots of requests in ``linked``
-    link to their details."""
+    A log x axis when the prompts span decades (``log_axis``; the line is then drawn as a curve);
+    dots left out of the fit are hollow. Each dot has a hover title (id, model, TTFT, prompt tokens);
+    dots of requests in ``linked`` link to their row."""
     pts = [p for ps in series.values() for p in ps]
     if not pts:
         return f'<p class="dim">{words(lang, "report.no_points")}</p>'
     ml, mr, mt, mb = 60, 16, 12, 40
-    xs = nice_ticks(0, max(p[0] for p in pts))
+    log = log_axis([p[0] for p in pts])
+    if log:
+        lo_dec = math.floor(math.log10(max(1.0, min(p[0] for p in pts if p[0] > 0))))
+        hi_dec = math.ceil(math.log10(max(p[0] for p in pts)))
+        xs = [10.0 ** d for d in range(lo_dec, hi_dec + 1)]
+        span = (lo_dec, max(hi_dec, lo_dec + 1))
+        sx = lambda x: ml + (w - ml - mr) * (math.log10(max(x, 10.0 ** span[0])) - span[0]) / (span[1] - span[0])  # noqa: E731
+    else:
+        xs = nice_ticks(0, max(p[0] for p in pts))
+        sx = lambda x: ml + (w - ml - mr) * x / xs[-1]  # noqa: E731
     ys = nice_ticks(0, max(p[1] for p in pts))
-    x1, y1 = xs[-1], ys[-1]
-    sx = lambda x: ml + (w - ml - mr) * x / x1  # noqa: E731
+    y1 = ys[-1]
     sy = lambda y: h - mb - (h - mt - mb) * y / y1  # noqa: E731
     aria = aria or label(lang, "report.aria_scatter")
-    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(aria)}">']
+    out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(aria)}"'
+           + (' data-x="log"' if log else "") + ">"]
     for t in xs:
         out.append(f'<line x1="{sx(t):.1f}" y1="{mt}" x2="{sx(t):.1f}" y2="{h - mb}" stroke="#f3f4f6"/>'
                    f'<text x="{sx(t):.1f}" y="{h - mb + 16}" text-anchor="middle">{_num(t)}</text>')
@@ -114,34 +137,53 @@ def scatter_svg(series: dict[str, list[tuple[float, float, str]]], fits: dict[st
     for model, ps in series.items():
         c = colors[model]
         name = (names or {}).get(model, model)
-        out.append(f'<g fill="{c}" fill-opacity="0.85" stroke="#ffffff" stroke-width="0.75">')
-        for x, y, rid in ps:
-            if y > y1:
-                continue
-            dot = (f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5"><title>{esc(rid)} · {esc(name)} · TTFT '
-                   f'{esc(output.ms(y))} · {esc(label(lang, "report.dot_prompt", n=f"{x:,.0f}"))}</title></circle>')
-            out.append(f'<a href="#{anchor(rid)}">{dot}</a>' if rid in linked else dot)
-        out.append("</g>")
+        for hollow in (False, True):
+            dots = []
+            for x, y, rid, *why in ps:
+                if y > y1 or bool(why and why[0]) != hollow:
+                    continue
+                out_of_fit = f' · {esc(label(lang, "report.out_dot", code=why[0]))}' if hollow else ""
+                dot = (f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="4.5"><title>{esc(rid)} · {esc(name)} · TTFT '
+                       f'{esc(output.ms(y))} · {esc(label(lang, "report.dot_prompt", n=f"{x:,.0f}"))}{out_of_fit}</title></circle>')
+                dots.append(f'<a href="#{anchor(rid)}">{dot}</a>' if rid in linked else dot)
+            if dots:
+                head = (f'<g class="out" fill="#ffffff" stroke="{c}" stroke-width="1.5">' if hollow else
+                        f'<g fill="{c}" fill-opacity="0.85" stroke="#ffffff" stroke-width="0.75">')
+                out.append(head + "".join(dots) + "</g>")
     for model, (a, b) in fits.items():
-        ps = series.get(model) or []
+        ps = [p for p in series.get(model) or [] if not (len(p) > 3 and p[3])]
         if not ps:
             continue
         lo, hi = min(p[0] for p in ps), max(p[0] for p in ps)
-        ya, yb = a + b * lo, a + b * hi
-        out.append(f'<line x1="{sx(lo):.1f}" y1="{sy(max(0, min(y1, ya))):.1f}" x2="{sx(hi):.1f}" '
-                   f'y2="{sy(max(0, min(y1, yb))):.1f}" stroke="{colors[model]}" stroke-width="2.5"/>')
+        if log:
+            lo = max(lo, 10.0 ** span[0])
+            at = [lo * (hi / lo) ** (k / 40) for k in range(41)] if hi > lo else [lo]
+            line = " ".join(f"{sx(x):.1f},{sy(max(0, min(y1, a + b * x))):.1f}" for x in at)
+            out.append(f'<polyline points="{line}" fill="none" stroke="{colors[model]}" stroke-width="2.5"/>')
+        else:
+            ya, yb = a + b * lo, a + b * hi
+            out.append(f'<line x1="{sx(lo):.1f}" y1="{sy(max(0, min(y1, ya))):.1f}" x2="{sx(hi):.1f}" '
+                       f'y2="{sy(max(0, min(y1, yb))):.1f}" stroke="{colors[model]}" stroke-width="2.5"/>')
     out.append("</svg>")
     return "".join(out)
 
 
-def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 900, lang: str = "en") -> str:
-    """Horizontal bars: P99 (lightest) behind P95, P90 and P50 (darkest), one row per group."""
+def chart_top(rows: Iterable[dict[str, Any]]) -> float:
+    """The largest value percentile bars of these figures draw (P99, else P95): pass the largest
+    over sibling charts as their ``top`` so that they share one time axis."""
+    return max([m.get("p99") or m.get("p95") or 0 for m in rows if m.get("n")] + [0])
+
+
+def percentile_svg(title: str, rows: list[tuple[str, dict[str, Any]]], w: int = 900, lang: str = "en",
+                   top: float | None = None) -> str:
+    """Horizontal bars: P99 (lightest) behind P95, P90 and P50 (darkest), one row per group.
+    ``top``: the axis's end (shared with sibling charts), at least this chart's own largest bar."""
     rows = [(g, m) for g, m in rows if m.get("n")]
     if not rows:
         return f'<p class="dim">{esc(label(lang, "report.no_data", title=title))}</p>'
     ml, mr, row_h, mt = 170, 130, 24, 26
     h = mt + row_h * len(rows) + 24
-    top = max(m.get("p99") or m.get("p95") or 0 for _, m in rows) or 1
+    top = max(top or 0, chart_top(m for _, m in rows)) or 1
     ticks = nice_ticks(0, top, 4)
     sx = lambda v: ml + (w - ml - mr) * v / ticks[-1]  # noqa: E731
     out = [f'<svg viewBox="0 0 {w} {h}" style="max-width:{w}px" role="img" aria-label="{esc(title)}">',
@@ -209,48 +251,23 @@ def show_command(request_id: str, db: str = "") -> str:
     return f"firsttoken show {request_id}" + (f" --db {shlex.quote(db)}" if db else "")
 
 
-def details(r: dict[str, Any], name: str, why: str, lang: str = "en", db: str = "") -> str:
-    """One request's details section (the target of its id links); findings as given (``output.localize`` them);
-    ``db``: the database the page was made from, for its `firsttoken show` line."""
-    def ms(k: str) -> str:
-        return output.ms(r.get(k))
-
-    L = lambda key, **kw: label(lang, f"report.d.{key}", **kw)  # noqa: E731
-    prompt = r.get("usage_prompt_tokens") if r.get("usage_prompt_tokens") is not None else r.get("prompt_tokens_est")
-    fields = [(L("why"), why), (L("started"), f"{str(r.get('started_at'))[:10]} {output.local_time(r.get('started_at'))}"),
-              (label(lang, "col.model"), name), (L("route_api"), f"{r.get('route') or '–'} · {r.get('api') or '–'}"),
-              (label(lang, "show.status"), r.get("status") if r.get("status") is not None else L("no_response")),
-              (L("prompt"), output.num(prompt)),
-              (L("timing"), L("timing_v", connect=ms("connect_ms"), ttfb=ms("ttfb_ms"), gap=ms("gap_ms"),
-                              ttft=ms("ttft_ms"), total=ms("total_ms"))
-               + (L("cold") if r.get("conn_reused") in (0, False) and r.get("connect_ms") is not None else ""))]
-    if r.get("error"):
-        fields.append((label(lang, "show.error"), r["error"]))
-    dl = "".join(f"<dt>{esc(k)}</dt><dd>{esc(v)}</dd>" for k, v in fields)
-    found = [f for f in (r.get("findings") or []) if isinstance(f, dict)]
-    fx = "".join(f'<div><b style="color:{SEV_COLOR.get(f.get("severity"), "#374151")}">{esc(f.get("code"))}</b> '
-                 f'{esc(f.get("message"))}' + (f'<div class="hint">→ {esc(f.get("hint"))}</div>' if f.get("hint") else "")
-                 + "</div>" for f in found) or f'<span class="dim">{words(lang, "report.no_findings")}</span>'
-    more = words(lang, "report.d.more", cmd=f'<code>{esc(show_command(r["id"], db))}</code>')
-    return (f'<div class="req" id="{anchor(r["id"])}"><h3>{esc(r["id"])}</h3><dl>{dl}</dl>{fx}'
-            f'<p class="dim">{more}</p></div>')
-
-
 def table(head: Iterable[str], rows: Iterable[Iterable[Any]], numeric: Iterable[int] = (),
-          below: Iterable[str | None] | None = None) -> str:
+          below: Iterable[str | None] | None = None, ids: Iterable[str | None] | None = None) -> str:
     """rows: cells are escaped unless given as ('html', markup). ``below``: per row, markup shown on a
-    full-width line under it (e.g. its findings), so that long text never squeezes the columns."""
+    full-width line under it (e.g. its findings), so that long text never squeezes the columns.
+    ``ids``: per row, the request id whose links (``id_link``, the scatter's dots) land on it, or None."""
     num = set(numeric)
     head = list(head)
     rows = [list(r) for r in rows]
     subs = list(below) if below is not None else [None] * len(rows)
+    targets = list(ids) if ids is not None else [None] * len(rows)
     cell = lambda i, v: v[1] if isinstance(v, tuple) and v and v[0] == "html" else esc(v)  # noqa: E731
     th = "".join(f'<th class="n">{esc(h)}</th>' if i in num else f"<th>{esc(h)}</th>" for i, h in enumerate(head))
-    body = "".join(("<tr>" if sub is None else '<tr class="has-sub">')
+    body = "".join("<tr" + (f' id="{anchor(rid)}"' if rid else "") + ("" if sub is None else ' class="has-sub"') + ">"
                    + "".join(f'<td class="n">{cell(i, v)}</td>' if i in num else f"<td>{cell(i, v)}</td>"
                              for i, v in enumerate(r)) + "</tr>"
                    + (f'<tr class="sub"><td colspan="{len(head)}">{sub}</td></tr>' if sub is not None else "")
-                   for r, sub in zip(rows, subs))
+                   for r, sub, rid in zip(rows, subs, targets))
     return f'<div class="scroll"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
