@@ -179,6 +179,8 @@ class ProxyServer:
         self.capture = next((a for a in self.addons if isinstance(a, Capture)), addon)
         self.metrics = next((a for a in self.addons if isinstance(a, MetricsAddon)), None)
         self.otel = next((a for a in self.addons if isinstance(a, OtelAddon)), None)
+        #: the live feed `firsttoken live` reads (cli/proxy/feed.py), when `firsttoken proxy` serves one
+        self.live_feed: Any = None
         self.options.update(extra_options or {})
         self.master = None
         self.loop: asyncio.AbstractEventLoop | None = None
