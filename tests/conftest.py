@@ -116,6 +116,18 @@ def start_proxy_process(args: list[str], **popen) -> tuple[subprocess.Popen, int
     return p, port
 
 
+def sent_since(sim: SimServer, t0: float):
+    """The simulator's send log of the one streamed answer it began after ``t0`` (time.monotonic)."""
+    [sent] = [s for s in list(sim.sent) if s.arrival >= t0]
+    return sent
+
+
+def token_writes(sent) -> list[tuple[float, float]]:
+    """(deadline, written) of each visible chat token in a send log entry (``SimServer.sent``): what
+    the upstream planned and did, to bound a timing measured on a machine too busy to keep time."""
+    return [(due, at) for due, at, data in sent.writes if b'"content":"' in data and b'"content":""' not in data]
+
+
 def wait_registered(port: int, p: subprocess.Popen, state_dir: str | None, timeout: float = 30) -> None:
     """Until the proxy's registry entry is written: it registers just after its port opens (a
     busy machine can run a command such as `firsttoken env` in between, which would not find it)."""
