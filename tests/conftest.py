@@ -116,6 +116,20 @@ def start_proxy_process(args: list[str], **popen) -> tuple[subprocess.Popen, int
     return p, port
 
 
+def r2_floor(points: list[tuple[float, float]], slope_per_1k: float) -> float:
+    """The least R² a least-squares line through ``points`` (tokens, ms) can have, given that the
+    upstream's plan is ``slope_per_1k`` ms per 1k tokens: least squares minimises the residuals
+    over every line, so they are at most those of the planned line moved by the points' mean
+    excess over it. Whatever delays a busy machine added show in that excess (and lower the
+    floor); an idle machine's points sit on the line (a floor near 1). A fit that took the wrong
+    tokens, or the wrong requests, falls below it."""
+    ys = [y for _, y in points]
+    ex = [y - slope_per_1k * x / 1000 for x, y in points]
+    my, me = sum(ys) / len(ys), sum(ex) / len(ex)
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    return 1 - sum((e - me) ** 2 for e in ex) / ss_tot
+
+
 def sent_since(sim: SimServer, t0: float):
     """The simulator's send log of the one streamed answer it began after ``t0`` (time.monotonic)."""
     [sent] = [s for s in list(sim.sent) if s.arrival >= t0]
