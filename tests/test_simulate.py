@@ -565,15 +565,25 @@ def test_truncated_ends_cleanly_without_terminator(hx, ant):
     assert "event: response.completed" not in [line for _, line in lines]
 
 
-def test_keepalive_comments_during_prefill(make_sim, hx):
+def test_keepalive_comments_during_prefill(make_sim, hx, sim):
     s = make_sim(prefill_base_ms=350.0)
     with httpx.Client(base_url=s.url) as client:
         _, _, lines = timed_stream(client, "/v1/chat/completions", {**CHAT, "stream": True}, {"x-sim-fault": "keepalive"})
     comments = [t for t, line in lines if line == ": keep-alive"]
     first_data = next(t for t, line in lines if line.startswith("data:"))
     assert len(comments) == 3 and all(t < first_data for t in comments)
+    t1 = time.monotonic()
     _, _, lines = timed_stream(hx, "/v1/chat/completions", {**CHAT, "stream": True}, {"x-sim-fault": "keepalive,stall"})
-    assert sum(line == ": keep-alive" for _, line in lines) == 3  # idle during the 300 ms stall too
+    # idle during the 300 ms stall too: one comment per 100 ms since the token before it really went
+    # out, as many as fit before the next token's deadline (3 when that token was on time, fewer when a
+    # busy machine sent it late: the send log says which)
+    stalled = sent_since(sim, t1)
+    toks, k = token_writes(stalled), NOUT // 2
+    ka = [due for due, _, data in stalled.writes if data.startswith(b": keep-alive")]
+    assert 1 <= len(ka) == sum(line == ": keep-alive" for _, line in lines) <= 3
+    assert [b - a for a, b in zip(ka, ka[1:])] == [pytest.approx(0.1, abs=1e-6)] * (len(ka) - 1)
+    assert toks[k - 1][0] - SLACK_LOW <= ka[0] - 0.1 <= toks[k - 1][1]  # counted from the token before the pause
+    assert ka[-1] < toks[k][0] <= ka[-1] + 0.1 + 1e-6  # and no room for one more before the next token
     # one every 100 ms of silence, as the simulator planned them (its send log: the deadlines, and
     # never sent before them); what a client measures between two also carries a busy machine's delays
     [sent] = list(s.sent)
