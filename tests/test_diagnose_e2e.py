@@ -84,6 +84,12 @@ def no_problems(row: dict) -> None:
     assert not bad, f"{row['api']}: {bad}"
 
 
+def codes(row: dict) -> list[str]:
+    """The codes of the request's findings, but ``proxy.saturated``: the proxy's honest note about
+    its own load (its recorded delay), present whenever the machine running the tests is busy."""
+    return [f["code"] for f in findings(row) if f["code"] != "proxy.saturated"]
+
+
 def oai(url: str, key: str = KEY, **kw) -> openai.OpenAI:
     return openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=kw.pop("timeout", 20), **kw)
 
@@ -447,7 +453,7 @@ def test_unreachable_connection_refused(make_proxy, db_path):
     assert isinstance(chat(oai(p.url + "/v1")), openai.APIStatusError)
     f = has(one(p, db_path), "upstream.unreachable", "error", variant="refused")
     assert f"127.0.0.1:{port}" in f["message"]
-    assert [x["code"] for x in findings(one(p, db_path))] == ["upstream.unreachable"]
+    assert codes(one(p, db_path)) == ["upstream.unreachable"]
 
 
 def test_unreachable_dns(make_proxy, db_path):
@@ -456,7 +462,7 @@ def test_unreachable_dns(make_proxy, db_path):
     row = one(p, db_path)
     f = has(row, "upstream.unreachable", "error", variant="dns")
     assert "no-such-host.invalid" in f["message"]
-    assert [x["code"] for x in findings(row)] == ["upstream.unreachable"]
+    assert codes(row) == ["upstream.unreachable"]
 
 
 def test_egress_proxy_places(tmp_path):
@@ -588,8 +594,11 @@ def test_client_gives_up_before_headers(make_proxy, sim, db_path):
     assert isinstance(r, openai.APITimeoutError)
     row = one(p, db_path)
     f = has(row, "client.aborted", "warn", variant="before_headers")
-    assert 350 <= f["params"]["total_ms"] < 1000
-    assert [x["code"] for x in findings(row)] == ["client.aborted"]  # not "unreachable"
+    # the client's 0.4 s timeout, counted by the proxy from when it read the request: less the time
+    # the request's bytes waited for a busy proxy before that (its recorded lag); and before the
+    # headers the upstream would send after 1 s
+    assert 350 <= f["params"]["total_ms"] + (row["proxy_lag_ms"] or 0) and f["params"]["total_ms"] < 1000
+    assert codes(row) == ["client.aborted"]  # not "unreachable"
 
 
 def test_client_stops_reading_mid_stream(slow_sim, make_proxy, db_path):
