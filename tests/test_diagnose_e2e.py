@@ -33,7 +33,7 @@ MSG = [{"role": "user", "content": "Say hi."}]
 
 # ---- helpers --------------------------------------------------------------------------------------------
 
-def done_rows(p: ProxyServer, db_path, n: int = 1, timeout: float = 10.0) -> list[dict]:
+def done_rows(p: ProxyServer, db_path, n: int = 1, timeout: float = 30.0) -> list[dict]:
     """The rows once ``n`` requests are finished (a client may stop reading before the proxy is done)."""
     deadline = time.time() + timeout
     while True:

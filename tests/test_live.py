@@ -423,7 +423,7 @@ def test_not_a_terminal_prints_plain_lines(tmp_path):
         proc = subprocess.Popen(CLI + ["proxy", "-u", sim.url, "--port", str(port), "--db", str(db)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            deadline = time.time() + 20
+            deadline = time.time() + 60  # a busy machine starts a proxy slowly; the loop ends once it listens
             while time.time() < deadline:
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.2).close()
@@ -516,14 +516,20 @@ def test_frames_skip_when_unchanged_and_redraw_only_changed_lines():
     con = Console(file=buf, width=120, height=40, force_terminal=True, color_system="truecolor")
     s = snapshot(in_flight=[])
     runner = LiveRunner(lambda: s, console=con, hz=4)
+
+    def until(cond) -> None:  # the runner's own pace, however busy the machine: no sleeps to guess
+        deadline = time.monotonic() + 30
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     runner.start()
-    time.sleep(1.2)  # ~5 frames of the same picture
+    until(lambda: runner.skipped >= 3)  # frames of the same picture
     assert runner.frames == 1 and runner.skipped >= 3
     first = len(buf.getvalue())
     s.in_flight = _flights(1)  # a timer appears: a few lines change
-    time.sleep(0.4)
+    until(lambda: runner.frames >= 2)
     s.in_flight[0].elapsed_s += 1.0
-    time.sleep(0.4)
+    until(lambda: runner.frames >= 3)
     runner.stop()
     text = buf.getvalue()
     assert runner.frames >= 3
