@@ -419,7 +419,9 @@ class ProxyServer:
         return [r.getMessage() for r in self._log.records]
 
     # -- in a background thread (tests, demo) -------------------------------------------
-    def start(self, timeout: float = 15.0) -> ProxyServer:
+    def start(self, timeout: float = 60.0) -> ProxyServer:
+        """Start in a thread; return once it listens. ``timeout``: a busy laptop took over 15 s to
+        start mitmproxy (the wait ends as soon as it listens)."""
         def run() -> None:
             try:
                 asyncio.run(self.serve(on_ready=lambda _: self._ready.set()))
