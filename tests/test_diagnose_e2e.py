@@ -76,11 +76,15 @@ def has(row: dict, code: str, severity: str | None = None, variant: str | None =
     return f
 
 
-def no_problems(row: dict) -> None:
+def no_problems(row: dict, sent=None) -> None:
     """No error or warning about the request. ``proxy.saturated`` is the proxy's note about its
-    own load: honest whenever this machine is busy (tests run beside other work), so not counted."""
+    own load: honest whenever this machine is busy (tests run beside other work), so not counted.
+    With the simulator's send log of the request (``sent``): ``stream.buffered`` is honest too when
+    the simulator itself, late on a busy machine, sent its headers and every write within 50 ms."""
+    burst = sent is not None and sent.writes and max(at for _, at, _ in sent.writes) - sent.headers < 0.05
     bad = [(f["code"], f["severity"], f["message"]) for f in findings(row)
-           if f["severity"] in ("error", "warn") and f["code"] != "proxy.saturated"]
+           if f["severity"] in ("error", "warn") and f["code"] != "proxy.saturated"
+           and not (burst and f["code"] == "stream.buffered")]
     assert not bad, f"{row['api']}: {bad}"
 
 
@@ -195,7 +199,8 @@ def test_every_catalog_code_has_an_end_to_end_test():
 
 # ---- healthy ----------------------------------------------------------------------------------------------
 
-def test_healthy_requests_across_all_four_apis_have_no_error_or_warn(proxy, db_path):
+def test_healthy_requests_across_all_four_apis_have_no_error_or_warn(sim, proxy, db_path):
+    t0 = time.monotonic()
     c = oai(proxy.url + "/v1")
     assert chat(c)
     text = "".join(x.choices[0].text for x in c.completions.create(
@@ -207,9 +212,10 @@ def test_healthy_requests_across_all_four_apis_have_no_error_or_warn(proxy, db_p
     assert message(ant(proxy.url))
     rs = done_rows(proxy, db_path, 4)
     assert sorted(r["api"] for r in rs) == ["anthropic.messages", "openai.chat", "openai.completions", "openai.responses"]
+    sent = {x.path: x for x in list(sim.sent) if x.arrival >= t0}  # the simulator's send log, per path
     for r in rs:
         assert r["status"] == 200 and r["events"] > 0
-        no_problems(r)
+        no_problems(r, sent.get(r["path"]))
 
 
 def test_findings_in_chinese(sim, make_proxy, db_path):
