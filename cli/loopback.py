@@ -1,6 +1,7 @@
-"""Servers on loopback: a free port, and waiting until something listens on one.
+"""Servers on loopback: a free port, waiting until something listens on one, and the Host rule.
 
-Used by the demo, the benchmarks and the tests, which all start real servers on 127.0.0.1.
+Used by the demo, the benchmarks and the tests, which all start real servers on 127.0.0.1; the
+Host rule by firsttoken's own loopback servers (``browse``, the proxy's live feed).
 """
 
 from __future__ import annotations
@@ -33,3 +34,15 @@ def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 
         except OSError:
             time.sleep(0.05)
     raise NotListening(f"nothing listened on port {port} within {timeout:.0f} s")
+
+
+def loopback_host(host: str | bytes | None) -> bool:
+    """Whether an HTTP request's Host header names the loopback interface (127.0.0.1, localhost,
+    [::1], any port). firsttoken's own servers listen there only, so another name means a page
+    elsewhere rebinding its DNS to read them: they refuse it. No Host at all (HTTP/1.0) is
+    nothing a browser sends."""
+    if host is None:
+        return True
+    name = (host.decode("latin-1") if isinstance(host, bytes) else host).strip().lower()
+    name = name.rsplit("]", 1)[0] + "]" if name.startswith("[") else name.rsplit(":", 1)[0]
+    return name in ("127.0.0.1", "localhost", "[::1]")

@@ -76,6 +76,47 @@ class RawUpstream(LoopbackServer):
         self.serve(H)
 
 
+class GatedUpstream(LoopbackServer):
+    """A streamed answer that moves on only when the test says: it holds its headers until
+    ``headers`` is set, then its first token until ``tokens`` is set, sends ``first`` token chunks,
+    and ends (the rest, then the terminator) when ``end`` is set. What a view shows at each step
+    is then known whatever a busy machine's clock does."""
+
+    def __init__(self, first: list[bytes], rest: list[bytes]):
+        self.headers, self.tokens, self.end = threading.Event(), threading.Event(), threading.Event()
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _send(self, chunks: list[bytes]) -> None:
+                for c in chunks:
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(c), c))
+                self.wfile.flush()
+
+            def do_POST(self):
+                n = int(self.headers.get("content-length") or 0)
+                if n:
+                    self.rfile.read(n)
+                outer.headers.wait(60)
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                self.wfile.flush()
+                outer.tokens.wait(60)
+                self._send(first)
+                outer.end.wait(60)
+                self._send(rest)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+
+        self.serve(H)
+
+
 class Replay:
     """One recorded exchange to serve: ``parts`` are written in order, ``gaps[i]`` seconds after
     the previous one; ``framing`` is ``chunked`` (one HTTP chunk per part), ``length``

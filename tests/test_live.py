@@ -423,7 +423,7 @@ def test_not_a_terminal_prints_plain_lines(tmp_path):
         proc = subprocess.Popen(CLI + ["proxy", "-u", sim.url, "--port", str(port), "--db", str(db)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         try:
-            deadline = time.time() + 20
+            deadline = time.time() + 60  # a busy machine starts a proxy slowly; the loop ends once it listens
             while time.time() < deadline:
                 try:
                     socket.create_connection(("127.0.0.1", port), 0.2).close()
@@ -516,14 +516,20 @@ def test_frames_skip_when_unchanged_and_redraw_only_changed_lines():
     con = Console(file=buf, width=120, height=40, force_terminal=True, color_system="truecolor")
     s = snapshot(in_flight=[])
     runner = LiveRunner(lambda: s, console=con, hz=4)
+
+    def until(cond) -> None:  # the runner's own pace, however busy the machine: no sleeps to guess
+        deadline = time.monotonic() + 30
+        while not cond() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
     runner.start()
-    time.sleep(1.2)  # ~5 frames of the same picture
+    until(lambda: runner.skipped >= 3)  # frames of the same picture
     assert runner.frames == 1 and runner.skipped >= 3
     first = len(buf.getvalue())
     s.in_flight = _flights(1)  # a timer appears: a few lines change
-    time.sleep(0.4)
+    until(lambda: runner.frames >= 2)
     s.in_flight[0].elapsed_s += 1.0
-    time.sleep(0.4)
+    until(lambda: runner.frames >= 3)
     runner.stop()
     text = buf.getvalue()
     assert runner.frames >= 3
@@ -548,3 +554,205 @@ def test_plain_line_escapes_what_it_shows_from_the_record_itself():
     assert "\\x1b[31m" in text and "gpt\\x0d-4o" in text and "\\u202e" in text
     # the old way (escape the whole row first, then format) gives the same line
     assert text == output.line(printable_data(rec.row()))  # printable is idempotent: this is the old line
+
+
+# -- `firsttoken live` reads what the proxy knows: its live feed ---------------------------------------
+
+
+def _served(p: ProxyServer):
+    """``p`` with the live feed `firsttoken proxy` gives it, registered as that command registers."""
+    from firsttoken.cli.proxy.feed import LiveFeed
+    from firsttoken.cli.proxy.state import write_state
+
+    p.live_feed = LiveFeed()
+    p.live_feed.start(p)
+    write_state(p)
+    return p.live_feed
+
+
+def _read(entry: dict, query: str = "", **headers) -> httpx.Response:
+    return httpx.get(entry["url"] + query, timeout=5, headers={"authorization": f"Bearer {entry['token']}", **headers})
+
+
+def _token(text: str) -> bytes:
+    return ('data: {"id":"c1","object":"chat.completion.chunk","model":"gpt-4o-mini","choices":[{"index":0,'
+            '"delta":{"content":"%s"},"finish_reason":null}]}\n\n' % text).encode()
+
+
+def _flight(entry: dict, want, timeout: float = 30.0) -> dict:
+    """The first in-flight request the feed shows for which ``want(flight)`` holds (reads until then)."""
+    deadline = time.monotonic() + timeout
+    seen = []
+    while time.monotonic() < deadline:
+        doc = _read(entry, "?since=0").json()
+        seen += [(f["phase"], f["tokens"]) for f in doc["in_flight"]]
+        for f in doc["in_flight"]:
+            if want(f):
+                return f
+        time.sleep(0.02)
+    raise AssertionError(f"the feed never showed it: {seen[-20:]}")
+
+
+def test_the_proxy_serves_what_it_knows_on_loopback_only(tmp_path, proxy_registry):
+    """The feed: registered owner-only, refuses a foreign Host, a missing token and other paths;
+    a request shows each phase while the upstream is in it (the upstream moves on only when the
+    test says), its exact token count, then it is finished. No clock in any assertion."""
+    from rawserver import GatedUpstream
+
+    from firsttoken.cli.proxy.state import proxy_for_db
+
+    db = tmp_path / "ft.db"
+    up = GatedUpstream([_token(w) for w in ("One", " two", " three", " four", " five")],
+                       [_token(" six"), b"data: [DONE]\n\n"])
+    with up, ProxyServer([up.url], str(db), port=0) as p:
+        feed = _served(p)
+        st = proxy_for_db(db)
+        entry = st["live"]
+        assert entry["url"].startswith("http://127.0.0.1:") and entry["port"] == feed.port != p.bound_port
+        [path] = list(proxy_registry.glob("*.json"))
+        assert path.stat().st_mode & 0o777 == 0o600 and proxy_registry.stat().st_mode & 0o777 == 0o700
+        assert _read(entry, Host="attacker.example").status_code == 403  # DNS rebinding: refused
+        assert _read(entry, Host=f"localhost:{entry['port']}").status_code == 200
+        assert httpx.get(entry["url"], timeout=5).status_code == 401  # no token
+        assert _read(dict(entry, token="x" * 32)).status_code == 401
+        assert _read(dict(entry, url=entry["url"].replace("/live", "/other"))).status_code == 404
+        assert httpx.post(entry["url"], timeout=5, headers={"authorization": f"Bearer {entry['token']}"}).status_code == 405
+
+        seen: dict = {}
+        client = threading.Thread(target=_stream, args=(p.url, seen))
+        client.start()
+        try:
+            # the body is parsed off the loop, the upstream connection opened: then it waits
+            f = _flight(entry, lambda f: f["model"] == "gpt-4o-mini" and f["phase"] != "connecting")
+            assert f["phase"] == "waiting_headers" and f["ttfb_ms"] is None  # the upstream holds its headers
+            up.headers.set()
+            f = _flight(entry, lambda f: f["phase"] != "waiting_headers")
+            assert f["phase"] == "prefill" and f["ttfb_ms"] > 0 and f["tokens"] is None  # headers in, no token
+            up.tokens.set()
+            f = _flight(entry, lambda f: f["phase"] == "streaming" and (f["tokens"] or 0) >= 5)
+            assert f["tokens"] == 5  # what the proxy has seen: the five sent so far, not "–"
+            doc = _read(entry, "?since=0").json()
+            assert doc["seq"] == 0 and doc["done"] == []
+        finally:
+            up.headers.set(), up.tokens.set(), up.end.set()
+            client.join(30)
+        p.flush()
+        deadline = time.monotonic() + 30
+        while (doc := _read(entry, "?since=0").json())["in_flight"] and time.monotonic() < deadline:
+            time.sleep(0.02)
+    assert "done" in seen and not doc["in_flight"]
+    assert doc["seq"] == 1 and [r["id"] for r in doc["done"]] == [rows(db)[0]["id"]]
+    assert doc["done"][0]["ttft_ms"] == pytest.approx(rows(db)[0]["ttft_ms"])
+    text = json.dumps(doc)
+    assert "sk-test-live" not in text and "authorization" not in text.lower()  # no key, no header in the feed
+
+
+def test_follow_reads_the_feed_and_falls_back_to_the_database(tmp_path):
+    """`live`'s source: the proxy's feed while it serves one; its database when it is gone (and
+    the header says which)."""
+    from firsttoken.cli.live.feed import FeedSource, Follow
+    from firsttoken.cli.proxy.state import clear_state
+
+    db = tmp_path / "ft.db"
+    with SimServer(SimConfig(ttfb_ms=10, prefill_base_ms=10, tpot_ms=2, output_tokens=5)) as sim, \
+            ProxyServer([sim.url], str(db), port=0) as p:
+        _stream(p.url, {})  # history: before `live` started
+        p.flush()
+        feed = _served(p)
+        src = Follow(str(db))
+        assert isinstance(src.src, FeedSource)
+        s = src.snapshot()
+        assert s.source == {"kind": "proxy", "url": p.url, "pid": os.getpid()} and s.requests == 0 and len(s.recent) == 0
+        head = screen(render(s, 120, "en"), 120)
+        assert f"from: the running proxy, as it knows it ({p.url}, pid {os.getpid()})" in head
+        assert "来源: 正在运行的代理" in screen(render(s, 120, "zh"), 120)
+        _stream(p.url, {})
+        p.flush()
+        new = src.poll()
+        assert len(new) == 1 and src.poll() == [] and src.snapshot().requests == 1  # reported once
+        feed.close()
+        clear_state(p)
+    assert src.poll() == []  # the feed is gone: the database takes over
+    s = src.snapshot()
+    assert s.source == {"kind": "db"} and s.requests == 1 and len(s.recent) == 2
+    assert "from: the database, as its rows are written" in screen(render(s, 120, "en"), 120)
+    src.close()
+
+
+WAITING_HEADERS = "waiting for headers"
+#: a slow upstream: 3 s before its headers, 3 s of prefill, then a token every 200 ms (phases
+#: seconds wide: a view 4 frames a second shows each, however busy the machine)
+SLOW_UPSTREAM = SimConfig(ttfb_ms=3000, prefill_base_ms=3000, prefill_ms_per_1k_tokens=0, tpot_ms=200, output_tokens=30)
+
+
+def _stream_timed(url: str, seen: dict) -> None:
+    """Stream one answer, noting when its headers came and when each token reached this client."""
+    body = {"model": "gpt-4o-mini", "stream": True, "messages": [{"role": "user", "content": "Say hi."}]}
+    seen["tokens"] = []
+    with httpx.stream("POST", url + "/v1/chat/completions", json=body, timeout=30,
+                      headers={"authorization": "Bearer sk-test-live-0000000000000000000000"}) as r:
+        seen["headers"] = time.monotonic()
+        for line in r.iter_lines():
+            if '"content":"' in line.replace('": "', '":"') and '"content":""' not in line.replace('": "', '":"'):
+                seen["tokens"].append(time.monotonic())
+    seen["done"] = time.monotonic()
+
+
+def _streaming_tokens(text: str) -> int | None:
+    """The token count of the newest drawing of the streaming request's row (its last two cells
+    are the tokens and the rate)."""
+    for ln in reversed(text.split("\n")):
+        if "gpt-4o-mini" in ln and " streaming " in ln:
+            cells = ln.split()
+            if re.fullmatch(r"[\d,]+", cells[-2]):
+                return int(cells[-2].replace(",", ""))
+    return None
+
+
+@pytest.mark.slow  # a real proxy process, `live` under a pty and a 12 s answer
+def test_live_in_a_second_terminal_shows_what_the_proxy_knows(tmp_path, proxy_registry):
+    """`firsttoken proxy` in one terminal, `firsttoken live` in another, as a person runs them: the
+    second shows the request in flight with the phase and the token count the proxy knows, not
+    what the database was last told (which had no tokens and lagged the phase by its writes)."""
+    from conftest import start_proxy_process
+
+    db = tmp_path / "second.db"
+    with SimServer(SLOW_UPSTREAM) as sim:
+        proc, port = start_proxy_process(["-u", sim.url, "--db", str(db)])
+        term = Pty(CLI + ["live", "--db", str(db), "--lang", "en"], cols=140)
+        try:
+            term.wait_for(r"from: the running proxy, as it knows it \(http://127\.0\.0\.1:%d" % port)
+            [entry] = [json.loads(p.read_text()) for p in proxy_registry.glob("*.json")]
+            seen: dict = {}
+            client = threading.Thread(target=_stream_timed, args=(f"http://127.0.0.1:{port}", seen))
+            client.start()
+            # the upstream's TTFB (3 s): the proxy waits for its headers, and `live` says so
+            term.wait_for("gpt-4o-mini.*" + WAITING_HEADERS, timeout=10)
+            assert "headers" not in seen, "shown while the upstream still held its headers"
+            # its prefill (3 s): headers in, no token yet
+            term.wait_for("gpt-4o-mini.*" + re.escape(PREFILL), timeout=10)
+            assert "headers" in seen and not seen["tokens"], "shown while the upstream was in its prefill"
+            # streaming: the count of tokens so far, as the proxy knows it
+            deadline = time.monotonic() + 10
+            n = None
+            while time.monotonic() < deadline and (n is None or n < 5):
+                n = _streaming_tokens(term.text())
+                time.sleep(0.05)
+            at = time.monotonic()
+            knows = _read(entry["live"]).json()["in_flight"]  # what the proxy knows right after
+            assert n is not None and n >= 5, term.text()[-3000:]
+            assert knows and n <= knows[0]["tokens"]  # never ahead of the proxy
+            # and not behind what this client had received 2 s earlier (it redraws 4 times a second)
+            assert n >= sum(1 for t in seen["tokens"] if t <= at - 2.0), (n, [round(t - at, 2) for t in seen["tokens"]])
+            client.join(30)
+            term.wait_for(r"since then: 1 request", timeout=10)
+            rc = term.interrupt()
+            final = term.text()
+        finally:
+            term.close()
+            proc.send_signal(signal.SIGINT)
+            proc.communicate(timeout=30)
+    assert rc == 0, final[-2000:]
+    [r] = rows(db)
+    assert any("gpt-4o-mini" in ln and output.ms(r["ttft_ms"]) in ln for ln in final.split("\n"))
+    assert "firsttoken live detached" in final

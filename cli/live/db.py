@@ -76,13 +76,14 @@ class DbSource:
     advance between polls).
     """
 
-    def __init__(self, path: str | Path, window: int = DEFAULT_WINDOW, history: int = 500) -> None:
+    def __init__(self, path: str | Path, window: int = DEFAULT_WINDOW, history: int = 500,
+                 tally: Tally | None = None) -> None:
         self.path = str(path)
         self.window = window
         self.history = history
         self.conn = connect_ro(path)
         self.attached = time.time()
-        self.tally = Tally()
+        self.tally = tally or Tally()
         self.in_flight: list[dict[str, Any]] = []
         self.recent: list[dict[str, Any]] = []  # finished rows, newest last (window for stats)
         self.routes: list[tuple[str, str]] = []
@@ -186,4 +187,5 @@ class DbSource:
             attached=True,
             note=self.note,
             conversation=self.conversation,
+            source={"kind": "db"},
         )

@@ -135,6 +135,14 @@ def header_lines(s: LiveSnapshot, width: int, lang: str) -> list[Text]:
         if s.attached:
             t.append(f"  ({L('read_only')})", style="dim")
         lines += hanging(t, width, 2, 4)
+    src = s.source or {}
+    if src.get("kind") in ("proxy", "db"):  # an attached view says where it reads
+        t = Text().append(f"{L('src')}: ", style="dim")
+        if src["kind"] == "proxy":
+            t.append(L("src.proxy", url=src.get("url") or "?", pid=src.get("pid") or "?"), style="green")
+        else:
+            t.append(L("src.db"))
+        lines += hanging(t, width, 2, 4)
     if s.note:
         lines += hanging(Text(s.note, style="yellow"), width, 2, 4)
     if s.conversation:

@@ -2,7 +2,7 @@
 
 Each frame builds a ``LiveSnapshot``, renders it for the terminal's size and prints the requests
 that finished (``push``: a queue put) into the scrollback. ``serve_with_live`` runs ``firsttoken
-proxy`` with the view; ``live`` is ``firsttoken live``, attached to another proxy through its DB.
+proxy`` with the view; ``live`` is ``firsttoken live``, attached to another proxy (its feed, or its DB).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from rich.text import Text
 
 from firsttoken.addon.diagnose.lang import LANGS, resolve
 from firsttoken.cli.live import render as view
-from firsttoken.cli.live.state import DEFAULT_WINDOW, DbSource, LiveSnapshot, Tally, from_capture, slim
+from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, slim
 from firsttoken.cli.options import PORT
 
 log = logging.getLogger("firsttoken")
@@ -308,12 +308,15 @@ def print_summary(console: Console, tally: Tally, db: str | None, lang: str, att
 
 
 # -- firsttoken live ----------------------------------------------------------------------------------
-def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: float = 0.5, console: Console | None = None) -> None:
-    """Follow the database of a proxy running elsewhere until Ctrl-C (read-only)."""
+def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: float | None = None,
+           console: Console | None = None) -> None:
+    """Follow a proxy running elsewhere until Ctrl-C: its live feed while it serves one, else its
+    database (read-only); ``feed.Follow`` picks and switches."""
     from firsttoken.cli import output
+    from firsttoken.cli.live.feed import Follow
 
     console = console or Console(highlight=False)
-    src = DbSource(db_path, window=window)
+    src = Follow(db_path, window=window, interval=interval)
 
     def on_term(*_: Any) -> None:
         raise KeyboardInterrupt
@@ -321,8 +324,7 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
     old = signal.signal(signal.SIGTERM, on_term) if threading.current_thread() is threading.main_thread() else None
     try:
         if sys.stdout.isatty() and console.is_terminal:
-            runner = LiveRunner(src.snapshot, console=console, lang=lang, poll=src.poll, poll_interval=interval)
-            src.poll()  # history first: the first frame already has the table and percentiles
+            runner = LiveRunner(src.snapshot, console=console, lang=lang, poll=src.poll, poll_interval=src.poll_interval)
             runner.start()
             try:
                 while runner.alive:
@@ -332,12 +334,11 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
             finally:
                 runner.stop()
         else:  # piped: one plain line per finished request, like `tail -f`
-            src.poll()
             try:
                 while True:
                     for row in src.poll():
                         console.print(output.line(row), soft_wrap=True, highlight=False, markup=False)
-                    time.sleep(interval)
+                    time.sleep(src.poll_interval)
             except KeyboardInterrupt:
                 pass
     finally:
@@ -378,22 +379,26 @@ def pick_db(db_path: str | None, port: int | None) -> str:
               help="Language of the labels (default: $FIRSTTOKEN_LANG, else the locale, else en).")
 @click.option("--window", type=int, default=DEFAULT_WINDOW, show_default=True,
               help="Finished requests per model the rolling P50/P95 cover.")
-@click.option("--interval", type=float, default=0.5, show_default=True, help="Seconds between reads of the database.")
+@click.option("--interval", type=float, default=None,
+              help="Seconds between reads (default: 0.25 from a running proxy's live feed, 0.5 from a database).")
 @click.option("--port", "-p", type=PORT, default=None,
               help="Follow the running proxy listening on this port (whatever its database).")
 def live(db_path, lang, window, interval, port):
-    """Watch a proxy running elsewhere (another terminal, a service) through its database, read-only.
+    """Watch a proxy running elsewhere (another terminal, a service), read-only.
 
     Which one: --db, else the running proxy on --port, else the only running proxy, else the
-    default database.
+    default database. A running proxy's view comes from the proxy itself (its live feed on
+    127.0.0.1: phases and token counts as it knows them); with no proxy running, from the
+    database. The header says which.
 
-    Shows requests in flight with their phase and elapsed time, requests as they finish, and
-    per-model P50/P95 of TTFB, TTFT and the prefill gap. Ctrl-C prints a per-model summary.
+    Shows requests in flight with their phase, elapsed time and tokens so far, requests as they
+    finish, and per-model P50/P95 of TTFB, TTFT and the prefill gap. Ctrl-C prints a per-model summary.
     """
     from firsttoken.cli.options import fail, missing_db
 
     path = pick_db(db_path, port)
     try:
-        attach(path, resolve(lang), window=max(1, window), interval=max(0.1, interval))
+        attach(path, resolve(lang), window=max(1, window),
+               interval=None if interval is None else max(0.1, interval))
     except FileNotFoundError:
         fail(missing_db(path))

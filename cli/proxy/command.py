@@ -20,6 +20,7 @@ from firsttoken.addon.store.writer import describe_health, describe_recovery
 from firsttoken.cli import output
 from firsttoken.cli.env.command import clear_state, write_state
 from firsttoken.cli.options import LISTEN_PORT, db_option, fail, resolve_db
+from firsttoken.cli.proxy.feed import LiveFeed
 from firsttoken.cli.proxy.server import DRAIN_SECONDS, ProxyServer, ProxyStartError
 
 
@@ -71,6 +72,8 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
     if insecure_upstream:
         err.print("[yellow]warning:[/] --insecure-upstream: the upstream's TLS certificate is NOT verified.")
 
+    server.live_feed = LiveFeed()  # what this proxy knows, for `firsttoken live` in another terminal
+    server.on_listen.append(server.live_feed.start)  # before registering: the entry names its port
     server.on_listen.append(write_state)  # the per-user registry: `env`, `doctor`, `run`, `live` find this proxy
     server.before_listen.append(freeze_startup_objects)
     server.on_drain.append(lambda *_: clear_state(server))  # stopping: it takes no new clients
@@ -78,6 +81,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
         _serve(server, out, lang, no_live)
     finally:
         clear_state(server)
+        server.live_feed.close()
 
 
 def freeze_startup_objects(_server=None) -> None:

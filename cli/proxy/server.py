@@ -179,6 +179,8 @@ class ProxyServer:
         self.capture = next((a for a in self.addons if isinstance(a, Capture)), addon)
         self.metrics = next((a for a in self.addons if isinstance(a, MetricsAddon)), None)
         self.otel = next((a for a in self.addons if isinstance(a, OtelAddon)), None)
+        #: the live feed `firsttoken live` reads (cli/proxy/feed.py), when `firsttoken proxy` serves one
+        self.live_feed: Any = None
         self.options.update(extra_options or {})
         self.master = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -417,7 +419,9 @@ class ProxyServer:
         return [r.getMessage() for r in self._log.records]
 
     # -- in a background thread (tests, demo) -------------------------------------------
-    def start(self, timeout: float = 15.0) -> ProxyServer:
+    def start(self, timeout: float = 60.0) -> ProxyServer:
+        """Start in a thread; return once it listens. ``timeout``: a busy laptop took over 15 s to
+        start mitmproxy (the wait ends as soon as it listens)."""
         def run() -> None:
             try:
                 asyncio.run(self.serve(on_ready=lambda _: self._ready.set()))

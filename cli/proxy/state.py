@@ -55,6 +55,7 @@ def write_state(server: Any) -> Path | None:
             "routes": [_route_spec(r) for r in server.routes],
             "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"),
             "store": _store_health(server),  # database writes failing? (`doctor` says so)
+            "live": _live_feed(server),  # where `firsttoken live` reads what this proxy knows (its port, a token)
         }
         path = state_path(server)
         if path.exists():  # a refresh keeps the start time
@@ -119,6 +120,11 @@ def _store_health(server: Any) -> dict[str, Any] | None:
     capture = getattr(server, "capture", None)
     fn = getattr(capture, "store_health", None)
     return fn() if callable(fn) else None
+
+
+def _live_feed(server: Any) -> dict[str, Any] | None:
+    feed = getattr(server, "live_feed", None)
+    return feed.entry() if feed is not None else None
 
 
 def _route_spec(r: Route) -> str:

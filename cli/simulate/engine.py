@@ -35,7 +35,7 @@ class SimHandler(Protocol):
     def given_api_key(self, proto: str) -> str | None: ...
     def send_error_reply(self, reply: ErrorReply, proto: str) -> None: ...
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None, *, gzip: bool = False,
-                  indent: int | None = None, drop: bool = False) -> None: ...
+                  indent: int | None = None, drop: bool = False, due: float | None = None) -> None: ...
     def start_stream(self, status: int, headers: dict[str, str], *, gzip: bool, buffered: bool) -> BodyWriter: ...
     def drop(self) -> None: ...
 
@@ -103,7 +103,7 @@ def _full(h: SimHandler, gen: Gen, sched: Schedule) -> None:
         return
     headers = success_headers(gen, sched, "application/json")
     indent = 2 if proto_of(gen.api) == "openai" else None
-    h.send_json(200, body, headers, gzip="gzip" in gen.faults, indent=indent, drop="drop" in gen.faults)
+    h.send_json(200, body, headers, gzip="gzip" in gen.faults, indent=indent, drop="drop" in gen.faults, due=sched.end_at)
     h.note += f" prompt={gen.prompt_tokens} out={gen.n_output}"
 
 
@@ -115,7 +115,7 @@ def _wait(h: SimHandler, deadline: float | None, out: BodyWriter, idle: list[flo
         while idle[0] + KEEPALIVE_INTERVAL_S < deadline:
             if not sleep_until(idle[0] + KEEPALIVE_INTERVAL_S, stop):
                 return False
-            out.write(KEEPALIVE)
+            out.write(KEEPALIVE, idle[0] + KEEPALIVE_INTERVAL_S)
             idle[0] += KEEPALIVE_INTERVAL_S
     ok = sleep_until(deadline, stop)
     if idle is not None:
@@ -150,7 +150,8 @@ def _stream(h: SimHandler, gen: Gen, sched: Schedule) -> None:
     cut_fault = next((f for f in CUT_FAULTS if f in faults), None)
     idle = [sched.headers_at] if "keepalive" in faults else None
     for i, ev in enumerate(evs):
-        if not _wait(h, sched.at(ev.slot), out, idle):
+        due = sched.at(ev.slot)
+        if not _wait(h, due, out, idle):
             return h.drop()
         data = ev.data
         if i == cut:
@@ -166,6 +167,6 @@ def _stream(h: SimHandler, gen: Gen, sched: Schedule) -> None:
                 break
             if "malformed_stream" in faults and ev.kind == TOKEN:
                 data = truncate_data_line(data)
-        out.write(data)
+        out.write(data, due)
     out.finish()
     h.note += f" prompt={gen.prompt_tokens} out={gen.n_output}"

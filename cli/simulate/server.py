@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import re
 import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -102,9 +103,12 @@ class SimHandler(BaseHTTPRequestHandler):
         for k, v in headers.items():
             self.send_header(k, v)
 
-    def send_bytes(self, status: int, data: bytes, headers: dict[str, str], *, drop: bool = False) -> None:
+    def send_bytes(self, status: int, data: bytes, headers: dict[str, str], *, drop: bool = False,
+                   due: float | None = None) -> None:
+        """``due``: the deadline of a whole answer (logged in ``SimServer.sent`` with when it went out)."""
         self._headers(status, headers)
         self.send_header("Content-Length", str(len(data)))
+        sent = self._sent() if due is not None else None
         self.end_headers()
         if drop:  # announce the whole body, send half of it, hang up
             self.wfile.write(data[: len(data) // 2])
@@ -112,9 +116,11 @@ class SimHandler(BaseHTTPRequestHandler):
             return
         if self.command != "HEAD":
             self.wfile.write(data)
+            if sent is not None:
+                sent.writes.append((due, time.monotonic(), data))
 
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None, *, gzip: bool = False,
-                  indent: int | None = None, drop: bool = False) -> None:  # fmt: skip
+                  indent: int | None = None, drop: bool = False, due: float | None = None) -> None:  # fmt: skip
         headers = dict(headers or {})
         headers.setdefault("Content-Type", "application/json")
         if indent:
@@ -124,7 +130,7 @@ class SimHandler(BaseHTTPRequestHandler):
         if gzip:
             data = gzip_bytes(data)
             headers["Content-Encoding"] = "gzip"
-        self.send_bytes(status, data, headers, drop=drop)
+        self.send_bytes(status, data, headers, drop=drop, due=due)
 
     def send_error_reply(self, reply: errors.ErrorReply, proto: str) -> None:
         headers = dict(reply.headers)
@@ -149,11 +155,19 @@ class SimHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", "gzip")
         if self.request_version == "HTTP/1.0":
             self.close_connection = True
+            sent = self._sent()
             self.end_headers()
-            return BodyWriter(self.wfile, gzip=gzip, buffered=buffered, chunked=False)
+            return BodyWriter(self.wfile, gzip=gzip, buffered=buffered, chunked=False, log=sent.writes)
         self.send_header("Transfer-Encoding", "chunked")
+        sent = self._sent()
         self.end_headers()
-        return BodyWriter(self.wfile, gzip=gzip, buffered=buffered)
+        return BodyWriter(self.wfile, gzip=gzip, buffered=buffered, log=sent.writes)
+
+    def _sent(self) -> Sent:
+        """The send log of this answer (``SimServer.sent``), its headers about to go out now."""
+        sent = Sent(self.path, self.arrival, time.monotonic())
+        self.sim.sent.append(sent)
+        return sent
 
     def drop(self) -> None:
         """Close the TCP connection now, whatever state the response is in."""
@@ -289,6 +303,18 @@ class Arrival:
     path: str
 
 
+@dataclass
+class Sent:
+    """When an answer went out (time.monotonic): its request line arrived, its headers were
+    sent, and each body write (its deadline, when it was written, its bytes). Tests bound what a
+    client or the proxy measured by what the upstream really did on a machine too busy to keep time."""
+
+    path: str
+    arrival: float
+    headers: float
+    writes: list[tuple[float | None, float, bytes]] = field(default_factory=list)
+
+
 class SimServer:
     """The simulated upstream. `with SimServer(SimConfig(ttfb_ms=20)) as sim: ... sim.url ...`"""
 
@@ -304,6 +330,7 @@ class SimServer:
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
         self.arrivals: list[Arrival] = []  # every request that reached this server, in order
+        self.sent: collections.deque[Sent] = collections.deque(maxlen=256)  # the latest answers' send log
 
     def _track(self, conn: socket.socket, add: bool) -> None:
         with self._lock:

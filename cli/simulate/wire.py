@@ -7,6 +7,7 @@ import json
 import os
 import secrets
 import string
+import time
 import zlib
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -97,8 +98,11 @@ class BodyWriter:
     """Writes a chunked body: one flushed HTTP chunk per write(); gzip-compressed per write with `gzip`;
     everything held back and sent in a single chunk by finish() with `buffered`."""
 
-    def __init__(self, wfile: BinaryIO, *, gzip: bool = False, buffered: bool = False, chunked: bool = True) -> None:
+    def __init__(self, wfile: BinaryIO, *, gzip: bool = False, buffered: bool = False, chunked: bool = True,
+                 log: list[tuple[float | None, float, bytes]] | None = None) -> None:
         self._wfile = wfile
+        #: per write that went out: (its deadline, time.monotonic() once written, its bytes before any gzip)
+        self._log = log
         self._chunked = chunked
         self._z = zlib.compressobj(6, zlib.DEFLATED, 31) if gzip else None
         self._buffered = buffered
@@ -110,13 +114,17 @@ class BodyWriter:
             self._wfile.write(b"%x\r\n%s\r\n" % (len(data), data) if self._chunked else data)
             self.bytes_out += len(data)
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes, due: float | None = None) -> None:
+        """Send ``data`` (``due``: the schedule's deadline it was sent for, for the send log)."""
         if self._buffered:
             self._held.append(data)
             return
+        plain = data
         if self._z is not None:
             data = self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
         self._chunk(data)
+        if self._log is not None:
+            self._log.append((due, time.monotonic(), plain))
 
     def finish(self, *, terminate: bool = True) -> None:
         """Send what is held back (buffered); then, with terminate, close the gzip stream and send the 0-chunk.
