@@ -12,6 +12,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from firsttoken.addon.apis import make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
@@ -76,14 +77,17 @@ class StreamTap:
         on_phase: Callable[[str], None] | None = None,
         defer: bool = False,
         on_backlog: Callable[[], None] | None = None,
+        decoder: Any = None,
     ) -> None:
+        """``decoder``: another framing with the SSE decoder's interface (``feed_one``, ``feed``,
+        ``close``): a WebSocket turn's frames are its events (addon/websocket/frames.py)."""
         self.clock = clock
-        self.sse = "text/event-stream" in (content_type or "").lower()
+        self.sse = decoder is not None or "text/event-stream" in (content_type or "").lower()
         self.interp = make_interpreter(api) if api != "other" or self.sse else None
         if self.interp is None and self.sse:
             self.interp = make_interpreter("openai.chat")
         self.facts: ApiFacts = self.interp.facts if self.interp else ApiFacts()
-        self.decoder = SSEDecoder() if self.sse else None
+        self.decoder = decoder if decoder is not None else SSEDecoder() if self.sse else None
         self.decode_error: str | None = None
         try:
             self._decompress = _decompressor(content_encoding)

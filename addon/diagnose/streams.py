@@ -11,12 +11,17 @@ from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
 from firsttoken.addon.sse import MAX_EVENT_DATA
 
 
+def _turn(rec: Any) -> bool:
+    """A Responses turn on a WebSocket: its frames are the events of a stream."""
+    return getattr(rec, "ws_turn", None) is not None
+
+
 def _ok(rec: Any) -> bool:
     return rec.status is not None and 200 <= rec.status < 300
 
 
 def _sse(rec: Any) -> bool:
-    return "text/event-stream" in (rec.content_type or "").lower()
+    return "text/event-stream" in (rec.content_type or "").lower() or _turn(rec)
 
 
 def rule_error_event(rec: Any, c: Ctx) -> None:

@@ -1,0 +1,119 @@
+"""Responses over WebSocket through the real proxy: a real client (websockets), a real upstream
+(tests/ws_upstream.py) on loopback; each response.create frame is one record (issue 29)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+import pytest
+from mitmproxy.websocket import WebSocketData
+from websockets.sync.client import connect
+
+from firsttoken.cli.proxy.server import ProxyServer
+from tests.conftest import rows
+from tests.ws_upstream import SETUP_HEADERS, WsUpstream
+
+KEY = "sk-test-websocket-000000000000000000001"
+BETA = "responses_websockets=2026-02-06"
+
+
+def ws_url(proxy: ProxyServer) -> str:
+    return proxy.url.replace("http://", "ws://") + "/v1/responses"
+
+
+def create(model: str = "gpt-test", text: str = "say hi", **extra) -> str:
+    return json.dumps({"type": "response.create", "model": model, "instructions": "You are terse.",
+                       "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}],
+                       "tools": [], "store": False, "stream": True, **extra})
+
+
+def client(proxy: ProxyServer, **kw):
+    return connect(ws_url(proxy), additional_headers={"Authorization": f"Bearer {KEY}", "OpenAI-Beta": BETA},
+                   proxy=None, max_size=None, open_timeout=10, **kw)
+
+
+def turn(ws, frame: str) -> dict:
+    """Send one turn; read to its terminal event. What the client saw, with its own clock."""
+    sent = time.perf_counter()
+    ws.send(frame)
+    first_delta = None
+    events = []
+    while True:
+        msg = ws.recv(timeout=20)
+        now = time.perf_counter()
+        ev = json.loads(msg)
+        events.append(ev["type"])
+        if ev["type"] == "response.output_text.delta" and first_delta is None:
+            first_delta = now
+        if ev["type"] in ("response.completed", "response.failed", "response.incomplete", "error"):
+            return {"sent": sent, "first_delta": first_delta, "end": now, "events": events, "last": ev}
+
+
+@pytest.fixture
+def ws_up():
+    with WsUpstream(ttft_ms=300, deltas=5, itl_ms=10) as up:
+        yield up
+
+
+@pytest.fixture
+def ws_proxy(ws_up, db_path):
+    p = ProxyServer([ws_up.url], str(db_path), port=0)
+    p.start()
+    yield p
+    p.stop()
+
+
+def test_each_response_create_is_one_record_with_ttft_in_band(ws_up, ws_proxy, db_path):
+    seen = []
+    with client(ws_proxy) as ws:
+        for i in range(2):
+            seen.append(turn(ws, create(text=f"turn {i}", previous_response_id=f"resp_{i}" if i else None)))
+    ws_proxy.flush()
+    rs = rows(db_path)
+    assert len(rs) == 2, [(r["method"], r["path"], r["status"]) for r in rs]  # no row for the upgrade
+    for i, (r, c, up) in enumerate(zip(rs, seen, ws_up.turns)):
+        assert r["transport"] == "websocket" and r["method"] == "WS" and r["api"] == "openai.responses"
+        assert r["model"] == "gpt-test" and r["stream"] == 1 and r["status"] == 200
+        assert r["ws_turn"] == i + 1 and r["ws_connection_id"] == rs[0]["ws_connection_id"]
+        assert r["usage_prompt_tokens"] == 42 and r["usage_completion_tokens"] == 8 and r["usage_reasoning_tokens"] == 3
+        assert r["stream_done"] == 1 and r["error"] is None and r["prompt_tokens_est"] and r["prompt_tokens_est"] > 5
+        assert r["output_chars"] == len("".join(f"tok{k} " for k in range(5)))
+        # the clock: upstream-seen <= recorded <= client-seen (2 ms for rounding and the hook's stamp)
+        up_ttft = (up.first("response.output_text.delta") - up.read_at) * 1000
+        client_ttft = (c["first_delta"] - c["sent"]) * 1000
+        assert up_ttft - 2 <= r["ttft_ms"] <= client_ttft + 2, (up_ttft, r["ttft_ms"], client_ttft)
+        assert r["ttft_ms"] >= 290
+        # TTFB: the server's first answer (response.created), well before the first delta
+        assert r["ttfb_ms"] is not None and r["ttfb_ms"] < r["ttft_ms"] - 200
+        # reasoning came first: a first token, not TTFT
+        assert r["first_token_ms"] < r["ttft_ms"] and r["reasoning_chars"] == len("thinking")
+        conn = json.loads(r["ws_connection"])
+        assert conn["status"] == 101 and conn["upgrade_ms"] is not None and conn["compressed"] is True
+        assert conn["beta"] == BETA
+        for k, v in SETUP_HEADERS.items():
+            assert conn["headers"][k] == v
+        assert r["key_fingerprint"] and KEY not in json.dumps(r)
+        assert not [f for f in json.loads(r["findings"] or "[]") if f["severity"] == "error"]
+    # a chained turn (previous_response_id, only the new input) continues the conversation, no edited history
+    assert rs[1]["conversation_id"] == rs[0]["conversation_id"]
+    codes = {f["code"] for f in json.loads(rs[1]["findings"] or "[]")}
+    assert "cache.miss" not in codes and "cache.prefix_changed" not in codes, codes
+
+
+def test_frames_forwarded_untouched_and_memory_flat(ws_up, ws_proxy, db_path):
+    """Many turns on one connection: every frame arrives as sent, and the proxy keeps no message list."""
+    ws_up.ttft_ms, ws_up.itl_ms, ws_up.deltas = 0, 0, 2
+    n = 200
+    with client(ws_proxy) as ws:
+        for i in range(n):
+            c = turn(ws, create(text=f"turn {i}"))
+            assert c["events"] == ["response.created", "response.in_progress", "response.reasoning_summary_text.delta",
+                                   "response.output_text.delta", "response.output_text.delta", "response.completed"]
+        live = [o for o in gc.get_objects() if isinstance(o, WebSocketData)]
+        assert live and all(len(d.messages) <= 1 for d in live), [len(d.messages) for d in live]
+    ws_proxy.flush()
+    rs = rows(db_path)
+    assert len(rs) == n and sorted(r["ws_turn"] for r in rs) == list(range(1, n + 1))
+    assert all(r["stream_done"] == 1 for r in rs)
