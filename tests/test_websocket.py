@@ -110,10 +110,150 @@ def test_frames_forwarded_untouched_and_memory_flat(ws_up, ws_proxy, db_path):
         for i in range(n):
             c = turn(ws, create(text=f"turn {i}"))
             assert c["events"] == ["response.created", "response.in_progress", "response.reasoning_summary_text.delta",
-                                   "response.output_text.delta", "response.output_text.delta", "response.completed"]
+                                   "response.output_item.added", "response.content_part.added",
+                                   "response.output_text.delta", "response.output_text.delta",
+                                   "response.output_item.done", "response.completed"]
         live = [o for o in gc.get_objects() if isinstance(o, WebSocketData)]
         assert live and all(len(d.messages) <= 1 for d in live), [len(d.messages) for d in live]
     ws_proxy.flush()
     rs = rows(db_path)
     assert len(rs) == n and sorted(r["ws_turn"] for r in rs) == list(range(1, n + 1))
     assert all(r["stream_done"] == 1 for r in rs)
+
+
+# -- faults (issue 29 #3): each a finding on the turn it hit, every frame forwarded ----------------
+
+def findings(r: dict) -> dict[str, dict]:
+    return {f["code"]: f for f in json.loads(r["findings"] or "[]")}
+
+
+def one_turn_row(proxy: ProxyServer, db_path) -> dict:
+    proxy.flush()
+    rs = rows(db_path)
+    assert len(rs) == 1, [(r["method"], r["status"], r["error"]) for r in rs]
+    return rs[0]
+
+
+def until_closed(ws) -> list[str]:
+    """What the client received until the connection closed."""
+    from websockets.exceptions import ConnectionClosed
+
+    got = []
+    try:
+        while True:
+            got.append(json.loads(ws.recv(timeout=20))["type"])
+    except ConnectionClosed:
+        return got
+
+
+@pytest.mark.parametrize("code,variant", [(1011, "server_error"), (1001, "going_away"), (4001, "application"),
+                                          (1000, "normal")])
+def test_server_close_mid_turn(ws_proxy, db_path, code, variant):
+    with client(ws_proxy) as ws:
+        ws.send(create(model=f"fault-close-{code}"))
+        got = until_closed(ws)
+        assert got[-1] == "response.output_text.delta"  # everything before the close arrived
+        assert ws.close_code == code and ws.close_reason == "test close"
+    r = one_turn_row(ws_proxy, db_path)
+    assert r["ws_close_code"] == code and r["ws_closed_by"] == "server" and r["ws_close_reason"] == "test close"
+    assert r["error"].startswith("the WebSocket closed mid-turn") and r["ttft_ms"] >= 290 and not r["client_aborted"]
+    f = findings(r)["ws.closed"]
+    assert f["severity"] == "error" and f["params"]["variant"] == variant and str(code) in f["message"]
+
+
+def test_dropped_connection_is_1006(ws_proxy, db_path):
+    with client(ws_proxy) as ws:
+        ws.send(create(model="fault-drop"))
+        until_closed(ws)
+    r = one_turn_row(ws_proxy, db_path)
+    assert r["ws_close_code"] == 1006 and r["ws_closed_by"] == "server"
+    assert findings(r)["ws.closed"]["params"]["variant"] == "abnormal"
+
+
+@pytest.mark.parametrize("model,code,text", [
+    ("fault-error", "stream.error_event", "invalid_request"),
+    ("fault-failed", "stream.error_event", "the model failed"),
+    ("fault-limit", "ws.connection_limit", "websocket_connection_limit_reached"),
+])
+def test_error_frames(ws_proxy, db_path, model, code, text):
+    with client(ws_proxy) as ws:
+        c = turn(ws, create(model=model))
+        assert c["last"]["type"] in ("error", "response.failed")
+        c2 = turn(ws, create(model="gpt-test"))  # the connection goes on: the next turn is its own
+        assert c2["last"]["type"] == "response.completed"
+    ws_proxy.flush()
+    bad, good = rows(db_path)
+    assert bad["ws_turn"] == 1 and good["ws_turn"] == 2 and good["error"] is None and good["stream_done"] == 1
+    assert text in (bad["upstream_error"] or "") or text in (bad["upstream_error_type"] or "")
+    assert code in findings(bad), findings(bad)
+    if model == "fault-limit":
+        assert "stream.error_event" in findings(bad)
+    assert "ws.closed" not in findings(bad)
+
+
+def test_binary_and_uncompressed_frames(db_path):
+    with WsUpstream(ttft_ms=100, compression=None) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        with connect(ws_url(p), proxy=None, compression=None) as ws:
+            ws.send(create(model="fault-binary"))
+            got = []
+            while True:
+                m = ws.recv(timeout=20)
+                assert isinstance(m, bytes)  # forwarded as binary, as sent
+                got.append(json.loads(m)["type"])
+                if got[-1] == "response.completed":
+                    break
+        r = one_turn_row(p, db_path)
+    assert r["ws_binary_frames"] == len(got) and r["ttft_ms"] >= 90 and r["usage_completion_tokens"] == 8
+    assert json.loads(r["ws_connection"])["compressed"] is False
+    assert findings(r)["ws.binary_frames"]["severity"] == "info"
+
+
+def test_frame_over_the_analysis_cap(ws_proxy, db_path):
+    with client(ws_proxy) as ws:
+        ws.send(create(model="fault-big"))
+        sizes = []
+        while True:
+            m = ws.recv(timeout=30)
+            sizes.append(len(m))
+            if json.loads(m)["type"] == "response.completed":
+                break
+    assert max(sizes) > 9 * 2**20  # forwarded whole
+    r = one_turn_row(ws_proxy, db_path)
+    assert r["oversize_events"] == 1 and r["stream_done"] == 1 and r["usage_prompt_tokens"] == 42
+    assert "response.event_too_large" in findings(r)
+
+
+def test_ping_mid_turn(ws_proxy, db_path):
+    with client(ws_proxy) as ws:
+        ws.send(create())
+        assert ws.ping().wait(10)  # mitmproxy relays the ping; the upstream's pong comes back
+        while json.loads(ws.recv(timeout=20))["type"] != "response.completed":
+            pass
+    r = one_turn_row(ws_proxy, db_path)
+    assert r["stream_done"] == 1 and r["error"] is None and r["ttft_ms"] >= 290
+
+
+def test_client_hangs_up_mid_turn(ws_proxy, db_path):
+    with client(ws_proxy) as ws:
+        ws.send(create(model="fault-hang"))
+        assert json.loads(ws.recv(timeout=20))["type"] == "response.created"
+        ws.close(1001, "user left")
+    r = one_turn_row(ws_proxy, db_path)
+    assert r["client_aborted"] == 1 and r["ws_closed_by"] == "client" and r["ws_close_code"] == 1001
+    fs = findings(r)
+    assert fs["ws.closed"]["params"]["variant"] == "client" and fs["ws.closed"]["severity"] == "warn"
+    assert "client.aborted" in fs
+
+
+def test_proxy_stops_mid_turn(ws_up, db_path):
+    p = ProxyServer([ws_up.url], str(db_path), port=0, drain_seconds=0.2)
+    p.start()
+    with client(p) as ws:
+        ws.send(create(model="fault-hang"))
+        assert json.loads(ws.recv(timeout=20))["type"] == "response.created"
+        p.stop()
+    rs = rows(db_path)
+    assert len(rs) == 1
+    r = rs[0]
+    assert r["state"] == "done" and r["ws_turn"] == 1 and r["ttfb_ms"] is not None
+    assert r["ws_closed_by"] == "proxy" and "proxy.shutdown" in findings(r), findings(r)

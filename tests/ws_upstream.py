@@ -35,7 +35,7 @@ FAULTS = {
     "fault-hang": "response.created, then nothing (until the client or proxy goes)",
 }
 
-SETUP_HEADERS = {"openai-model": "gpt-5.1-codex", "x-models-etag": "etag-123", "x-reasoning-included": "true",
+SETUP_HEADERS = {"openai-model": "gpt-test", "x-models-etag": "etag-123", "x-reasoning-included": "true",
                  "x-request-id": "req_upgrade_1"}
 
 
@@ -53,10 +53,11 @@ class WsUpstream:
     """``with WsUpstream() as up:`` serves on ``up.url`` (http://127.0.0.1:PORT) in its own thread."""
 
     def __init__(self, ttft_ms: float = 300.0, deltas: int = 5, itl_ms: float = 10.0, compression: str | None = "deflate",
-                 refuse: int | None = None) -> None:
+                 refuse: int | None = None, model_header: str = "gpt-test") -> None:
         self.ttft_ms, self.deltas, self.itl_ms = ttft_ms, deltas, itl_ms
         self.compression = compression
         self.refuse = refuse  # answer every upgrade with this status instead of 101
+        self.model_header = model_header  # the upgrade's openai-model (Codex shows a different one as rerouted)
         self.turns: list[Turn] = []
         self.upgrades: list[dict[str, str]] = []  # the request headers of each upgrade
         self.client_frames: list[tuple[float, str, Any]] = []  # (when, type or 'binary', parsed) of every client frame
@@ -105,7 +106,7 @@ class WsUpstream:
 
     def _process_response(self, connection, request, response):
         for k, v in SETUP_HEADERS.items():
-            response.headers[k] = v
+            response.headers[k] = self.model_header if k == "openai-model" else v
         return response
 
     # -- turns ------------------------------------------------------------------------------
@@ -151,11 +152,19 @@ class WsUpstream:
             return
         if model == "fault-hang":
             return
+        if turn.frame.get("generate") is False:  # Codex's prewarm: the request is set up, nothing generated
+            await self._send(ws, turn, {"type": "response.completed", "response": dict(
+                resp, status="completed", output=[], usage={"input_tokens": 40, "output_tokens": 0, "total_tokens": 40})})
+            return
         await self._send(ws, turn, {"type": "response.in_progress", "response": resp}, binary)
         await self._send(ws, turn, {"type": "response.reasoning_summary_text.delta", "delta": "thinking",
                                     "item_id": "rs_1", "output_index": 0}, binary)
         await asyncio.sleep(max(0.0, turn.read_at + self.ttft_ms / 1000.0 - time.perf_counter()))
         n = self.deltas
+        await self._send(ws, turn, {"type": "response.output_item.added", "output_index": 1, "item": {
+            "type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}, binary)
+        await self._send(ws, turn, {"type": "response.content_part.added", "item_id": "msg_1", "output_index": 1,
+                                    "content_index": 0, "part": {"type": "output_text", "text": ""}}, binary)
         for i in range(n):
             text = "x" * (9 * 2**20) if model == "fault-big" and i == 0 else f"tok{i} "
             await self._send(ws, turn, {"type": "response.output_text.delta", "delta": text, "item_id": "msg_1",
@@ -167,8 +176,11 @@ class WsUpstream:
                 ws.transport.abort()
                 return
             await asyncio.sleep(self.itl_ms / 1000.0)
+        text = "".join(f"tok{i} " for i in range(n))
+        item = {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        await self._send(ws, turn, {"type": "response.output_item.done", "output_index": 1, "item": item}, binary)
         usage = {"input_tokens": 42, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": n + 3,
                  "output_tokens_details": {"reasoning_tokens": 3}, "total_tokens": 42 + n + 3}
         await self._send(ws, turn, {"type": "response.completed", "response": dict(
-            resp, status="completed", usage=usage, output=[{"type": "message", "role": "assistant", "content": [
-                {"type": "output_text", "text": "".join(f"tok{i} " for i in range(n))}]}])}, binary)
+            resp, status="completed", usage=usage, output=[item])}, binary)
