@@ -257,3 +257,83 @@ def test_proxy_stops_mid_turn(ws_up, db_path):
     r = rs[0]
     assert r["state"] == "done" and r["ws_turn"] == 1 and r["ttfb_ms"] is not None
     assert r["ws_closed_by"] == "proxy" and "proxy.shutdown" in findings(r), findings(r)
+
+
+# -- a refused upgrade (issue 29 #2): a finding with its cost and fix, not path.not_found ------------
+
+def refused_upgrades(proxy: ProxyServer, n: int) -> list[int]:
+    from websockets.exceptions import InvalidStatus
+
+    statuses = []
+    for _ in range(n):
+        with pytest.raises(InvalidStatus) as e:
+            client(proxy).close()
+        statuses.append(e.value.response.status_code)
+    return statuses
+
+
+@pytest.mark.parametrize("status", [405, 426])
+def test_refused_upgrade_is_a_finding_not_a_bad_base_url(db_path, status):
+    with WsUpstream(refuse=status) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        assert refused_upgrades(p, 3) == [status] * 3
+        p.flush()
+        rs = rows(db_path)
+    assert len(rs) == 3 and all(r["transport"] == "websocket" and r["ws_turn"] is None for r in rs)
+    assert [findings(r)["ws.upgrade_refused"]["params"]["tries"] for r in rs] == [1, 2, 3]
+    fs = findings(rs[-1])
+    assert "path.not_found" not in fs and fs["ws.upgrade_refused"]["severity"] == "error"
+    assert "supports_websockets = false" in fs["ws.upgrade_refused"]["hint"]
+
+
+def test_refused_upgrades_then_http_fallback(sim, db_path):
+    """Codex's pattern against a route that answers the upgrade 404 and serves HTTP + SSE: it
+    tries the WebSocket, then falls back; the HTTP request adds the tries up and names the fix."""
+    import openai
+
+    with ProxyServer([sim.url], str(db_path), port=0) as p:
+        assert refused_upgrades(p, 4) == [404] * 4
+        oa = openai.OpenAI(base_url=f"{p.url}/v1", api_key=KEY, max_retries=0)
+        for _ in oa.responses.create(model="sim-1", input="hi", stream=True):
+            pass
+        p.flush()
+        rs = rows(db_path)
+    refused, http = rs[:4], rs[4]
+    assert all("path.not_found" not in findings(r) and "ws.upgrade_refused" in findings(r) for r in refused)
+    assert http["transport"] == "http" and http["status"] == 200
+    f = findings(http)["ws.fallback"]
+    assert f["params"]["tries"] == 4 and f["params"]["refused_status"] == 404 and f["severity"] == "warn"
+    assert "supports_websockets = false" in f["hint"]
+
+
+@pytest.mark.slow
+def test_memory_flat_over_1000_turns_on_one_connection(tmp_path):
+    """`firsttoken proxy` as a user runs it: 1,000 turns on one connection must not grow it (mitmproxy
+    would keep every message of the connection; the analysis keeps bounded windows)."""
+    from tests.conftest import start_proxy_process
+
+    def rss_kb(pid: int) -> int:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        raise AssertionError("no VmRSS")
+
+    with WsUpstream(ttft_ms=0, deltas=20, itl_ms=0) as up:
+        proc, port = start_proxy_process(["--upstream", up.url, "--db", str(tmp_path / "ft.db")])
+        try:
+            with connect(f"ws://127.0.0.1:{port}/v1/responses", proxy=None, max_size=None) as ws:
+                samples = {}
+                for i in range(1, 1601):
+                    c = turn(ws, create(text=f"turn {i} " + "padding " * 200))
+                    assert c["last"]["type"] == "response.completed"
+                    if i in (600, 1600):
+                        time.sleep(1.0)  # the analysis and the writer catch up
+                        samples[i] = rss_kb(proc.pid)
+            grown = samples[1600] - samples[600]
+            assert grown < 6 * 1024, f"the proxy grew by {grown} kB over 1,000 turns ({samples})"
+        finally:
+            proc.terminate()
+            proc.wait(30)
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "ft.db")
+    assert conn.execute("SELECT count(*), count(DISTINCT ws_connection_id) FROM requests").fetchone() == (1600, 1)

@@ -122,7 +122,8 @@ class WsUpstream:
                 if frame.get("type") != "response.create":
                     continue
                 turn = Turn(now, frame)
-                self.turns.append(turn)
+                if self.turns is not None:
+                    self.turns.append(turn)
                 await self._answer(ws, turn)
         except Exception:  # the client or the proxy went away: recorded by the close below
             pass

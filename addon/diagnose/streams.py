@@ -277,11 +277,11 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("response.event_too_large", "streams", _W, (), {
         "en": ("Event too large to analyse",
-               "An SSE event was larger than firsttoken's analysis limit; it was forwarded whole but not analysed.",
+               "An SSE event (or a WebSocket frame) was larger than firsttoken's analysis limit; it was forwarded whole but not analysed.",
                "{count} event(s) of the stream were larger than firsttoken's {limit_mib} MiB analysis limit: the client received them unchanged, but firsttoken did not read them (token counts and usage may be missing).",
                "Not an upstream error: a limit of firsttoken. Nothing to fix unless such events are unexpected (a huge tool call or image in one event)."),
         "zh": ("事件过大，无法分析",
-               "某个 SSE 事件超过了 firsttoken 的分析上限；它被完整转发，但没有被分析。",
+               "某个 SSE 事件（或 WebSocket 帧）超过了 firsttoken 的分析上限；它被完整转发，但没有被分析。",
                "流中有 {count} 个事件超过了 firsttoken 的 {limit_mib} MiB 分析上限：客户端原样收到了它们，但 firsttoken 没有解析（token 数和用量可能缺失）。",
                "不是上游错误，而是 firsttoken 的限制。除非这种事件出乎意料（一个事件里有巨大的工具调用或图片），否则无需处理。"),
     }),
