@@ -306,6 +306,7 @@ def test_refused_upgrades_then_http_fallback(sim, db_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # 2,000 turns under tracemalloc: about two minutes
 def test_memory_flat_over_1000_turns_on_one_connection(db_path):
     """1,000 turns on one connection must not grow the proxy: mitmproxy would keep every message
     of the connection; firsttoken's own state per turn is let go when the turn ends. Measured as
