@@ -396,3 +396,24 @@ def test_views_count_websocket_turns(ws_up, db_path, tmp_path):
     # sessions: one conversation (the client's prompt_cache_key), three requests
     ss = [json.loads(line) for line in run.invoke(sessions, [*db, "--json", "--all"]).output.splitlines() if line.strip()]
     assert len(ss) == 1 and ss[0]["requests"] == 3, ss
+
+
+def test_client_drops_the_connection_mid_turn(ws_proxy, db_path):
+    """No close frame from the client: the connection just ends (a killed process)."""
+    import socket
+
+    with client(ws_proxy) as ws:
+        ws.send(create(model="fault-hang"))
+        assert json.loads(ws.recv(timeout=20))["type"] == "response.created"
+        ws.socket.shutdown(socket.SHUT_RDWR)
+        ws.socket.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        ws_proxy.flush()
+        rs = rows(db_path)
+        if rs and rs[0]["state"] == "done":
+            break
+        time.sleep(0.1)
+    r = rs[0]
+    assert r["ws_close_code"] == 1006 and r["ws_closed_by"] == "client" and r["client_aborted"] == 1
+    assert findings(r)["ws.closed"]["params"]["variant"] == "client"

@@ -73,3 +73,26 @@ def test_codex_builtin_provider_through_run(tmp_path):
     check_summary(r.stderr, rs)
     assert "via: codex -c openai_base_url" in r.stderr
     assert "proxy.saturated" not in r.stderr
+
+
+def test_codex_falls_back_after_refused_upgrades(sim, tmp_path):
+    """A route that answers the upgrade 404 and serves HTTP + SSE (the simulator): Codex tries the
+    WebSocket several times, then falls back to HTTP. The tries are one finding each, not
+    `path.not_found`, and the HTTP request adds them up with the fix."""
+    codex = find_cli("codex")
+    env = base_env(tmp_path, OPENAI_API_KEY=KEY)
+    db = tmp_path / "ft.db"
+    with ProxyServer([sim.url], str(db), port=0) as p:
+        r = codex_exec(codex, env, tmp_path, "-c", f'openai_base_url="{p.url}/v1"')
+        assert r.returncode == 0, r.stdout + r.stderr
+        p.flush()
+        rs = rows(db)
+    refused = [x for x in rs if x["transport"] == "websocket"]
+    http = [x for x in rs if x["transport"] == "http" and x["api"] == "openai.responses"]
+    assert len(refused) >= 2 and all(x["status"] == 404 and x["ws_turn"] is None for x in refused), rs
+    assert http and all(x["status"] == 200 for x in http)
+    codes = [{f["code"] for f in json.loads(x["findings"] or "[]")} for x in refused]
+    assert all("ws.upgrade_refused" in c and "path.not_found" not in c for c in codes), codes
+    fallback = [f for f in json.loads(http[0]["findings"] or "[]") if f["code"] == "ws.fallback"]
+    assert fallback and fallback[0]["params"]["tries"] == len(refused), http[0]["findings"]
+    assert "supports_websockets = false" in fallback[0]["hint"]
