@@ -38,7 +38,17 @@ from firsttoken.addon.safe_text import clause
 from firsttoken.addon.store.db import default_db_path
 from firsttoken.addon.store.writer import Writer
 from firsttoken.addon.tap import StreamTap
-from firsttoken.addon.websocket import CREATE, TERMINAL, Connection, FrameDecoder, frame_type, is_upgrade, setup_headers
+from firsttoken.addon.websocket import (
+    CREATE,
+    REALTIME_API,
+    REALTIME_PATH,
+    TERMINAL,
+    Connection,
+    FrameDecoder,
+    frame_type,
+    is_upgrade,
+    setup_headers,
+)
 
 log = logging.getLogger("firsttoken")
 
@@ -381,6 +391,9 @@ class Capture:
         base["key_facts"] = list(rec.key_facts)
         base["hop_headers"] = dict(rec.hop_headers)
         conn = Connection(id=rec.id, setup=info, base=base, secrets=list(flight.secrets))
+        if (rec.path or "").split("?", 1)[0].rstrip("/").endswith(REALTIME_PATH):
+            conn.api = REALTIME_API
+            conn.model = (flow.request.query.get("model") or "")[:200] or None
         self.ws_conns[flow.id] = conn
 
     def websocket_message(self, flow: http.HTTPFlow) -> None:
@@ -407,12 +420,13 @@ class Capture:
             return
         t0 = first_bytes(m.timestamp, now)  # when the frame was read, not when the hook ran
         started = _dt.datetime.fromtimestamp(time.time() - (now - t0), _dt.UTC).isoformat(timespec="milliseconds")
-        rec = Record(id=str(uuid.uuid4()), started_at=started, method="WS", api="openai.responses", stream=True,
+        rec = Record(id=str(uuid.uuid4()), started_at=started, method="WS", api=conn.api, model=conn.model, stream=True,
                      transport="websocket", ws_connection_id=conn.id, ws_connection=dict(conn.setup),
                      conn_reused=True, request_bytes=len(content), phase="waiting_headers", **conn.base)
         flight = Flight(record=rec, clock=Clock(t0=t0, hook=now, conn_reused=True))
         flight.secrets = list(conn.secrets)
-        flight.body, flight.body_done = content, True
+        # a Realtime turn's prompt is the session's conversation, sent before it: not counted
+        flight.body, flight.body_done = (content if conn.api != REALTIME_API else None), True
         rec.ws_turn = conn.start(flight)
         flight.tap = StreamTap(
             flight.clock, rec.api, None, None, keep_body=256 * 1024 if self.settings.save_bodies else 0,

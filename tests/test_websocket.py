@@ -353,8 +353,8 @@ def test_views_count_websocket_turns(ws_up, db_path, tmp_path):
     from click.testing import CliRunner
 
     from firsttoken.cli.export import export
-    from firsttoken.cli.loopback import free_port
     from firsttoken.cli.logs import logs
+    from firsttoken.cli.loopback import free_port
     from firsttoken.cli.sessions import sessions
     from firsttoken.cli.show import show
     from firsttoken.cli.stats import stats
@@ -417,3 +417,39 @@ def test_client_drops_the_connection_mid_turn(ws_proxy, db_path):
     r = rs[0]
     assert r["ws_close_code"] == 1006 and r["ws_closed_by"] == "client" and r["client_aborted"] == 1
     assert findings(r)["ws.closed"]["params"]["variant"] == "client"
+
+
+# -- the Realtime API (issue 29 #4): response.create to the first response.*.delta ------------------
+
+@pytest.mark.parametrize("modality", ["text", "audio"])
+def test_realtime_turns_with_the_openai_sdk(db_path, modality):
+    import openai
+
+    with WsUpstream(ttft_ms=200, deltas=4) as up, ProxyServer([up.url], str(db_path), port=0) as p:
+        oa = openai.OpenAI(base_url=f"{p.url}/v1", api_key=KEY, max_retries=0)
+        seen = []
+        with oa.realtime.connect(model="gpt-realtime") as conn:
+            assert conn.recv().type == "session.created"
+            for i in range(2):
+                conn.conversation.item.create(item={"type": "message", "role": "user",
+                                                    "content": [{"type": "input_text", "text": f"hi {i}"}]})
+                sent = time.perf_counter()
+                conn.response.create(response={"output_modalities": [modality]})
+                first = None
+                for ev in conn:
+                    if ev.type.endswith(".delta") and first is None:
+                        first = time.perf_counter()
+                    if ev.type == "response.done":
+                        break
+                seen.append((sent, first))
+        p.flush()
+        rs = rows(db_path)
+    assert len(rs) == 2, [(r["method"], r["status"]) for r in rs]
+    for r, (sent, first), t in zip(rs, seen, up.turns):
+        assert r["api"] == "openai.realtime" and r["transport"] == "websocket" and r["model"] == "gpt-realtime"
+        up_ttft = (t.sent[1][0] - t.read_at) * 1000  # its first delta (after response.created)
+        assert up_ttft - 2 <= r["ttft_ms"] <= (first - sent) * 1000 + 2
+        assert r["usage_prompt_tokens"] == 50 and r["usage_completion_tokens"] == 10 and r["usage_cached_tokens"] == 32
+        assert r["stream_done"] == 1 and r["finish_reason"] == "completed" and r["prompt_tokens_est"] is None
+        assert r["output_chars"] == len("".join(f"tok{k} " for k in range(4)))  # audio is timed, not counted
+        assert not [f for f in json.loads(r["findings"] or "[]") if f["severity"] == "error"]

@@ -100,7 +100,7 @@ class WsUpstream:
             body = json.dumps({"error": {"message": "WebSockets are not served here", "type": "invalid_request_error"}}).encode()
             return Response(self.refuse, "Refused", Headers({"content-type": "application/json",
                                                               "content-length": str(len(body))}), body)
-        if not request.path.split("?")[0].endswith("/responses"):
+        if not request.path.split("?")[0].endswith(("/responses", "/realtime")):
             return connection.respond(404, "not here\n")
         return None
 
@@ -111,6 +111,8 @@ class WsUpstream:
 
     # -- turns ------------------------------------------------------------------------------
     async def _handler(self, ws) -> None:
+        if ws.request.path.split("?")[0].endswith("/realtime"):
+            return await self._realtime(ws)
         try:
             async for msg in ws:
                 now = time.perf_counter()
@@ -185,3 +187,41 @@ class WsUpstream:
                  "output_tokens_details": {"reasoning_tokens": 3}, "total_tokens": 42 + n + 3}
         await self._send(ws, turn, {"type": "response.completed", "response": dict(
             resp, status="completed", usage=usage, output=[item])}, binary)
+
+    # -- the Realtime API (/v1/realtime): response.create to response.done ---------------------
+    async def _realtime(self, ws) -> None:
+        model = ws.request.path.split("model=", 1)[1].split("&")[0] if "model=" in ws.request.path else "gpt-realtime"
+        await ws.send(json.dumps({"type": "session.created", "event_id": "ev_0", "session": {
+            "type": "realtime", "id": "sess_1", "object": "realtime.session", "model": model}}))
+        try:
+            async for msg in ws:
+                now = time.perf_counter()
+                frame = json.loads(msg)
+                self.client_frames.append((now, frame.get("type"), frame))
+                if frame.get("type") != "response.create":
+                    continue
+                turn = Turn(now, frame)
+                self.turns.append(turn)
+                self.responses += 1
+                resp = {"id": f"resp_rt_{self.responses}", "object": "realtime.response", "status": "in_progress",
+                        "output": []}
+                await self._send(ws, turn, {"type": "response.created", "event_id": "ev_1", "response": resp})
+                await asyncio.sleep(max(0.0, turn.read_at + self.ttft_ms / 1000.0 - time.perf_counter()))
+                audio = "audio" in ((frame.get("response") or {}).get("output_modalities") or [])
+                for i in range(self.deltas):
+                    if audio:
+                        await self._send(ws, turn, {"type": "response.output_audio.delta", "event_id": f"ev_a{i}",
+                                                    "response_id": resp["id"], "item_id": "item_1", "output_index": 0,
+                                                    "content_index": 0, "delta": "AAAAAAAA"})
+                    await self._send(ws, turn, {
+                        "type": "response.output_audio_transcript.delta" if audio else "response.output_text.delta",
+                        "event_id": f"ev_t{i}", "response_id": resp["id"], "item_id": "item_1", "output_index": 0,
+                        "content_index": 0, "delta": f"tok{i} "})
+                    await asyncio.sleep(self.itl_ms / 1000.0)
+                await self._send(ws, turn, {"type": "response.done", "event_id": "ev_9", "response": dict(
+                    resp, status="completed", usage={"total_tokens": 60, "input_tokens": 50, "output_tokens": 10,
+                                                     "input_token_details": {"cached_tokens": 32}})})
+        except Exception:
+            pass
+        finally:
+            self.closed.append((ws.close_code, ws.close_reason))

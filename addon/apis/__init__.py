@@ -6,12 +6,14 @@ from firsttoken.addon.apis.anthropic_messages import AnthropicMessages
 from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter
 from firsttoken.addon.apis.openai_chat import OpenAIChat
 from firsttoken.addon.apis.openai_completions import OpenAICompletions
+from firsttoken.addon.apis.openai_realtime import OpenAIRealtime
 from firsttoken.addon.apis.openai_responses import OpenAIResponses
 
 INTERPRETERS: dict[str, type] = {
     OpenAIChat.api: OpenAIChat,
     OpenAICompletions.api: OpenAICompletions,
     OpenAIResponses.api: OpenAIResponses,
+    OpenAIRealtime.api: OpenAIRealtime,
     AnthropicMessages.api: AnthropicMessages,
 }
 
@@ -23,6 +25,7 @@ __all__ = [
     "Interpreter",
     "OpenAIChat",
     "OpenAICompletions",
+    "OpenAIRealtime",
     "OpenAIResponses",
     "detect_api",
     "make_interpreter",

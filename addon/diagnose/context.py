@@ -35,6 +35,7 @@ TERMINATOR = {
     "openai.chat": "data: [DONE]",
     "openai.completions": "data: [DONE]",
     "openai.responses": "response.completed",
+    "openai.realtime": "response.done",
     "anthropic.messages": "message_stop",
 }
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}

@@ -33,6 +33,8 @@ class Connection:
     client_frames: int = 0  # client frames that started no turn (response.cancel, session updates...)
     stray_frames: int = 0  # server frames while no turn was open
     secrets: list[str] = field(default_factory=list)  # the upgrade's credentials, for redaction; never stored
+    api: str = "openai.responses"  # what its turns speak: Responses, or the Realtime API (/v1/realtime)
+    model: str | None = None  # Realtime: the model named in the upgrade's URL (its frames name none)
 
     def start(self, turn: Any) -> int:
         """A ``response.create`` opened ``turn``: its number on this connection."""

@@ -13,8 +13,10 @@ from firsttoken.addon.sse import MAX_EVENT_DATA, SSEEvent
 
 #: the frame a client sends to start a Responses turn
 CREATE = "response.create"
-#: server events that end a turn (an ``error`` frame answers the request that failed)
-TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
+#: server events that end a turn (an ``error`` frame answers the request that failed; Realtime: response.done)
+TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed", "error", "response.done"})
+#: the Realtime API's path end, and its record's api
+REALTIME_PATH, REALTIME_API = "/realtime", "openai.realtime"
 #: bytes of each end of a frame the type is looked for in (the event loop's bounded look)
 PEEK_BYTES = 256
 #: a frame whose type sits in neither end is parsed on the event loop only up to this size
