@@ -39,16 +39,17 @@ def turn(ws, frame: str) -> dict:
     sent = time.perf_counter()
     ws.send(frame)
     first_delta = None
-    events = []
+    events, raw = [], []
     while True:
         msg = ws.recv(timeout=20)
         now = time.perf_counter()
+        raw.append(msg)
         ev = json.loads(msg)
         events.append(ev["type"])
         if ev["type"] == "response.output_text.delta" and first_delta is None:
             first_delta = now
         if ev["type"] in ("response.completed", "response.failed", "response.incomplete", "error"):
-            return {"sent": sent, "first_delta": first_delta, "end": now, "events": events, "last": ev}
+            return {"sent": sent, "first_delta": first_delta, "end": now, "events": events, "last": ev, "raw": raw}
 
 
 @pytest.fixture
@@ -113,7 +114,8 @@ def test_frames_forwarded_untouched_and_memory_flat(ws_up, ws_proxy, db_path):
                                    "response.output_item.added", "response.content_part.added",
                                    "response.output_text.delta", "response.output_text.delta",
                                    "response.output_item.done", "response.completed"]
-        live = [o for o in gc.get_objects() if isinstance(o, WebSocketData)]
+            assert c["raw"] == ws_up.turns[i].data  # byte for byte, as the upstream sent them
+        live = [o for o in gc.get_objects() if type(o) is WebSocketData]
         assert live and all(len(d.messages) <= 1 for d in live), [len(d.messages) for d in live]
     ws_proxy.flush()
     rs = rows(db_path)
@@ -339,10 +341,10 @@ def test_memory_flat_over_1000_turns_on_one_connection(db_path):
             # previous_response_id chains): well under a KiB a turn, where keeping the connection's
             # messages would be ~5 KiB a turn (12 frames each)
             assert grown < 1024 * 1024, "\n".join(map(str, after.compare_to(before, "lineno")[:10]))
-            live = [o for o in gc.get_objects() if isinstance(o, WebSocketData)]
+            live = [o for o in gc.get_objects() if type(o) is WebSocketData]
             assert live and all(len(d.messages) <= 1 for d in live)
-            assert sum(isinstance(o, Flight) for o in gc.get_objects()) <= 2
-            assert sum(isinstance(o, Record) for o in gc.get_objects()) <= 510  # the analysis's recent 500
+            assert sum(type(o) is Flight for o in gc.get_objects()) <= 2
+            assert sum(type(o) is Record for o in gc.get_objects()) <= 510  # the analysis's recent 500
         assert not p.capture.flights and not p.capture.ws_conns
         assert len(rows(db_path)) == 2000
 

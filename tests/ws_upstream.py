@@ -44,6 +44,7 @@ class Turn:
     read_at: float  # when the upstream read the request frame
     frame: dict[str, Any]
     sent: list[tuple[float, str]] = field(default_factory=list)  # (when, event type)
+    data: list[str | bytes] = field(default_factory=list)  # each frame as sent (up to 64 KiB each)
 
     def first(self, typ: str) -> float | None:
         return next((t for t, k in self.sent if k == typ), None)
@@ -136,6 +137,8 @@ class WsUpstream:
         data = json.dumps(event)
         await ws.send(data.encode() if binary else data)
         turn.sent.append((time.perf_counter(), event["type"]))
+        if len(data) <= 65536:
+            turn.data.append(data.encode() if binary else data)
 
     async def _answer(self, ws, turn: Turn) -> None:
         model = turn.frame.get("model") or "gpt-test"
