@@ -290,13 +290,20 @@ def test_refused_upgrade_is_a_finding_not_a_bad_base_url(db_path, status):
 def test_refused_upgrades_then_http_fallback(sim, db_path):
     """Codex's pattern against a route that answers the upgrade 404 and serves HTTP + SSE: it
     tries the WebSocket, then falls back; the HTTP request adds the tries up and names the fix."""
-    import openai
+    import httpx
 
     with ProxyServer([sim.url], str(db_path), port=0) as p:
-        assert refused_upgrades(p, 4) == [404] * 4
-        oa = openai.OpenAI(base_url=f"{p.url}/v1", api_key=KEY, max_retries=0)
-        for _ in oa.responses.create(model="sim-1", input="hi", stream=True):
-            pass
+        # the upgrade as a WebSocket client sends it (the simulator answers and keeps the connection,
+        # which the websockets client would wait out for seconds)
+        ws_headers = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+                      "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Authorization": f"Bearer {KEY}",
+                      "OpenAI-Beta": BETA}
+        with httpx.Client(timeout=10) as h:
+            assert [h.get(f"{p.url}/v1/responses", headers=ws_headers).status_code for _ in range(4)] == [404] * 4
+            # then the same request over HTTP + SSE (httpx: the openai SDK's first call costs seconds of imports)
+            with h.stream("POST", f"{p.url}/v1/responses", headers={"Authorization": f"Bearer {KEY}"},
+                          json={"model": "sim-1", "input": "hi", "stream": True}) as r:
+                assert r.status_code == 200 and b"response.completed" in b"".join(r.iter_bytes())
         p.flush()
         rs = rows(db_path)
     refused, http = rs[:4], rs[4]
