@@ -253,6 +253,8 @@ def test_proxy_stops_mid_turn(ws_up, db_path):
     with client(p) as ws:
         ws.send(create(model="fault-hang"))
         assert json.loads(ws.recv(timeout=20))["type"] == "response.created"
+        live = p.capture.snapshot()["in_flight"]  # what the live view shows: the turn, waiting for its first token
+        assert [(f["api"], f["phase"], f["model"]) for f in live] == [("openai.responses", "prefill", "fault-hang")]
         p.stop()
     rs = rows(db_path)
     assert len(rs) == 1
