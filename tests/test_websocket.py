@@ -103,6 +103,18 @@ def test_each_response_create_is_one_record_with_ttft_in_band(ws_up, ws_proxy, d
     assert "cache.miss" not in codes and "cache.prefix_changed" not in codes, codes
 
 
+def test_a_large_request_frame_with_its_type_in_the_middle(ws_up, ws_proxy, db_path):
+    """The type is looked for at either end; a large frame that has it elsewhere is still a turn."""
+    ws_up.ttft_ms = 50
+    body = json.loads(create(text="x " * 40_000))
+    frame = json.dumps({"model": body.pop("model"), "input": body.pop("input"), "type": "response.create",
+                        "instructions": "y " * 100, **body})
+    with client(ws_proxy) as ws:
+        assert turn(ws, frame)["last"]["type"] == "response.completed"
+    r = one_turn_row(ws_proxy, db_path)
+    assert r["ws_turn"] == 1 and r["request_bytes"] == len(frame) and r["prompt_tokens_est"] > 40_000
+
+
 def test_frames_forwarded_untouched_and_memory_flat(ws_up, ws_proxy, db_path):
     """Many turns on one connection: every frame arrives as sent, and the proxy keeps no message list."""
     ws_up.ttft_ms, ws_up.itl_ms, ws_up.deltas = 0, 0, 2
