@@ -210,6 +210,8 @@ class Analyzer:
         parts = facts.pop("conversation", None)
         for k, v in facts.items():
             setattr(rec, k, v)
+        if rec.transport == "websocket":
+            rec.stream = True  # a turn's answer always streams, as events in frames
         if rec.prefix_hash:
             # counted within this run: a `firsttoken run` (its id, also on a joined proxy), else since
             # this proxy started; earlier runs recorded in the same database do not count
@@ -306,7 +308,8 @@ class Analyzer:
             rec.client_gap_ms = self.conversations.client_gap_ms(conv, flight.clock.t0)
             end = flight.clock.last_byte if flight.clock.last_byte is not None else flight.clock.end
             failed = abnormal_end or rec.status is None or rec.status >= 400
-            self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed)
+            self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed,
+                                     response_id=tap.facts.response_id if tap is not None else None)
         rec.headers_held = headers_held(rec, self.route_windows)  # before diagnosing: the latency rules read it
         rec.findings = diagnose(rec, self.diagnosis_input(change, route_cached))
         if rec.findings:

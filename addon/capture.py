@@ -13,6 +13,7 @@ import logging
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from firsttoken.addon.diagnose.connectivity import (
     is_clients_doing,
 )
 from firsttoken.addon.diagnose.lang import LANGS
+from firsttoken.addon.diagnose.websocket import ws_closed_error
 from firsttoken.addon.flight import BodyCopy, Flight
 from firsttoken.addon.hops import pick_hop_headers
 from firsttoken.addon.loadwatch import LoadWatch, client_socket, first_bytes, received_ago
@@ -37,6 +39,17 @@ from firsttoken.addon.safe_text import clause
 from firsttoken.addon.store.db import default_db_path
 from firsttoken.addon.store.writer import Writer
 from firsttoken.addon.tap import StreamTap
+from firsttoken.addon.websocket import (
+    CREATE,
+    REALTIME_API,
+    REALTIME_PATH,
+    TERMINAL,
+    Connection,
+    FrameDecoder,
+    frame_type,
+    is_upgrade,
+    setup_headers,
+)
 
 log = logging.getLogger("firsttoken")
 
@@ -72,6 +85,8 @@ class Capture:
         self.draining = False
         #: the egress addon (addon/egress/addon.py): which way each upstream connection goes
         self.egress: Any = None
+        #: upgraded WebSocket connections by their upgrade's flow id (addon/websocket)
+        self.ws_conns: dict[str, Connection] = {}
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -186,8 +201,11 @@ class Capture:
         now = time.perf_counter()
         for flight in list(self.flights.values()):
             flight.record.error = flight.record.error or SHUTDOWN_ERROR
+            if flight.record.ws_turn is not None:
+                flight.record.ws_closed_by = "proxy"
             flight.clock.end = now
             self._finish(flight)
+        self.ws_conns.clear()
         if self.analyzer:
             self.analyzer.close(timeout=None)  # every pending row reaches the writer first
         if self.writer:
@@ -235,6 +253,11 @@ class Capture:
         if p.stream_body:  # forwarded as it arrives; a capped copy is kept for analysis
             flight.body_copy = req.stream = BodyCopy()
         self.flights[flow.id] = flight
+        if is_upgrade(req.headers):
+            # a WebSocket's set-up: no row unless it is refused (then its final row says so)
+            flight.ws_upgrade = True
+            flight.record.transport = "websocket"
+            return
         self._put({k: getattr(flight.record, k) for k in _START_FIELDS})
 
     @staticmethod
@@ -297,6 +320,9 @@ class Capture:
             if h in headers:
                 rec.upstream_request_id = headers[h][:200]
                 break
+        if flight.ws_upgrade and rec.status == 101:  # the connection's set-up: its turns are the exchanges
+            flight.ws_setup = setup_headers(headers)
+            return
         api = rec.api
         if api == "other" and rec.status is not None and rec.status >= 400 and gemini.gemini_call(rec.method, rec.path):
             api = gemini.API  # Gemini's countTokens / embedContent: their errors are Google's, read as such
@@ -319,6 +345,9 @@ class Capture:
     def response(self, flow: http.HTTPFlow) -> None:
         flight = self.flights.get(flow.id)
         if flight is None:
+            return
+        if flight.ws_upgrade and flow.websocket is not None:
+            self._ws_open(flight, flow)
             return
         if flight.tap is None and flow.response is not None:  # a response made by the proxy itself
             flight.record.status = flow.response.status_code
@@ -346,6 +375,118 @@ class Capture:
         if flight.clock.headers is None:
             self._connection_timing(flight, flow)
         self._finish(flight)
+
+    # -- WebSocket (addon/websocket: each response.create frame is an exchange) ----------
+    def _ws_open(self, flight: Flight, flow: http.HTTPFlow) -> None:
+        """The upgrade succeeded: keep its set-up for the turns to come; it is no exchange itself."""
+        self.flights.pop(flow.id, None)
+        rec, c = flight.record, flight.clock
+        setup = dict(flight.ws_setup or {})
+        ext = setup.get("sec-websocket-extensions", "")
+        info: dict[str, Any] = {
+            "id": rec.id, "started_at": rec.started_at, "url": rec.upstream_url, "status": 101,
+            "connect_ms": round((c.connect_end - c.connect_start) * 1000.0, 3)
+            if c.connect_start is not None and c.connect_end is not None else None,
+            "conn_reused": c.conn_reused,
+            "upgrade_ms": round((c.headers - c.t0) * 1000.0, 3) if c.headers is not None else None,
+            "headers": setup, "compressed": "permessage-deflate" in ext.lower(),
+            "beta": (flow.request.headers.get("openai-beta") or "")[:200] or None,
+        }
+        base = {k: getattr(rec, k) for k in _WS_BASE}
+        base["key_facts"] = list(rec.key_facts)
+        base["hop_headers"] = dict(rec.hop_headers)
+        conn = Connection(id=rec.id, setup=info, base=base, secrets=list(flight.secrets))
+        if (rec.path or "").split("?", 1)[0].rstrip("/").endswith(REALTIME_PATH):
+            conn.api = REALTIME_API
+            conn.model = (flow.request.query.get("model") or "")[:200] or None
+        self.ws_conns[flow.id] = conn
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        ws = flow.websocket
+        if ws is None or not ws.messages:
+            return
+        now = time.perf_counter()
+        msgs = ws.messages
+        m = msgs[-1]
+        if len(msgs) > 1:
+            del msgs[:-1]  # handed over once: mitmproxy would keep every message of the connection
+        conn = self.ws_conns.get(flow.id)
+        if conn is None:
+            return
+        if m.from_client:
+            self._ws_request(conn, m, now)
+        else:
+            self._ws_event(conn, m, now)
+
+    def _ws_request(self, conn: Connection, m: Any, now: float) -> None:
+        content = m.content
+        typ = frame_type(content)
+        if typ is None and b'"response.create"' in content:
+            typ = CREATE  # a large frame whose type sits in neither end: a byte search, not a parse
+        if typ != CREATE:
+            conn.client_frames += 1
+            return
+        t0 = first_bytes(m.timestamp, now)  # when the frame was read, not when the hook ran
+        started = _dt.datetime.fromtimestamp(time.time() - (now - t0), _dt.UTC).isoformat(timespec="milliseconds")
+        rec = Record(id=str(uuid.uuid4()), started_at=started, method="WS", api=conn.api, model=conn.model, stream=True,
+                     transport="websocket", ws_connection_id=conn.id, ws_connection=dict(conn.setup),
+                     conn_reused=True, request_bytes=len(content), phase="waiting_headers", **conn.base)
+        flight = Flight(record=rec, clock=Clock(t0=t0, hook=now, conn_reused=True))
+        flight.secrets = list(conn.secrets)
+        # a Realtime turn's prompt is the session's conversation, sent before it: not counted
+        flight.body, flight.body_done = (content if conn.api != REALTIME_API else None), True
+        rec.ws_turn = conn.start(flight)
+        flight.tap = StreamTap(
+            flight.clock, rec.api, None, None, keep_body=256 * 1024 if self.settings.save_bodies else 0,
+            on_phase=lambda phase, f=flight: self._phase(f, phase), defer=True,
+            on_backlog=lambda f=flight: self.analyzer.catch_up([f]) if self.analyzer else None,
+            decoder=FrameDecoder())
+        self.flights[rec.id] = flight
+        self._put({k: getattr(rec, k) for k in _WS_START_FIELDS})
+        self._peek(flight, content)
+
+    def _ws_event(self, conn: Connection, m: Any, now: float) -> None:
+        flight = conn.current()
+        if flight is None:
+            conn.stray_frames += 1
+            return
+        rec, c = flight.record, flight.clock
+        if c.headers is None:  # the server's first answer to this turn plays the headers' part
+            c.headers = now
+            rec.phase, rec.status = "prefill", 200  # answered (the connection's own 101: ws_connection)
+            self._put({"id": rec.id, "phase": "prefill", "status": 200, "ttfb_ms": round((now - c.t0) * 1000.0, 3)})
+            self._parse(flight, early=True)
+        if not m.is_text:
+            rec.ws_binary_frames += 1
+        flight.tap(m.content)
+        if frame_type(m.content) in TERMINAL:
+            c.end = now
+            conn.end(flight, rec.id)
+            self._finish(flight)
+
+    def websocket_end(self, flow: http.HTTPFlow) -> None:
+        conn = self.ws_conns.pop(flow.id, None)
+        if conn is None:
+            return
+        ws = flow.websocket
+        now = time.perf_counter()
+        code = ws.close_code if ws is not None else None
+        reason = ((ws.close_reason if ws is not None else None) or "")[:200] or None
+        by = None if ws is None or ws.closed_by_client is None else "client" if ws.closed_by_client else "server"
+        if self.draining or not self._running:
+            by = by or "proxy"
+        for flight in list(conn.open):
+            rec = flight.record
+            rec.ws_close_code, rec.ws_close_reason, rec.ws_closed_by = code, reason, by
+            rec.error = rec.error or ws_closed_error(code, by)
+            if by == "client":
+                rec.client_aborted = True
+            flight.clock.end = now
+            conn.end(flight, rec.id)
+            self._finish(flight)
+        if conn.last_turn is not None and conn.last_turn not in self.flights and code is not None:
+            # how the connection ended, on its latest turn (which had ended well before)
+            self._put({"id": conn.last_turn, "ws_close_code": code, "ws_close_reason": reason, "ws_closed_by": by})
 
     # -- helpers -------------------------------------------------------------------
     def _connection_timing(self, flight: Flight, flow: http.HTTPFlow) -> None:
@@ -555,7 +696,13 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
         pass
 
 
+#: what every turn of a WebSocket takes from its upgrade
+_WS_BASE = ("route", "upstream", "path", "upstream_url", "experiment", "run_id", "egress_proxy", "proxy_pid",
+            "key_header", "key_fingerprint", "key_scheme", "key_length", "server", "via", "upstream_request_id")
+
 _START_FIELDS = (
     "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
     "api", "model", "stream", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )
+_WS_START_FIELDS = (*_START_FIELDS, "stream", "status", "transport", "ws_connection_id", "ws_turn", "ws_connection",
+                    "request_bytes", "conn_reused")

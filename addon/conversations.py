@@ -65,6 +65,8 @@ class Parts:
     #: hashes of the first few user messages long enough to tell a conversation by (a side call that
     #: quotes the user, like opencode's title call, shares one with the main request)
     anchors: list[str] = field(default_factory=list)
+    #: Responses ``previous_response_id``: the server holds the earlier items, only new ones are sent
+    previous_response_id: str | None = None
 
 
 #: ``canonical_json``'s encoder, made once (``json.dumps`` with arguments builds one per call)
@@ -186,6 +188,8 @@ def prompt_parts(api: str, body: Any) -> Parts | None:
     p = Parts()
     p.session, p.client_turn = session_of(body)
     if api == "openai.responses":
+        prev = body.get("previous_response_id")
+        p.previous_response_id = prev[:200] if isinstance(prev, str) and prev else None
         inp = body.get("input")
         msgs = [{"role": "user", "content": inp}] if isinstance(inp, str) else inp if isinstance(inp, list) else []
         system = [_text(body.get("instructions"))] if body.get("instructions") else []
@@ -299,6 +303,8 @@ def divergence(prev: Parts | None, cur: Parts) -> dict[str, Any] | None:
     if cur.tool_defs != prev.tool_defs and len(cur.tool_defs) == len(prev.tool_defs):
         changed = [name for name, a, b in zip(cur.tools, prev.tool_defs, cur.tool_defs, strict=False) if a != b]
         return {"part": "tools_changed", "changed": changed[:5], "count": len(changed)}
+    if cur.previous_response_id is not None:
+        return None  # only the new items were sent: the earlier ones are the server's, unchanged
     n = min(len(prev.messages), len(cur.messages))
     for i in range(n):
         if prev.messages[i] != cur.messages[i]:
@@ -431,6 +437,8 @@ class ConversationIndex:
         self._lengths: dict[tuple[str, str], dict[int, int]] = {}  # key -> number of messages -> conversations
         #: (key, user-message hash) -> the conversation whose first request had it (side calls join by it)
         self._anchors: dict[tuple[Any, ...], str] = {}
+        #: a Responses response id -> the conversation it answered (``previous_response_id`` chains)
+        self._responses: OrderedDict[str, str] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._convs)
@@ -482,6 +490,13 @@ class ConversationIndex:
                     or not same_tools(conv.last.tools, parts.tools):
                 return conv
         return None
+
+    def _response_match(self, parts: Parts) -> Conversation | None:
+        """The conversation whose response ``parts`` continues (``previous_response_id``)."""
+        if parts.previous_response_id is None:
+            return None
+        cid = self._responses.get(parts.previous_response_id)
+        return self._convs.get(cid) if cid is not None else None
 
     def _retry_match(self, key: tuple[str, str], parts: Parts, model: str | None, now: float) -> Conversation | None:
         """The conversation whose last request ``parts`` repeats exactly (messages, system, tools,
@@ -556,8 +571,8 @@ class ConversationIndex:
                 conv = Conversation(id=cid, key=key, session=parts.session)
                 self._resume(conv)
         else:
-            conv = (self._chain_match(key, parts, t0) or self._retry_match(key, parts, model, t0)
-                    or self._anchor_match(key, parts, t0))
+            conv = (self._response_match(parts) or self._chain_match(key, parts, t0)
+                    or self._retry_match(key, parts, model, t0) or self._anchor_match(key, parts, t0))
             if conv is None:
                 conv = Conversation(id=new_conversation_id(), key=key, session=None)
         self._convs[conv.id] = conv
@@ -582,7 +597,7 @@ class ConversationIndex:
             if parts.client_turn is not None:
                 new = parts.client_turn != conv.client_turn
             else:
-                extends = previous is not None and parts.messages[:len(previous.messages)] == previous.messages
+                extends = previous is not None and parts.previous_response_id is None and parts.messages[:len(previous.messages)] == previous.messages
                 new = parts.new_turn and (parts.user_turns != conv.user_turns or not extends)
             if new or conv.turn == 0:
                 conv.turn += 1
@@ -620,8 +635,13 @@ class ConversationIndex:
             return "main", False
         return ("main" if model == conv.main_model and not other_prompt else "side"), False
 
-    def ended(self, conv: Conversation, end: float, failed: bool = False) -> None:
-        """A request of ``conv`` ended at perf_counter ``end`` (``failed``: an error, a cut, a 4xx/5xx)."""
+    def ended(self, conv: Conversation, end: float, failed: bool = False, response_id: str | None = None) -> None:
+        """A request of ``conv`` ended at perf_counter ``end`` (``failed``: an error, a cut, a 4xx/5xx);
+        ``response_id``: the Responses id it got, which a later ``previous_response_id`` names."""
+        if response_id:
+            self._responses[response_id] = conv.id
+            while len(self._responses) > MAX_CONVERSATIONS * MAX_ENDS:
+                self._responses.popitem(last=False)
         conv.last_failed = failed
         if failed:
             self._failed.add(conv.id)

@@ -22,6 +22,8 @@ class Flight:
     body_done: bool = False  # the whole request body has been seen
     parsed: bool = False  # the request body was handed to the analyzer
     finished: bool = False
+    ws_upgrade: bool = False  # a request to become a WebSocket: its connection's set-up, a row only if refused
+    ws_setup: dict[str, str] | None = None  # the upgrade's set-up headers (addon/websocket)
 
     def live_view(self) -> dict[str, Any]:
         """A small dict for the live view: what is known so far."""

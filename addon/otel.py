@@ -442,6 +442,10 @@ def span_attributes(rec: Record) -> dict[str, Any]:
         "firsttoken.experiment": rec.experiment,
         "firsttoken.run.id": rec.run_id,
         "firsttoken.stream": is_streaming(rec),
+        # what carried it: http, or websocket (a Responses turn; its connection is the upgrade's id)
+        "firsttoken.transport": getattr(rec, "transport", None),
+        "firsttoken.ws.connection_id": getattr(rec, "ws_connection_id", None),
+        "firsttoken.ws.turn": getattr(rec, "ws_turn", None),
         # firsttoken's own counts (its tokenizer), under its own names: never the provider's usage
         "firsttoken.estimated.input_tokens": rec.prompt_tokens_est,
         "firsttoken.estimated.output_tokens": rec.output_tokens_est,

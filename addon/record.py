@@ -34,6 +34,16 @@ class Record:
     experiment: str | None = None
     run_id: str | None = None  # the `firsttoken run` this request belonged to
     egress_proxy: str | None = None  # the proxy the upstream leg went through (scheme://host:port), None: direct
+    # what carried the exchange (docs/record.md "WebSocket turns"): http, or websocket (a Responses
+    # `response.create` turn on an upgraded connection; also a refused upgrade, with no ws_turn)
+    transport: str = "http"
+    ws_connection_id: str | None = None  # the upgrade's id: every turn of one connection shares it
+    ws_turn: int | None = None  # the turn's place on its connection (1, 2, ...)
+    ws_connection: dict[str, Any] = field(default_factory=dict)  # the connection's set-up (connect, 101, headers)
+    ws_close_code: int | None = None  # the close that hit this turn (or ended the connection after it)
+    ws_close_reason: str | None = None
+    ws_closed_by: str | None = None  # client | server | proxy
+    ws_binary_frames: int = 0  # the server's frames of this turn that were binary, not text
     # conversation (see addon/conversations.py)
     conversation_id: str | None = None  # the client's session, else the chain of growing message lists
     turn: int | None = None  # the conversation's turn: a new user message starts one, tool results continue it
@@ -137,6 +147,7 @@ class Record:
         d["event_offsets"] = list(self.event_offsets)
         d["key_facts"] = list(self.key_facts)
         d["hop_headers"] = dict(self.hop_headers)
+        d["ws_connection"] = dict(self.ws_connection)
         d["findings"] = [dict(f) for f in self.findings]
         return d
 

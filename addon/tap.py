@@ -12,6 +12,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from firsttoken.addon.apis import BedrockInvoke, make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
@@ -88,15 +89,19 @@ class StreamTap:
         on_phase: Callable[[str], None] | None = None,
         defer: bool = False,
         on_backlog: Callable[[], None] | None = None,
+        decoder: Any = None,
     ) -> None:
+        """``decoder``: another framing with the SSE decoder's interface (``feed_one``, ``feed``,
+        ``close``): a WebSocket turn's frames are its events (addon/websocket/frames.py)."""
         self.clock = clock
-        self.framing = framing_of(content_type)  # "sse", "eventstream" (addon/framing) or None: a plain body
+        #: "sse", "eventstream" (addon/framing), "websocket" (a turn's frames: ``decoder``) or None: a plain body
+        self.framing = "websocket" if decoder is not None else framing_of(content_type)
         self.sse = self.framing is not None  # an event stream, whatever frames its events
         self.interp = make_interpreter(api) if api != "other" or self.sse else None
         if self.interp is None and self.sse:  # an unknown API's stream: the likeliest dialect of its framing
             self.interp = BedrockInvoke() if self.framing == "eventstream" else make_interpreter("openai.chat")
         self.facts: ApiFacts = self.interp.facts if self.interp else ApiFacts()
-        self.decoder = decoder_for(content_type) if self.sse else None
+        self.decoder = decoder if decoder is not None else decoder_for(content_type) if self.sse else None
         self.decode_error: str | None = None
         self.frame_error: str | None = None  # why the framing decoder stopped (a corrupt frame): a finding
         try:

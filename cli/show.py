@@ -86,7 +86,7 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     hold = bool(r.get("headers_held"))
     if ttfb is not None:  # behind a hop that held the headers, TTFB contains the prefill
         row(L("ttfb_buffered") if held and held.get("variant") == "with_headers" else L("ttfb_prefill") if hold
-            else L("ttfb"), conn or 0, ttfb, "█", "blue")
+            else L("ttfb_ws") if r.get("ws_turn") is not None else L("ttfb"), conn or 0, ttfb, "█", "blue")
     reasoning = ft is not None and ttft is not None and ttfb is not None and ttfb <= ft < ttft
     if held is not None and ttft is not None and ttfb is not None:
         row(L("gap_buffered"), ttfb, ttft, "░", "yellow")  # the hop's delay, not the model's prefill
@@ -119,6 +119,29 @@ def _kv(pairs: list[tuple[str, Any]]) -> Text:
 
 
 _FALLBACK = re.compile(r"^(\S+) \(fallback for (\S+)\)$")
+
+
+def websocket_lines(r: dict[str, Any], width: int, L: Any) -> list[Any]:
+    """A WebSocket turn's connection: which one, its set-up (connect, the 101, the headers it
+    answered with), and the close that hit the turn or ended the connection after it."""
+    if r.get("transport") != "websocket":
+        return []
+    c = r.get("ws_connection") if isinstance(r.get("ws_connection"), dict) else {}
+    if r.get("ws_turn") is None:  # a refused upgrade
+        return output.wrap(_kv([(L("transport"), L("ws_refused"))]), width)
+    out = output.wrap(_kv([
+        (L("transport"), L("ws_turn", n=r.get("ws_turn"), id=str(r.get("ws_connection_id") or "")[:8])),
+        (L("ws_opened"), c.get("started_at")), (L("connect"), output.ms(c.get("connect_ms")) if c.get("connect_ms") is not None else None),
+        (L("ws_upgrade"), output.ms(c.get("upgrade_ms")) if c.get("upgrade_ms") is not None else None),
+        (L("ws_compressed"), L("yes") if c.get("compressed") else None), ("OpenAI-Beta", c.get("beta")),
+    ]), width)
+    headers = c.get("headers") if isinstance(c.get("headers"), dict) else {}
+    if line := _kv([(k, v) for k, v in headers.items() if k != "sec-websocket-extensions"]):
+        out += output.wrap(line, width)
+    if r.get("ws_close_code") is not None:
+        out += output.wrap(_kv([(L("ws_closed"), L("ws_closed_v", code=r["ws_close_code"], by=L("by_" + r["ws_closed_by"]) if r.get("ws_closed_by") in ("client", "server", "proxy") else "?",
+                                                   reason=r.get("ws_close_reason") or "-"))]), width)
+    return out
 
 
 def _tokenizer(name: str, lang: str) -> str:
@@ -155,6 +178,7 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     elif "missing" in (r.get("key_facts") or []):
         key = L("no_key")
     parts += output.wrap(_kv([(L("key"), key), (L("request_id"), r.get("upstream_request_id"))]), width)
+    parts += websocket_lines(r, width, L)
     hop_headers = r.get("hop_headers")
     for pairs in ([(L("answered_by"), r.get("hop")), (L("hop_server"), r.get("server")), ("via", r.get("via"))],
                   list(hop_headers.items()) if isinstance(hop_headers, dict) else []):

@@ -270,13 +270,45 @@ EGRESS_CASES = [
     ("egress-504-plain", with_(ERR, egress_proxy="http://127.0.0.1:3128", status=504, upstream_error=None,
                                upstream_error_type=None), "egress.proxy_upstream", "error"),
 ]
-ALL_CASES = CASES + GEMINI_CASES + EGRESS_CASES
+#: Responses over WebSocket (issue 29); kept out of CASES for the same reason
+WS_TURN = dict(transport="websocket", method="WS", api="openai.responses", path="/v1/responses", ws_turn=1,
+               ws_connection_id="c1", content_type=None)
+WS_UPGRADE = with_(ERR, transport="websocket", method="GET", api="other", path="/v1/responses", ws_turn=None,
+                   stream=None, upstream_error="Invalid URL (GET /v1/responses)", upstream_error_type=None)
+
+
+def _refused_before(n: int) -> list[Record]:
+    return [healthy(**with_(WS_UPGRADE, status=404, id=f"u{i}", started_at=f"2025-01-01T00:00:0{i}.000+00:00"))
+            for i in range(n)]
+
+
+WS_CASES = [
+    ("ws-upgrade-404", with_(WS_UPGRADE, status=404), "ws.upgrade_refused", "error"),
+    ("ws-upgrade-426", with_(WS_UPGRADE, status=426), "ws.upgrade_refused", "error"),
+    ("ws-upgrade-401", with_(WS_UPGRADE, status=401), "ws.upgrade_refused", "warn"),
+    ("ws-fallback", dict(api="openai.responses", path="/v1/responses", started_at="2025-01-01T00:00:07.000+00:00",
+                         recent_=_refused_before(7)), "ws.fallback", "warn"),
+    ("ws-closed-1011", with_(WS_TURN, error="the WebSocket closed mid-turn by the server (close code 1011)",
+                             ws_close_code=1011, ws_closed_by="server", ws_close_reason="boom", stream_done=False),
+     "ws.closed", "error"),
+    ("ws-closed-client", with_(WS_TURN, error="the WebSocket closed mid-turn by the client (close code 1001)",
+                               ws_close_code=1001, ws_closed_by="client", client_aborted=True, stream_done=False),
+     "ws.closed", "warn"),
+    ("ws-limit", with_(WS_TURN, upstream_error="websocket_connection_limit_reached: the connection is 60 minutes old",
+                       upstream_error_type="websocket_connection_limit_reached", stream_done=False, events=0,
+                       event_offsets=[], ttft_ms=None, first_token_ms=None, gap_ms=None, output_chars=0),
+     "ws.connection_limit", "warn"),
+    ("ws-binary", with_(WS_TURN, ws_binary_frames=12), "ws.binary_frames", "info"),
+]
+ALL_CASES = CASES + GEMINI_CASES + EGRESS_CASES + WS_CASES
 
 
 def _run(overrides, **ctx_kw):
     overrides = dict(overrides)
     if "change_" in overrides:
         ctx_kw["prompt_change"] = dict(overrides.pop("change_"), id="r1")
+    if "recent_" in overrides:
+        ctx_kw["recent"] = overrides.pop("recent_")
     warn = overrides.pop("warn_", None)
     if warn:
         ctx_kw.setdefault("warn_prompt_tokens", warn)

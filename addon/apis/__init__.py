@@ -10,12 +10,14 @@ from firsttoken.addon.apis.clouds import cloud_api, dialect_of, platform_of
 from firsttoken.addon.apis.clouds import url_facts as cloud_url_facts
 from firsttoken.addon.apis.openai_chat import OpenAIChat
 from firsttoken.addon.apis.openai_completions import OpenAICompletions
+from firsttoken.addon.apis.openai_realtime import OpenAIRealtime
 from firsttoken.addon.apis.openai_responses import OpenAIResponses
 
 INTERPRETERS: dict[str, type] = {
     OpenAIChat.api: OpenAIChat,
     OpenAICompletions.api: OpenAICompletions,
     OpenAIResponses.api: OpenAIResponses,
+    OpenAIRealtime.api: OpenAIRealtime,
     AnthropicMessages.api: AnthropicMessages,
     gemini.Gemini.api: gemini.Gemini,
     AnthropicVertex.api: AnthropicVertex,
@@ -34,6 +36,7 @@ __all__ = [
     "Interpreter",
     "OpenAIChat",
     "OpenAICompletions",
+    "OpenAIRealtime",
     "OpenAIResponses",
     "cloud_api",
     "detect_api",

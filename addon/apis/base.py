@@ -17,9 +17,10 @@ import orjson
 
 from firsttoken.addon.sse import SSEDecoder, SSEEvent
 
-#: delta kinds; all but "reasoning" are visible output (they stop the TTFT clock)
-TEXT, REASONING, TOOL, REFUSAL = "text", "reasoning", "tool", "refusal"
-VISIBLE = frozenset({TEXT, TOOL, REFUSAL})
+#: delta kinds; all but "reasoning" are visible output (they stop the TTFT clock); "audio" (the
+#: Realtime API's audio chunks) carries no text: it times, it is not counted as characters
+TEXT, REASONING, TOOL, REFUSAL, AUDIO = "text", "reasoning", "tool", "refusal", "audio"
+VISIBLE = frozenset({TEXT, TOOL, REFUSAL, AUDIO})
 
 
 @dataclass(slots=True)

@@ -37,6 +37,7 @@ TERMINATOR = {
     "openai.chat": "data: [DONE]",
     "openai.completions": "data: [DONE]",
     "openai.responses": "response.completed",
+    "openai.realtime": "response.done",
     "anthropic.messages": "message_stop",
     "gemini.generate": "a finishReason",
     "anthropic.vertex": "message_stop",

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams
+from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams, websocket
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx, DiagnosisInput
 from firsttoken.addon.hops import HOP_LABELS
 from firsttoken.addon.secrets import KEY_FACT_TEXT
@@ -30,6 +30,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "paths": ("Paths and models", "路径与模型"),
     "limits": ("Request limits and upstream errors", "请求限制与上游错误"),
     "connectivity": ("Connectivity", "连接"),
+    "websocket": ("WebSocket", "WebSocket"),
     "streams": ("Streams and response bodies", "流与响应体"),
     "latency": ("Latency verdicts and prompt size", "延迟判定与提示词大小"),
     "cache": ("Prompt cache", "提示词缓存"),
@@ -58,6 +59,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     *paths.ENTRIES,
     *limits.ENTRIES,
     *connectivity.ENTRIES,
+    *websocket.ENTRIES,
     *streams.ENTRIES,
     *latency.ENTRIES,
     *cache.ENTRIES,
@@ -247,6 +249,7 @@ Rule = Callable[[Any, Ctx], None]
 
 ORDER: tuple[Rule, ...] = (
     *connectivity.RULES,
+    *websocket.RULES,
     *paths.RULES,
     *limits.RULES,
     *auth.RULES,

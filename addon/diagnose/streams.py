@@ -13,13 +13,18 @@ from firsttoken.addon.hops import PASS_THROUGH, buffer_shape, fix_code, name_hop
 from firsttoken.addon.sse import MAX_EVENT_DATA
 
 
+def _turn(rec: Any) -> bool:
+    """A Responses turn on a WebSocket: its frames are the events of a stream."""
+    return getattr(rec, "ws_turn", None) is not None
+
+
 def _ok(rec: Any) -> bool:
     return rec.status is not None and 200 <= rec.status < 300
 
 
 def _sse(rec: Any) -> bool:
-    """An event stream, whatever frames it (SSE, AWS's event stream: addon/framing)."""
-    return framing_of(rec.content_type) is not None
+    """An event stream, whatever frames it (SSE, AWS's event stream: addon/framing; a WebSocket turn)."""
+    return framing_of(rec.content_type) is not None or _turn(rec)
 
 
 #: Bedrock's exception frames inside a 200 event stream (``:exception-type``) -> the finding's variant
@@ -361,11 +366,11 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     }),
     ("response.event_too_large", "streams", _W, (), {
         "en": ("Event too large to analyse",
-               "An SSE event was larger than firsttoken's analysis limit; it was forwarded whole but not analysed.",
+               "An SSE event (or a WebSocket frame) was larger than firsttoken's analysis limit; it was forwarded whole but not analysed.",
                "{count} event(s) of the stream were larger than firsttoken's {limit_mib} MiB analysis limit: the client received them unchanged, but firsttoken did not read them (token counts and usage may be missing).",
                "Not an upstream error: a limit of firsttoken. Nothing to fix unless such events are unexpected (a huge tool call or image in one event)."),
         "zh": ("事件过大，无法分析",
-               "某个 SSE 事件超过了 firsttoken 的分析上限；它被完整转发，但没有被分析。",
+               "某个 SSE 事件（或 WebSocket 帧）超过了 firsttoken 的分析上限；它被完整转发，但没有被分析。",
                "流中有 {count} 个事件超过了 firsttoken 的 {limit_mib} MiB 分析上限：客户端原样收到了它们，但 firsttoken 没有解析（token 数和用量可能缺失）。",
                "不是上游错误，而是 firsttoken 的限制。除非这种事件出乎意料（一个事件里有巨大的工具调用或图片），否则无需处理。"),
     }),

@@ -71,7 +71,11 @@ CACHE_MIN_TOKENS = 1024
 #: its own size band: the band edges, in prompt tokens (factor 4 apart)
 PROMPT_BANDS = (1024, 4096, 16384, 65536)
 
+#: ws.upgrade_refused / ws.fallback: refused WebSocket upgrades from one client within this many seconds add up
+WS_FALLBACK_WINDOW_S = 120.0
+
 THRESHOLDS: list[tuple[str, Any, str, str]] = [
+    ("WS_FALLBACK_WINDOW_S", WS_FALLBACK_WINDOW_S, "ws.upgrade_refused / ws.fallback: refused WebSocket upgrades of one client (route and key) within this many seconds before a request are added up", "ws.upgrade_refused / ws.fallback：同一客户端（路由与密钥）在此秒数内被拒绝的 WebSocket 升级会被合计"),
     ("BUFFERED_CLUMP_GAP_MS", BUFFERED_CLUMP_GAP_MS, "stream.buffered: token events closer than this (ms) may belong to one release", "stream.buffered：间隔小于此值（毫秒）的 token 事件可能属于同一次放行"),
     ("BUFFERED_CLUMP_EVENTS", BUFFERED_CLUMP_EVENTS, "stream.buffered: a release has at least this many events", "stream.buffered：一次放行至少包含这么多事件"),
     ("BUFFERED_RELEASE_GAP_MS", BUFFERED_RELEASE_GAP_MS, "stream.buffered: ... at most this far apart on average (ms, its largest gap left out): faster than any model streams", "stream.buffered：……平均间隔不超过此值（毫秒，去掉最大的一个间隔）：快于任何模型的输出速度"),

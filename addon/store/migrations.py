@@ -434,6 +434,24 @@ def m022_stats_without_totals(db: sqlite_utils.Database) -> None:
 
 
 @migration
+def m023_websocket_turns(db: sqlite_utils.Database) -> None:
+    """Responses over WebSocket (issue 29): each ``response.create`` frame is a record of its own,
+    carried by ``transport`` 'websocket' (every earlier row was HTTP), with the connection it rode
+    (the upgrade's id, its turn there, the set-up: connect, 101, response headers) and the close
+    that hit it."""
+    t = db["requests"]
+    t.add_column("transport", str, not_null_default="http")
+    t.add_column("ws_connection_id", str)
+    t.add_column("ws_turn", int)
+    t.add_column("ws_connection", str)
+    t.add_column("ws_close_code", int)
+    t.add_column("ws_close_reason", str)
+    t.add_column("ws_closed_by", str)
+    t.add_column("ws_binary_frames", int, not_null_default=0)
+    db.execute("CREATE INDEX idx_requests_ws_connection ON requests (ws_connection_id) WHERE ws_connection_id IS NOT NULL")
+
+
+@migration
 def m024_frame_error(db: sqlite_utils.Database) -> None:
     """Why a binary event stream (Bedrock's ``application/vnd.amazon.eventstream``) could not be
     decoded past some frame: a bad CRC, an impossible length, malformed headers, or an unfinished
