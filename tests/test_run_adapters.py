@@ -167,7 +167,7 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
     plan = Plan(["kilo"], "kilo", {})
     Kilo(managed).find(plan, Context(env={}, home=home, cwd=proj))
     assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9101/v1"]
-    assert any("provider.gw.options.baseURL = https://corp/v1 beats" in n for n in plan.notes)
+    assert any("provider.gw.options.baseURL = https://corp/v1 beats" in n for n, _ in plan.unrecorded)
     (home / ".config" / "kilo" / "kilo.json").unlink()
     plan = Plan(["kilo"], "kilo", {})
     Kilo(managed).find(plan, Context(env={}, home=home, cwd=tmp_path))

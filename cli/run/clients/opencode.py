@@ -83,9 +83,10 @@ class Opencode(Client):
         fixed = provider_bases(self._layers(self.overriding_files(ctx), ctx), kinds)
         for pid, (base, where) in fixed.items():
             providers.pop(pid, None)
-            plan.notes.append(f"{where} = {base} beats any setting firsttoken can make for one run: that "
-                              "provider's requests are not recorded (they go there as always); to record them, "
-                              f"start `firsttoken proxy --upstream {base}` and point that setting at it")
+            plan.unrecorded.append((f"{where} = {base} beats any setting firsttoken can make for one run: that "
+                                    "provider's requests are not recorded (they go there as always); to record "
+                                    f"them, start `firsttoken proxy --upstream {base}` and point that setting at it",
+                                    base))
         routes = {}
         for pid, (base, where) in providers.items():
             fam = kinds.get(pid, "openai")
