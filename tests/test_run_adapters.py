@@ -333,3 +333,64 @@ def test_codex_on_a_local_builtin_provider_is_refused_before_starting(tmp_path):
                         "codex", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "cannot record Codex here" in r.stderr and "[model_providers.ID]" in r.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def fake_codex(root: Path, version: str) -> Path:
+    """An npm install of @openai/codex at ``version`` (its package.json and bin, linked from .bin): what
+    `run` reads the version from, without running anything."""
+    pkg = root / "node_modules" / "@openai" / "codex"
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "package.json").write_text(json.dumps({"name": "@openai/codex", "version": version}))
+    (pkg / "bin" / "codex.js").write_text("#!/usr/bin/env node\n")
+    (pkg / "bin" / "codex.js").chmod(0o755)
+    (root / "node_modules" / ".bin").mkdir()
+    (root / "node_modules" / ".bin" / "codex").symlink_to("../@openai/codex/bin/codex.js")
+    return root / "node_modules" / ".bin"
+
+
+@pytest.mark.parametrize("version, goes", [
+    ("0.171.0", "https://api.openai.com/v1"),  # ignores OPENAI_BASE_URL (issue 29)
+    ("0.120.0", "https://api.openai.com/v1"),
+    ("0.118.0", "https://gw.example.com/v1"),  # still reads it (deprecated)
+    ("0.98.0", "https://gw.example.com/v1"),
+    (None, None),  # no package.json to read: forward mode, which keeps either destination
+])
+def test_codex_reads_openai_base_url_only_where_its_version_does(tmp_path, version, goes):
+    bin_dir = fake_codex(tmp_path / "inst", version) if version else tmp_path / "nobin"
+    env = {"OPENAI_BASE_URL": "https://gw.example.com/v1", "PATH": str(bin_dir)}
+    for argv in (["codex", "exec", "hi"], [str(bin_dir / "codex"), "exec", "hi"],
+                 ["node", str(bin_dir.parent / "@openai" / "codex" / "bin" / "codex.js"), "exec", "hi"]):
+        plan = make_plan(argv, env, tmp_path, tmp_path)
+        if goes is None:
+            assert plan.forward_reason and "version is unknown" in plan.forward_reason, argv
+        else:
+            assert plan.forward_reason is None and plan.upstreams["openai"].url == goes, argv
+    # config.toml's openai_base_url, a -c override and a profile beat the variable whatever the version
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('openai_base_url = "https://conf.example.com/v1"\n'
+                                                     '[profiles.p1]\nopenai_base_url = "https://prof.example.com/v1"\n')
+    assert make_plan(["codex", "exec", "hi"], env, tmp_path, tmp_path).upstreams["openai"].url == \
+        "https://conf.example.com/v1"
+    assert make_plan(["codex", "-p", "p1", "exec", "hi"], env, tmp_path, tmp_path).upstreams["openai"].url == \
+        "https://prof.example.com/v1"
+    plan, r = plan_and_redirect(["codex", "exec", "-c", 'openai_base_url="https://flag.example.com/v1"', "hi"], env,
+                                tmp_path, tmp_path)
+    assert plan.upstreams["openai"].url == "https://flag.example.com/v1" and plan.forward_reason is None
+    assert r.argv == ["codex", "-c", 'openai_base_url="http://127.0.0.1:8787/openai"', "exec", "hi"]  # theirs replaced
+
+
+def test_codex_version_through_launchers(tmp_path):
+    from firsttoken.cli.run.clients import installed
+    from firsttoken.cli.run.clients.base import Plan
+
+    bin_dir = fake_codex(tmp_path, "0.171.0-linux-x64")
+    pkgs = ("@openai/codex",)
+
+    def v(argv, at):
+        return installed.npm_version(Plan(argv, "codex", {}, at), {"PATH": str(bin_dir)}, tmp_path, pkgs)
+
+    assert v(["codex"], 1) == (0, 171, 0)
+    assert v(["npx", "-y", "@openai/codex@0.118.0"], 3) == (0, 118, 0)
+    assert v(["npx", "-y", "@openai/codex@latest"], 3) is None and v(["npx", "codex"], 2) is None
+    assert v(["node", "node_modules/@openai/codex/bin/codex.js"], 2) == (0, 171, 0)
+    assert installed.parse("v1.2") == (1, 2) and installed.parse("next") is None
