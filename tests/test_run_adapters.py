@@ -105,6 +105,52 @@ def test_qwen_code_provider_beats_flag_beats_env(tmp_path):
     assert plan.upstreams == {} and "Qwen OAuth" in plan.forward_reason
 
 
+@pytest.mark.parametrize("where", ["environment", "cwd .env", "project .qwen/.env", "~/.qwen/.env", "settings env"])
+def test_qwen_code_set_up_by_environment_only_selects_openai(tmp_path, where):
+    """Issue 29: OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL with no auth type in any settings (its
+    README's way) select the openai auth type (Qwen Code 0.15's getAuthTypeFromEnv), wherever Qwen Code
+    reads its variables from: the environment, its one .env file, or settings.json's env."""
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    (home / ".qwen").mkdir(parents=True)
+    (proj / "sub").mkdir(parents=True)
+    gw = {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9400/v1", "OPENAI_MODEL": "m9"}
+    env = {"QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "no-system.json")}
+    dotenv = "".join(f"{k}={v}\n" for k, v in gw.items())
+    if where == "environment":
+        env.update(gw)
+    elif where == "cwd .env":
+        (proj / ".env").write_text(dotenv)
+    elif where == "project .qwen/.env":
+        (proj / ".qwen").mkdir()
+        (proj / ".qwen" / ".env").write_text(dotenv)
+        (proj / ".env").write_text("OPENAI_BASE_URL=http://127.0.0.1:9/v1\n")  # .qwen/.env is found first, alone
+    elif where == "~/.qwen/.env":
+        (home / ".qwen" / ".env").write_text(dotenv)
+    else:
+        (home / ".qwen" / "settings.json").write_text(json.dumps({"env": gw}))
+    plan, r = plan_and_redirect(["qwen", "-p", "hi"], env, home, proj / "sub" if where != "cwd .env" else proj)
+    assert plan.forward_reason is None, plan.forward_reason
+    assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9400/v1"]
+    assert r.argv[1:3] == ["--openai-base-url", f"{PROXY}/openai"]
+    # one of the three missing: no auth type, Qwen OAuth: forward mode, as before
+    env.pop("OPENAI_MODEL", None)
+    if where == "environment":
+        assert make_plan(["qwen", "-p", "hi"], env, home, proj).forward_reason
+
+
+def test_qwen_code_picks_its_provider_by_the_settings_model_before_openai_model(tmp_path):
+    """--model, else settings' model.name, else OPENAI_MODEL names the modelProviders entry (0.15.10)."""
+    home = tmp_path / "home"
+    (home / ".qwen").mkdir(parents=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "openai"}}, "model": {"name": "a"},
+        "modelProviders": {"openai": [{"id": "a", "baseUrl": "http://127.0.0.1:9501/v1"},
+                                      {"id": "b", "baseUrl": "http://127.0.0.1:9502/v1"}]}}))
+    env = {"OPENAI_MODEL": "c", "QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")}
+    plan = make_plan(["qwen", "-p", "hi"], env, home, tmp_path)
+    assert "fallback" not in plan.state and plan.upstreams["openai"].url == "http://127.0.0.1:9501/v1"
+
+
 def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
     home, proj = tmp_path / "home", tmp_path / "proj"
     (home / ".config" / "opencode").mkdir(parents=True)
