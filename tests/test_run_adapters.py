@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST, rows
-from test_run import base_env, ft_run
+from runkit import base_env, ft_run
 
 from firsttoken.addon import routing
 from firsttoken.cli.run.upstreams import client_of, make_plan, redirect
