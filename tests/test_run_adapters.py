@@ -419,6 +419,10 @@ def test_codex_reads_openai_base_url_only_where_its_version_does(tmp_path, versi
         "https://conf.example.com/v1"
     assert make_plan(["codex", "-p", "p1", "exec", "hi"], env, tmp_path, tmp_path).upstreams["openai"].url == \
         "https://prof.example.com/v1"
+    (tmp_path / ".codex" / "p2.config.toml").write_text('openai_base_url = "https://file.example.com/v1"\n')
+    plan = make_plan(["codex", "--profile", "p2", "exec", "hi"], env, tmp_path, tmp_path)  # 0.171's profile files
+    assert (plan.upstreams["openai"].url, plan.upstreams["openai"].source) == ("https://file.example.com/v1",
+                                                                               "~/.codex/p2.config.toml openai_base_url")
     plan, r = plan_and_redirect(["codex", "exec", "-c", 'openai_base_url="https://flag.example.com/v1"', "hi"], env,
                                 tmp_path, tmp_path)
     assert plan.upstreams["openai"].url == "https://flag.example.com/v1" and plan.forward_reason is None

@@ -1,7 +1,7 @@
-"""Codex: its config.toml's model provider (``profile`` → ``model_provider``, ``[model_providers.ID]
-base_url``), ``openai_base_url`` for the built-in openai provider, and ``-c KEY=VALUE`` / ``--profile`` on
-its command line (they beat config.toml); ``OPENAI_BASE_URL`` only for the versions that still read it
-(before 0.120, read from its package.json). Redirected by ``-c KEY=…``. The clients table: docs/run.md."""
+"""Codex: its config.toml (``model_provider`` → ``[model_providers.ID] base_url``; ``openai_base_url`` for the
+built-in provider), ``--profile NAME`` (0.171: NAME.config.toml over it; before, a [profiles.NAME] table),
+``-c KEY=VALUE`` (beats them all); ``OPENAI_BASE_URL`` only for the versions that read it (before 0.120, told
+by its package.json). Redirected by ``-c KEY=…``. The clients table: docs/run.md."""
 
 from __future__ import annotations
 
@@ -57,6 +57,14 @@ def overrides(args: list[str]) -> tuple[dict[str, object], str | None]:
     return out, profile
 
 
+def _merged(base: dict, over: dict) -> dict:
+    """A config layer over another (tables merged key by key, as Codex layers its files)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
 def _text(v: object) -> str | None:
     return v.strip() if isinstance(v, str) and v.strip() else None
 
@@ -82,12 +90,20 @@ class Codex(Client):
             if key in flags:
                 return flags[key], f"codex -c {key}"
             if isinstance(profile, dict) and key in profile:
-                return profile[key], f"{label} [profiles.{profile_name}] {key}"
+                return profile[key], f"{profile_where} {key}"
             return cfg.get(key), f"{label} {key}"
 
         profile_name = flag_profile or _text(flags.get("profile")) or _text(cfg.get("profile"))
         profiles = cfg.get("profiles") if isinstance(cfg.get("profiles"), dict) else {}
         profile = profiles.get(profile_name) if profile_name else None
+        profile_where = f"{label} [profiles.{profile_name}]"
+        if flag_profile and not isinstance(profile, dict):  # Codex 0.171: --profile NAME reads NAME.config.toml
+            layer = path.parent / f"{flag_profile}.config.toml"
+            try:  # (a legacy [profiles.NAME] table instead: only the versions that still read it start)
+                extra = tomllib.loads(layer.read_text(encoding="utf-8")) if layer.is_file() else {}
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+                raise PlanError(f"{layer} is not valid TOML ({e}): Codex would not start either; fix it first") from None
+            cfg, profile, profile_where = _merged(cfg, extra), extra, ctx.label(layer)
         chosen = _text(setting("model_provider")[0]) or "openai"
         providers = cfg.get("model_providers") if isinstance(cfg.get("model_providers"), dict) else {}
         p = providers.get(chosen) if isinstance(providers.get(chosen), dict) else {}
