@@ -9,7 +9,7 @@ port of its own, logging every request. The places contacted must be the row's (
 does) and the same in both runs, and every request that reached one through `run` must be recorded, at it.
 
 Offline, on loopback. The npm clients come from .ci/node, or CLIENT_PREFIX (`npm install --prefix DIR …`)
-to try other releases; DESTINATION_JOBS rows run at once (default 3). A row that cannot run offline says why.
+to try other releases; DESTINATION_JOBS runs at once (default 8). A row that cannot run offline says why.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,10 +35,13 @@ from runkit import FT, KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, in_ci, run_for
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # (the first row waits for them all)
 
 ANT_KEY = "sk-ant-test-1234567890123456789012"
 PROMPT = "Say hi"
+#: npm's registry for the clients that install packages as they start (opencode and Kilo fetch their plugin
+#: SDK): nothing listens there, so they go on without it at once, offline
+OFFLINE_REGISTRY = "http://127.0.0.1:9/"
 
 
 class World:
@@ -46,7 +50,8 @@ class World:
     def __init__(self, root: Path):
         self.root = root
         root.mkdir(parents=True)
-        self.env = base_env(root, FIRSTTOKEN_STATE_DIR=str(root / "state"), XDG_RUNTIME_DIR=str(root / "runtime"))
+        self.env = base_env(root, FIRSTTOKEN_STATE_DIR=str(root / "state"), XDG_RUNTIME_DIR=str(root / "runtime"),
+                            npm_config_registry=OFFLINE_REGISTRY)
         self.home = Path(self.env["HOME"])
         self.cwd = root / "work"
         for d in (self.cwd, root / "state", root / "runtime"):
@@ -155,7 +160,8 @@ def cline(style: str) -> Callable[[World], list[str]]:
     def providers(path: Path, base: str) -> None:
         settings = {"provider": "openai-compatible", "apiKey": KEY, "model": "gpt-4o-mini", "baseUrl": f"{base}/v1"}
         doc = {"version": 1, "lastUsedProvider": "openai-compatible", "modes": {},
-               "providers": {"openai-compatible": {"settings": settings, "tokenSource": "manual"}}}
+               "providers": {"openai-compatible": {"settings": settings, "updatedAt": "2026-01-01T00:00:00.000Z",
+                                                   "tokenSource": "manual"}}}  # (as `cline auth` writes it)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=2))
 
@@ -413,6 +419,7 @@ CASES: list[Case] = [
 
 @dataclass
 class Outcome:
+    secs: float
     code: int | None
     out: str
     err: str
@@ -421,51 +428,51 @@ class Outcome:
     elsewhere: list[str] = field(default_factory=list)
 
 
-def run_case(c: Case, root: Path) -> tuple[Outcome, Outcome]:
-    """The client alone, then through `firsttoken run`, each in a fresh world built by the row's set-up."""
+def run_once(c: Case, root: Path, through: bool) -> Outcome:
+    """One run in a fresh world built by the row's set-up: the client alone, or through `firsttoken run`."""
     prog = program(c)
     assert prog is not None
-    outcomes = []
-    for through in (False, True):
-        w = World(root / ("run" if through else "alone"))
-        try:
-            w.env.update(c.env)
-            argv = [prog, *c.set_up(w)]
-            db = w.root / "ft.db"
-            cmd = [FT, "run", "--no-join", "--db", str(db), "--", *argv] if through else argv
-            code, out, err = run_for(cmd, w.env, w.cwd, c.limit)
-            o = Outcome(code, out, err, w.hits())
-            if through:
-                recs = rows(db) if db.exists() else []
-                o.recorded = collections.Counter(w.place_of(r["upstream_url"] or "") or "elsewhere" for r in recs)
-                o.elsewhere = [r["upstream_url"] for r in recs if w.place_of(r["upstream_url"] or "") is None]
-            outcomes.append(o)
-        finally:
-            w.close()
-    return outcomes[0], outcomes[1]
+    w = World(root)
+    try:
+        w.env.update(c.env)
+        argv = [prog, *c.set_up(w)]
+        db = w.root / "ft.db"
+        cmd = [FT, "run", "--no-join", "--db", str(db), "--", *argv] if through else argv
+        t0 = time.monotonic()
+        code, out, err = run_for(cmd, w.env, w.cwd, c.limit)
+        o = Outcome(time.monotonic() - t0, code, out, err, w.hits())
+        if through:
+            recs = rows(db) if db.exists() else []
+            o.recorded = collections.Counter(w.place_of(r["upstream_url"] or "") or "elsewhere" for r in recs)
+            o.elsewhere = [r["upstream_url"] for r in recs if w.place_of(r["upstream_url"] or "") is None]
+        return o
+    finally:
+        w.close()
 
 
 @pytest.fixture(scope="module")
 def outcomes(request):
-    """Every selected row's runs, DESTINATION_JOBS rows at a time (each row's runs stay in order)."""
+    """Every selected row's two runs, DESTINATION_JOBS at a time."""
     chosen = [item.callspec.params["c"] for item in request.session.items
               if getattr(item, "originalname", "") == "test_destination" and hasattr(item, "callspec")]
     todo = [c for c in chosen if c.set_up is not None and c.offline is None and program(c) is not None]
     root = Path(tempfile.mkdtemp(prefix="ft-destinations-"))
-    results: dict[str, object] = {}
+    results: dict[str, dict[bool, object]] = {}
     lock = threading.Lock()
 
-    def one(i_c):
-        i, c = i_c
+    def one(job):
+        i, c, through = job
         try:
-            r = run_case(c, root / str(i))
+            r = run_once(c, root / str(i) / ("run" if through else "alone"), through)
         except Exception as e:  # noqa: BLE001 - said by the row's own test
             r = e
         with lock:
-            results[c.id] = r
+            results.setdefault(c.id, {})[through] = r
 
-    with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DESTINATION_JOBS") or 3))) as pool:
-        list(pool.map(one, enumerate(todo)))
+    # the two runs of a row are in worlds of their own: they run at once too
+    jobs = [(i, c, through) for i, c in enumerate(todo) for through in (False, True)]
+    with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DESTINATION_JOBS") or 8))) as pool:
+        list(pool.map(one, jobs))
     yield results
     shutil.rmtree(root, ignore_errors=True)
 
@@ -477,10 +484,11 @@ def test_destination(outcomes, c: Case):
     if program(c) is None:
         msg = f"{c.program[1]} is not installed ({NODE_BIN if c.program[0] == 'node' else '.ci/' + c.program[1]})"
         pytest.fail(msg) if in_ci() else pytest.skip(msg)
-    result = outcomes[c.id]
-    if isinstance(result, BaseException):
-        raise result
-    alone, through = result
+    alone, through = outcomes[c.id][False], outcomes[c.id][True]
+    for result in (alone, through):
+        if isinstance(result, BaseException):
+            raise result
+    print(f"{c.id}: alone {alone.secs:.1f}s, through run {through.secs:.1f}s")
     said = f"\n-- alone:\n{alone.out[-1500:]}\n{alone.err[-3000:]}\n-- through run:\n{through.out[-1500:]}\n{through.err[-3000:]}"
     # what the installed client does on its own: the row's claim (a new release that moved fails here first)
     assert set(alone.hits) == ({c.goes} if c.goes else set()), f"alone it contacted {dict(alone.hits)}{said}"
