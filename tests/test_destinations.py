@@ -203,8 +203,11 @@ def opencode_like(style: str, name: str) -> Callable[[World], list[str]]:
         w.env["OPENAI_BASE_URL"] = w.url("OPENAI_BASE_URL")
         glob = w.home / ".config" / name / f"{name}.json"
         layers = ["global", f"{upper}_CONFIG", "project", f"{upper}_CONFIG_CONTENT"]
+        # the project's file, which the pinned versions load but do not apply to providers: a decoy over the
+        # real one in the global config (their docs' order would have it win)
+        real = "global" if style == "project" else style
         for layer in layers[: layers.index(style) + 1]:
-            text = conf(w.url("real" if layer == style else layer))
+            text = conf(w.url("real" if layer == real else layer))
             if layer == "global":
                 w.write(glob, text)
             elif layer == "project":
@@ -396,9 +399,9 @@ CASES: list[Case] = [
     case("cline", "sandbox (--data-dir, CLINE_SANDBOX)", ("node", "cline"), None,
          offline="nothing relocates a sandbox's settings and forward mode cannot carry a loopback upstream: `run` "
                  "refuses before starting (tests/test_run_destination.py)"),
-    *(case("opencode", s, ("node", "opencode"), opencode_like(s, "opencode"), env=OPENCODE_ENV)
+    *(case("opencode", s, ("node", "opencode"), opencode_like(s, "opencode"), env=OPENCODE_ENV, limit=300)
       for s in ("global", "OPENCODE_CONFIG", "project", "OPENCODE_CONFIG_CONTENT")),
-    *(case("kilo", s, ("node", "kilo"), opencode_like(s, "kilo"), env=KILO_ENV)
+    *(case("kilo", s, ("node", "kilo"), opencode_like(s, "kilo"), env=KILO_ENV, limit=300)
       for s in ("global", "KILO_CONFIG", "project", "KILO_CONFIG_CONTENT")),
     *(case("qwen-code", s, ("node", "qwen"), qwen(s))
       for s in ("modelProviders", "--openai-base-url", "environment only", ".env", "security.auth.baseUrl")),

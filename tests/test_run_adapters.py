@@ -160,8 +160,9 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
                       "claude": {"npm": "@ai-sdk/anthropic", "options": {"baseURL": "https://gw.example/v1"}}}}))
     (proj / "opencode.jsonc").write_text('{\n  // the project wins\n  "provider": {"gw": {"options": '
                                          '{"baseURL": "http://127.0.0.1:9200/v1",}}}\n}\n')
-    env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "x"})}
-    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)
+    bin_dir = fake_npm(tmp_path / "old", "opencode-ai", "1.17.0", "opencode")
+    env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "x"}), "PATH": str(bin_dir)}
+    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)  # before 1.18: the project wins
     assert {n: (u.family, u.url) for n, u in plan.upstreams.items()} == {
         "openai": ("openai", "http://127.0.0.1:9200/v1"), "anthropic": ("anthropic", "https://gw.example")}
     inline = json.loads(r.env["OPENCODE_CONFIG_CONTENT"])
@@ -171,6 +172,14 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
     assert routing.parse_upstream("anthropic=https://gw.example").url == plan.routes()["anthropic"].url
     # no provider with a base URL: forward mode, not a guess
     assert make_plan(["opencode"], {}, tmp_path / "nobody", tmp_path).forward_reason
+    # 1.18 leaves the project's providers out (the real 1.18.33 goes where the global config says); a version
+    # that cannot be told, with a project that would change where it goes: forward mode
+    env["PATH"] = str(fake_npm(tmp_path / "new", "opencode-ai", "1.18.33", "opencode"))
+    plan = make_plan(["opencode", "run", "hi"], env, home, proj)
+    assert plan.upstreams["openai"].url == "http://127.0.0.1:9100/v1" and "does not apply the project" in plan.notes[-1]
+    plan = make_plan(["opencode", "run", "hi"], {**env, "PATH": str(tmp_path)}, home, proj)
+    assert plan.upstreams == {} or plan.forward_reason
+    assert "whether opencode unknown applies it cannot be told" in plan.forward_reason
 
 
 def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
@@ -190,14 +199,15 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
         {"provider": {"gw": provider("http://127.0.0.1:9100/v1"), "mine": provider("http://127.0.0.1:9101/v1")}}))
     (proj / "kilo.jsonc").write_text('{"provider": {"gw": {"options": {"baseURL": "http://127.0.0.1:9200/v1",}}}}')
     (proj / "opencode.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9300/v1")}}))
-    plan, r = plan_and_redirect(["kilo", "run", "hi"], {}, home, proj)
+    old = {"PATH": str(fake_npm(tmp_path / "old", "@kilocode/cli", "7.6.0", "kilo"))}  # before 7.7: the project's too
+    plan, r = plan_and_redirect(["kilo", "run", "hi"], old, home, proj)
     assert sorted(u.url for u in plan.upstreams.values()) == ["http://127.0.0.1:9101/v1", "http://127.0.0.1:9300/v1"]
     inline = json.loads(r.env["KILO_CONFIG_CONTENT"])
     assert set(inline["provider"]) == {"gw", "mine"} and "OPENCODE_CONFIG_CONTENT" not in r.env
     (proj / ".kilo").mkdir()
     (proj / ".kilo" / "kilo.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9400/v1")}}))
-    env = {"KILO_CONFIG_CONTENT": json.dumps({"provider": {"mine": provider("https://gw.example/v1",
-                                                                             "@ai-sdk/anthropic")}})}
+    env = {**old, "KILO_CONFIG_CONTENT": json.dumps({"provider": {"mine": provider("https://gw.example/v1",
+                                                                                    "@ai-sdk/anthropic")}})}
     plan = make_plan(["kilo", "run", "hi"], env, home, proj)
     assert {(u.family, u.url) for u in plan.upstreams.values()} == {("openai", "http://127.0.0.1:9400/v1"),
                                                                      ("anthropic", "https://gw.example")}
@@ -211,13 +221,18 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
     managed.mkdir()
     (managed / "kilo.json").write_text(json.dumps({"provider": {"gw": {"options": {"baseURL": "https://corp/v1"}}}}))
     plan = Plan(["kilo"], "kilo", {})
-    Kilo(managed).find(plan, Context(env={}, home=home, cwd=proj))
+    Kilo(managed).find(plan, Context(env=old, home=home, cwd=proj))
     assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9101/v1"]
     assert any("provider.gw.options.baseURL = https://corp/v1 beats" in n for n, _ in plan.unrecorded)
     (home / ".config" / "kilo" / "kilo.json").unlink()
     plan = Plan(["kilo"], "kilo", {})
     Kilo(managed).find(plan, Context(env={}, home=home, cwd=tmp_path))
     assert plan.upstreams == {} and plan.forward_reason
+    # 7.7 leaves the project's providers out (7.7.7 goes where KILO_CONFIG says); unknown: forward mode
+    new = {"PATH": str(fake_npm(tmp_path / "new", "@kilocode/cli", "7.7.7", "kilo"))}
+    (home / ".config" / "kilo" / "kilo.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9100/v1")}}))
+    assert make_plan(["kilo", "run", "hi"], new, home, proj).upstreams["openai"].url == "http://127.0.0.1:9100/v1"
+    assert "cannot be told" in make_plan(["kilo", "run", "hi"], {}, home, proj).forward_reason
 
 
 KIMI_TOML = """default_model = "local"
@@ -381,17 +396,21 @@ def test_codex_on_a_local_builtin_provider_is_refused_before_starting(tmp_path):
     assert not (tmp_path / "x.db").exists()
 
 
-def fake_codex(root: Path, version: str) -> Path:
-    """An npm install of @openai/codex at ``version`` (its package.json and bin, linked from .bin): what
-    `run` reads the version from, without running anything."""
-    pkg = root / "node_modules" / "@openai" / "codex"
+def fake_npm(root: Path, package: str, version: str, bin_name: str) -> Path:
+    """An npm install of ``package`` at ``version`` (its package.json and bin, linked from .bin): what `run`
+    reads a client's version from, without running anything. Returns the .bin directory."""
+    pkg = root / "node_modules" / package
     (pkg / "bin").mkdir(parents=True)
-    (pkg / "package.json").write_text(json.dumps({"name": "@openai/codex", "version": version}))
-    (pkg / "bin" / "codex.js").write_text("#!/usr/bin/env node\n")
-    (pkg / "bin" / "codex.js").chmod(0o755)
-    (root / "node_modules" / ".bin").mkdir()
-    (root / "node_modules" / ".bin" / "codex").symlink_to("../@openai/codex/bin/codex.js")
+    (pkg / "package.json").write_text(json.dumps({"name": package, "version": version}))
+    (pkg / "bin" / f"{bin_name}.js").write_text("#!/usr/bin/env node\n")
+    (pkg / "bin" / f"{bin_name}.js").chmod(0o755)
+    (root / "node_modules" / ".bin").mkdir(exist_ok=True)
+    (root / "node_modules" / ".bin" / bin_name).symlink_to(f"../{package}/bin/{bin_name}.js")
     return root / "node_modules" / ".bin"
+
+
+def fake_codex(root: Path, version: str) -> Path:
+    return fake_npm(root, "@openai/codex", version, "codex")
 
 
 @pytest.mark.parametrize("version, goes", [
