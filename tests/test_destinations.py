@@ -205,8 +205,8 @@ def opencode_like(style: str, name: str) -> Callable[[World], list[str]]:
         layers = ["global", f"{upper}_CONFIG", "project", f"{upper}_CONFIG_CONTENT"]
         # the project's file, which the pinned versions load but do not apply to providers: a decoy over the
         # real one in the global config (their docs' order would have it win)
-        real = "global" if style == "project" else style
-        for layer in layers[: layers.index(style) + 1]:
+        real, chosen = ("global", ["global", "project"]) if style == "project" else (style, layers[: layers.index(style) + 1])
+        for layer in chosen:
             text = conf(w.url("real" if layer == real else layer))
             if layer == "global":
                 w.write(glob, text)

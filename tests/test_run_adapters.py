@@ -138,6 +138,19 @@ def test_qwen_code_set_up_by_environment_only_selects_openai(tmp_path, where):
         assert make_plan(["qwen", "-p", "hi"], env, home, proj).forward_reason
 
 
+def test_qwen_code_model_in_qwen_model_selects_openai_by_version(tmp_path):
+    """QWEN_MODEL in place of OPENAI_MODEL: 0.24.4 selects openai by it, 0.15.10 does not (Qwen OAuth: forward
+    mode); a version that cannot be told: forward mode, which keeps the destination either way."""
+    env = {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9400/v1", "QWEN_MODEL": "m9",
+           "QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")}
+    for version, redirected in (("0.24.4", True), ("0.15.10", False), (None, False)):
+        bin_dir = fake_npm(tmp_path / str(version), "@qwen-code/qwen-code", version, "qwen") if version else tmp_path
+        plan = make_plan(["qwen", "-p", "hi"], {**env, "PATH": str(bin_dir)}, tmp_path / "home", tmp_path)
+        assert (plan.forward_reason is None) is redirected, (version, plan.forward_reason)
+        if version is None:
+            assert "version cannot be told" in plan.forward_reason
+
+
 def test_qwen_code_picks_its_provider_by_the_settings_model_before_openai_model(tmp_path):
     """--model, else settings' model.name, else OPENAI_MODEL names the modelProviders entry (0.15.10)."""
     home = tmp_path / "home"

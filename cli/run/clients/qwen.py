@@ -11,6 +11,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from firsttoken.cli.run.clients import installed
 from firsttoken.cli.run.clients.base import (
     ChildFile,
     Client,
@@ -92,8 +93,13 @@ def effective_env(ctx: Context, docs: dict) -> QwenEnv:
     return env
 
 
-def auth_from_env(env: Mapping[str, str]) -> str | None:
-    """The auth type Qwen Code selects from its environment when none is set (its getAuthTypeFromEnv, 0.15.10)."""
+#: the versions read: 0.15.10 selects openai by OPENAI_MODEL only; 0.24.4 by QWEN_MODEL too (between: not read)
+QWEN_MODEL_IGNORED_UPTO, QWEN_MODEL_READ_FROM = (0, 15, 10), (0, 24, 4)
+
+
+def auth_from_env(env: Mapping[str, str], version: tuple[int, ...] | None) -> str | None:
+    """The auth type Qwen Code ``version`` selects from its environment when none is set (its
+    getAuthTypeFromEnv, read in 0.15.10 and 0.24.4); "unknown" where that depends on a version not known."""
     def has(*names):
         return all(env.get(n) for n in names)
 
@@ -101,9 +107,14 @@ def auth_from_env(env: Mapping[str, str]) -> str | None:
         return "qwen-oauth"
     if has("OPENAI_API_KEY", "OPENAI_MODEL", "OPENAI_BASE_URL"):
         return "openai"
+    if has("OPENAI_API_KEY", "QWEN_MODEL", "OPENAI_BASE_URL"):
+        if version is not None and version >= QWEN_MODEL_READ_FROM:
+            return "openai"
+        if version is None or version > QWEN_MODEL_IGNORED_UPTO:
+            return "unknown"
     if has("GEMINI_API_KEY", "GEMINI_MODEL"):
         return "gemini"
-    if has("GOOGLE_API_KEY", "GOOGLE_MODEL"):
+    if has("GOOGLE_API_KEY", "GOOGLE_MODEL") or has("GOOGLE_CLOUD_PROJECT", "GOOGLE_MODEL"):
         return "vertex-ai"
     if has("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "ANTHROPIC_BASE_URL"):
         return "anthropic"
@@ -139,7 +150,14 @@ class QwenCode(Client):
             providers.update(mp if isinstance(mp, dict) else {})
         env = effective_env(ctx, {k: docs[k][1] for k in docs})
         flag_auth = option_value(args, ("--auth-type",))
-        auth = flag_auth[1] if flag_auth else setting("security", "auth", "selectedType")[0] or auth_from_env(env)
+        auth = flag_auth[1] if flag_auth else setting("security", "auth", "selectedType")[0]
+        if not auth:
+            auth = auth_from_env(env, installed.npm_version(plan, ctx.env, ctx.cwd, self.packages))
+            if auth == "unknown":
+                plan.forward_reason = ("Qwen Code's version cannot be told here, and whether QWEN_MODEL (set, with "
+                                       "OPENAI_API_KEY and OPENAI_BASE_URL) selects its openai auth type depends on "
+                                       "it: it runs through HTTPS_PROXY instead, which keeps its destination")
+                return
         plan.key_source = ("OPENAI_API_KEY (environment, a .env file, or \"env\" in ~/.qwen/settings.json), the "
                            "envKey of its modelProviders entry, or --openai-api-key")
         if auth != "openai":
