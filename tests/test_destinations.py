@@ -1,16 +1,8 @@
-"""The differential destination test (issue 29 item 7): `firsttoken run` never sends a client to a host it
-would not use alone, and records every request it makes. The first thing to run when a client's pin moves.
-
-One row of :data:`CASES` per client `run` knows (cli/run/clients/registry.py) and set-up style docs/run.md
-lists for it. Each runs the REAL client twice, in two fresh worlds built the same way: once alone, once as
-`firsttoken run -- …`. In each world the row's set-up puts the real upstream where that set-up puts it and a
-decoy at every other place the client might read (variables, config keys, flags); each is a simulator on a
-port of its own, logging every request. The places contacted must be the row's (what the installed version
-does) and the same in both runs, and every request that reached one through `run` must be recorded, at it.
-
-Offline, on loopback. The npm clients come from .ci/node, or CLIENT_PREFIX (`npm install --prefix DIR …`)
-to try other releases; DESTINATION_JOBS runs at once (default 8). A row that cannot run offline says why.
-"""
+"""The differential destination test (issue 29 item 7; docs/run.md): for every client `run` knows and every
+set-up style of it (:data:`CASES`), the real client runs alone and through `firsttoken run`, each in a fresh
+world with the real upstream where the set-up puts it and decoys at every other place it might read. The
+places contacted must be the row's and the same both ways, and every request through `run` recorded. Offline;
+CLIENT_PREFIX tries another npm install, DESTINATION_JOBS sets the runs at a time (8)."""
 
 from __future__ import annotations
 
