@@ -94,6 +94,7 @@ class Opencode(Client):
                                 "either; fix it first") from None
             layers.append((f"${self.content_var}", doc if isinstance(doc, dict) else {}))
             mine.append(layers[-1])
+        plan.key_source = self.key_source
         kinds: dict[str, str] = {}
         providers = provider_bases(layers, kinds)
         if provider_bases(mine, {}) != providers:  # the project's files would change where it goes
@@ -120,7 +121,6 @@ class Opencode(Client):
             routes[pid] = add_upstream(plan, fam, strip_v1(base) if fam == "anthropic" else base, where,
                                        name=fam)
         plan.state.update(routes=routes, inline=inline)
-        plan.key_source = self.key_source
         if not routes:
             plan.forward_reason = (f"no provider of {self.title}'s config names a base URL that firsttoken can "
                                    "redirect (its built-in providers use their own): it runs through HTTPS_PROXY "
