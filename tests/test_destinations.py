@@ -27,7 +27,7 @@ from runkit import FT, KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, in_ci, run_for
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # (the first row waits for them all)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # (the first row waits for them all: 6 min here)
 
 ANT_KEY = "sk-ant-test-1234567890123456789012"
 PROMPT = "Say hi"
