@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import rows, start_proxy_process
 from gemini_upstream import GEMINI_TEXT, GeminiUpstream
-from test_run import ROOT, base_env, ft_run
-from test_run_clients import find_client, snapshot
+from runkit import ROOT, base_env, find_client, ft_run, snapshot
 
 pytestmark = pytest.mark.slow
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from conftest import rows
+from runkit import FT, NODE_BIN, SIM_TEXT, base_env, ft_run
 
 from firsttoken.addon.record import percentile
 from firsttoken.cli import output
@@ -26,28 +27,6 @@ from firsttoken.cli.proxy.state import clear_state, write_state
 from firsttoken.cli.terminal import PseudoTerminal
 
 pytestmark = pytest.mark.slow  # the real agent CLIs: the slow tier (`pytest -m slow`)
-
-FT = str(Path(sys.executable).parent / "firsttoken")
-ROOT = Path(__file__).resolve().parent.parent
-NODE_BIN = ROOT / ".ci" / "node" / "node_modules" / ".bin"
-SIM_TEXT = "The quick brown fox"
-
-
-def base_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A clean environment: own HOME (no user settings), no base URL or key of the developer's."""
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OPENAI_", "ANTHROPIC_", "CLAUDE_", "CODEX_", "CLINE_", "FIRSTTOKEN_"))
-           or k == "FIRSTTOKEN_STATE_DIR"}
-    env.update(HOME=str(home), NO_PROXY="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
-    env.update(extra)
-    return env
-
-
-def ft_run(db, argv, env, timeout=90, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([FT, "run", "--db", str(db), "--", *argv], env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
 def run_id_of(stderr: str) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST, rows
-from test_run import base_env, ft_run
+from runkit import base_env, ft_run
 
 from firsttoken.addon import routing
 from firsttoken.cli.run.upstreams import client_of, make_plan, redirect
@@ -105,6 +105,65 @@ def test_qwen_code_provider_beats_flag_beats_env(tmp_path):
     assert plan.upstreams == {} and "Qwen OAuth" in plan.forward_reason
 
 
+@pytest.mark.parametrize("where", ["environment", "cwd .env", "project .qwen/.env", "~/.qwen/.env", "settings env"])
+def test_qwen_code_set_up_by_environment_only_selects_openai(tmp_path, where):
+    """Issue 29: OPENAI_API_KEY, OPENAI_BASE_URL and OPENAI_MODEL with no auth type in any settings (its
+    README's way) select the openai auth type (Qwen Code 0.15's getAuthTypeFromEnv), wherever Qwen Code
+    reads its variables from: the environment, its one .env file, or settings.json's env."""
+    home, proj = tmp_path / "home", tmp_path / "proj"
+    (home / ".qwen").mkdir(parents=True)
+    (proj / "sub").mkdir(parents=True)
+    gw = {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9400/v1", "OPENAI_MODEL": "m9"}
+    env = {"QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "no-system.json")}
+    dotenv = "".join(f"{k}={v}\n" for k, v in gw.items())
+    if where == "environment":
+        env.update(gw)
+    elif where == "cwd .env":
+        (proj / ".env").write_text(dotenv)
+    elif where == "project .qwen/.env":
+        (proj / ".qwen").mkdir()
+        (proj / ".qwen" / ".env").write_text(dotenv)
+        (proj / ".env").write_text("OPENAI_BASE_URL=http://127.0.0.1:9/v1\n")  # .qwen/.env is found first, alone
+    elif where == "~/.qwen/.env":
+        (home / ".qwen" / ".env").write_text(dotenv)
+    else:
+        (home / ".qwen" / "settings.json").write_text(json.dumps({"env": gw}))
+    plan, r = plan_and_redirect(["qwen", "-p", "hi"], env, home, proj / "sub" if where != "cwd .env" else proj)
+    assert plan.forward_reason is None, plan.forward_reason
+    assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9400/v1"]
+    assert r.argv[1:3] == ["--openai-base-url", f"{PROXY}/openai"]
+    # one of the three missing: no auth type, Qwen OAuth: forward mode, as before
+    env.pop("OPENAI_MODEL", None)
+    if where == "environment":
+        assert make_plan(["qwen", "-p", "hi"], env, home, proj).forward_reason
+
+
+def test_qwen_code_model_in_qwen_model_selects_openai_by_version(tmp_path):
+    """QWEN_MODEL in place of OPENAI_MODEL: 0.24.4 selects openai by it, 0.15.10 does not (Qwen OAuth: forward
+    mode); a version that cannot be told: forward mode, which keeps the destination either way."""
+    env = {"OPENAI_API_KEY": "sk-x", "OPENAI_BASE_URL": "http://127.0.0.1:9400/v1", "QWEN_MODEL": "m9",
+           "QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")}
+    for version, redirected in (("0.24.4", True), ("0.15.10", False), (None, False)):
+        bin_dir = fake_npm(tmp_path / str(version), "@qwen-code/qwen-code", version, "qwen") if version else tmp_path
+        plan = make_plan(["qwen", "-p", "hi"], {**env, "PATH": str(bin_dir)}, tmp_path / "home", tmp_path)
+        assert (plan.forward_reason is None) is redirected, (version, plan.forward_reason)
+        if version is None:
+            assert "version cannot be told" in plan.forward_reason
+
+
+def test_qwen_code_picks_its_provider_by_the_settings_model_before_openai_model(tmp_path):
+    """--model, else settings' model.name, else OPENAI_MODEL names the modelProviders entry (0.15.10)."""
+    home = tmp_path / "home"
+    (home / ".qwen").mkdir(parents=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "openai"}}, "model": {"name": "a"},
+        "modelProviders": {"openai": [{"id": "a", "baseUrl": "http://127.0.0.1:9501/v1"},
+                                      {"id": "b", "baseUrl": "http://127.0.0.1:9502/v1"}]}}))
+    env = {"OPENAI_MODEL": "c", "QWEN_CODE_SYSTEM_SETTINGS_PATH": str(tmp_path / "none.json")}
+    plan = make_plan(["qwen", "-p", "hi"], env, home, tmp_path)
+    assert "fallback" not in plan.state and plan.upstreams["openai"].url == "http://127.0.0.1:9501/v1"
+
+
 def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
     home, proj = tmp_path / "home", tmp_path / "proj"
     (home / ".config" / "opencode").mkdir(parents=True)
@@ -114,8 +173,9 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
                       "claude": {"npm": "@ai-sdk/anthropic", "options": {"baseURL": "https://gw.example/v1"}}}}))
     (proj / "opencode.jsonc").write_text('{\n  // the project wins\n  "provider": {"gw": {"options": '
                                          '{"baseURL": "http://127.0.0.1:9200/v1",}}}\n}\n')
-    env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "x"})}
-    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)
+    bin_dir = fake_npm(tmp_path / "old", "opencode-ai", "1.17.0", "opencode")
+    env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "x"}), "PATH": str(bin_dir)}
+    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)  # before 1.18: the project wins
     assert {n: (u.family, u.url) for n, u in plan.upstreams.items()} == {
         "openai": ("openai", "http://127.0.0.1:9200/v1"), "anthropic": ("anthropic", "https://gw.example")}
     inline = json.loads(r.env["OPENCODE_CONFIG_CONTENT"])
@@ -125,6 +185,14 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
     assert routing.parse_upstream("anthropic=https://gw.example").url == plan.routes()["anthropic"].url
     # no provider with a base URL: forward mode, not a guess
     assert make_plan(["opencode"], {}, tmp_path / "nobody", tmp_path).forward_reason
+    # 1.18 leaves the project's providers out (the real 1.18.33 goes where the global config says); a version
+    # that cannot be told, with a project that would change where it goes: forward mode
+    env["PATH"] = str(fake_npm(tmp_path / "new", "opencode-ai", "1.18.33", "opencode"))
+    plan = make_plan(["opencode", "run", "hi"], env, home, proj)
+    assert plan.upstreams["openai"].url == "http://127.0.0.1:9100/v1" and "does not apply the project" in plan.notes[-1]
+    plan = make_plan(["opencode", "run", "hi"], {**env, "PATH": str(tmp_path)}, home, proj)
+    assert plan.upstreams == {} or plan.forward_reason
+    assert "whether opencode unknown applies it cannot be told" in plan.forward_reason
 
 
 def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
@@ -144,14 +212,15 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
         {"provider": {"gw": provider("http://127.0.0.1:9100/v1"), "mine": provider("http://127.0.0.1:9101/v1")}}))
     (proj / "kilo.jsonc").write_text('{"provider": {"gw": {"options": {"baseURL": "http://127.0.0.1:9200/v1",}}}}')
     (proj / "opencode.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9300/v1")}}))
-    plan, r = plan_and_redirect(["kilo", "run", "hi"], {}, home, proj)
+    old = {"PATH": str(fake_npm(tmp_path / "old", "@kilocode/cli", "7.6.0", "kilo"))}  # before 7.7: the project's too
+    plan, r = plan_and_redirect(["kilo", "run", "hi"], old, home, proj)
     assert sorted(u.url for u in plan.upstreams.values()) == ["http://127.0.0.1:9101/v1", "http://127.0.0.1:9300/v1"]
     inline = json.loads(r.env["KILO_CONFIG_CONTENT"])
     assert set(inline["provider"]) == {"gw", "mine"} and "OPENCODE_CONFIG_CONTENT" not in r.env
     (proj / ".kilo").mkdir()
     (proj / ".kilo" / "kilo.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9400/v1")}}))
-    env = {"KILO_CONFIG_CONTENT": json.dumps({"provider": {"mine": provider("https://gw.example/v1",
-                                                                             "@ai-sdk/anthropic")}})}
+    env = {**old, "KILO_CONFIG_CONTENT": json.dumps({"provider": {"mine": provider("https://gw.example/v1",
+                                                                                    "@ai-sdk/anthropic")}})}
     plan = make_plan(["kilo", "run", "hi"], env, home, proj)
     assert {(u.family, u.url) for u in plan.upstreams.values()} == {("openai", "http://127.0.0.1:9400/v1"),
                                                                      ("anthropic", "https://gw.example")}
@@ -165,13 +234,18 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
     managed.mkdir()
     (managed / "kilo.json").write_text(json.dumps({"provider": {"gw": {"options": {"baseURL": "https://corp/v1"}}}}))
     plan = Plan(["kilo"], "kilo", {})
-    Kilo(managed).find(plan, Context(env={}, home=home, cwd=proj))
+    Kilo(managed).find(plan, Context(env=old, home=home, cwd=proj))
     assert [u.url for u in plan.upstreams.values()] == ["http://127.0.0.1:9101/v1"]
-    assert any("provider.gw.options.baseURL = https://corp/v1 beats" in n for n in plan.notes)
+    assert any("provider.gw.options.baseURL = https://corp/v1 beats" in n for n, _ in plan.unrecorded)
     (home / ".config" / "kilo" / "kilo.json").unlink()
     plan = Plan(["kilo"], "kilo", {})
     Kilo(managed).find(plan, Context(env={}, home=home, cwd=tmp_path))
     assert plan.upstreams == {} and plan.forward_reason
+    # 7.7 leaves the project's providers out (7.7.7 goes where KILO_CONFIG says); unknown: forward mode
+    new = {"PATH": str(fake_npm(tmp_path / "new", "@kilocode/cli", "7.7.7", "kilo"))}
+    (home / ".config" / "kilo" / "kilo.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9100/v1")}}))
+    assert make_plan(["kilo", "run", "hi"], new, home, proj).upstreams["openai"].url == "http://127.0.0.1:9100/v1"
+    assert "cannot be told" in make_plan(["kilo", "run", "hi"], {}, home, proj).forward_reason
 
 
 KIMI_TOML = """default_model = "local"
@@ -333,3 +407,72 @@ def test_codex_on_a_local_builtin_provider_is_refused_before_starting(tmp_path):
                         "codex", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "cannot record Codex here" in r.stderr and "[model_providers.ID]" in r.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def fake_npm(root: Path, package: str, version: str, bin_name: str) -> Path:
+    """An npm install of ``package`` at ``version`` (its package.json and bin, linked from .bin): what `run`
+    reads a client's version from, without running anything. Returns the .bin directory."""
+    pkg = root / "node_modules" / package
+    (pkg / "bin").mkdir(parents=True)
+    (pkg / "package.json").write_text(json.dumps({"name": package, "version": version}))
+    (pkg / "bin" / f"{bin_name}.js").write_text("#!/usr/bin/env node\n")
+    (pkg / "bin" / f"{bin_name}.js").chmod(0o755)
+    (root / "node_modules" / ".bin").mkdir(exist_ok=True)
+    (root / "node_modules" / ".bin" / bin_name).symlink_to(f"../{package}/bin/{bin_name}.js")
+    return root / "node_modules" / ".bin"
+
+
+def fake_codex(root: Path, version: str) -> Path:
+    return fake_npm(root, "@openai/codex", version, "codex")
+
+
+@pytest.mark.parametrize("version, goes", [
+    ("0.171.0", "https://api.openai.com/v1"),  # ignores OPENAI_BASE_URL (issue 29)
+    ("0.120.0", "https://api.openai.com/v1"),
+    ("0.118.0", "https://gw.example.com/v1"),  # still reads it (deprecated)
+    ("0.98.0", "https://gw.example.com/v1"),
+    (None, None),  # no package.json to read: forward mode, which keeps either destination
+])
+def test_codex_reads_openai_base_url_only_where_its_version_does(tmp_path, version, goes):
+    bin_dir = fake_codex(tmp_path / "inst", version) if version else tmp_path / "nobin"
+    env = {"OPENAI_BASE_URL": "https://gw.example.com/v1", "PATH": str(bin_dir)}
+    for argv in (["codex", "exec", "hi"], [str(bin_dir / "codex"), "exec", "hi"],
+                 ["node", str(bin_dir.parent / "@openai" / "codex" / "bin" / "codex.js"), "exec", "hi"]):
+        plan = make_plan(argv, env, tmp_path, tmp_path)
+        if goes is None:
+            assert plan.forward_reason and "version is unknown" in plan.forward_reason, argv
+        else:
+            assert plan.forward_reason is None and plan.upstreams["openai"].url == goes, argv
+    # config.toml's openai_base_url, a -c override and a profile beat the variable whatever the version
+    (tmp_path / ".codex").mkdir()
+    (tmp_path / ".codex" / "config.toml").write_text('openai_base_url = "https://conf.example.com/v1"\n'
+                                                     '[profiles.p1]\nopenai_base_url = "https://prof.example.com/v1"\n')
+    assert make_plan(["codex", "exec", "hi"], env, tmp_path, tmp_path).upstreams["openai"].url == \
+        "https://conf.example.com/v1"
+    assert make_plan(["codex", "-p", "p1", "exec", "hi"], env, tmp_path, tmp_path).upstreams["openai"].url == \
+        "https://prof.example.com/v1"
+    (tmp_path / ".codex" / "p2.config.toml").write_text('openai_base_url = "https://file.example.com/v1"\n')
+    plan = make_plan(["codex", "--profile", "p2", "exec", "hi"], env, tmp_path, tmp_path)  # 0.171's profile files
+    assert (plan.upstreams["openai"].url, plan.upstreams["openai"].source) == ("https://file.example.com/v1",
+                                                                               "~/.codex/p2.config.toml openai_base_url")
+    plan, r = plan_and_redirect(["codex", "exec", "-c", 'openai_base_url="https://flag.example.com/v1"', "hi"], env,
+                                tmp_path, tmp_path)
+    assert plan.upstreams["openai"].url == "https://flag.example.com/v1" and plan.forward_reason is None
+    assert r.argv == ["codex", "-c", 'openai_base_url="http://127.0.0.1:8787/openai"', "exec", "hi"]  # theirs replaced
+
+
+def test_codex_version_through_launchers(tmp_path):
+    from firsttoken.cli.run.clients import installed
+    from firsttoken.cli.run.clients.base import Plan
+
+    bin_dir = fake_codex(tmp_path, "0.171.0-linux-x64")
+    pkgs = ("@openai/codex",)
+
+    def v(argv, at):
+        return installed.npm_version(Plan(argv, "codex", {}, at), {"PATH": str(bin_dir)}, tmp_path, pkgs)
+
+    assert v(["codex"], 1) == (0, 171, 0)
+    assert v(["npx", "-y", "@openai/codex@0.118.0"], 3) == (0, 118, 0)
+    assert v(["npx", "-y", "@openai/codex@latest"], 3) is None and v(["npx", "codex"], 2) is None
+    assert v(["node", "node_modules/@openai/codex/bin/codex.js"], 2) == (0, 171, 0)
+    assert installed.parse("v1.2") == (1, 2) and installed.parse("next") is None

@@ -11,48 +11,23 @@ The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @c
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 from conftest import FAST, rows
-from test_run import NODE_BIN, ROOT, SIM_TEXT, base_env, ft_run
+from runkit import KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, find_client, ft_run, snapshot
 
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
 
 pytestmark = pytest.mark.slow
 
-KEY = "sk-test-123456789012345678901234"
-
-
-def find_client(name: str, where: Path) -> str:
-    path = where / name
-    if path.exists():
-        return str(path)
-    msg = f"{name} is not installed in {where.relative_to(ROOT)} (.ci/run installs it)"
-    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
-        pytest.fail(msg)
-    pytest.skip(msg)
-
-
 @pytest.fixture
 def servers():
     with SimServer(SimConfig(**FAST)) as upstream, SimServer(SimConfig(**FAST)) as decoy:
         yield upstream, decoy
-
-
-def snapshot(*paths: Path) -> dict[str, str]:
-    """The user's files (hash by path): a run must leave them as they were."""
-    out = {}
-    for p in paths:
-        for f in sorted(p.rglob("*")) if p.is_dir() else [p]:
-            if f.is_file() and not f.is_symlink():
-                out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
 
 
 def check(r, db, upstream: SimServer, decoy: SimServer, *, tolerated: tuple[str, ...] = ()) -> list[dict]:

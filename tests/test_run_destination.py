@@ -15,7 +15,7 @@ import sys
 
 import pytest
 from conftest import FAST, rows
-from test_run import FT, base_env, ft_run
+from runkit import FT, base_env, ft_run
 
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.proxy.state import clear_state, write_state

@@ -76,3 +76,35 @@ def test_no_forward_advice_after_forward(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "sent no request through firsttoken" in r.stderr
     assert "run --forward" not in r.stderr and "Even in forward mode" in r.stderr
+
+
+def test_forward_mode_never_suggests_itself(tmp_path):
+    """Issue 29 item 8: with HTTP(S)_PROXY set and one base-URL variable, `run --forward` said the other was
+    not set and suggested `--forward`. One rule (summary.mode_notes) decides, for the summary and
+    --print-env alike: in forward mode no note suggests it; redirected, a note suggests it where it helps."""
+    proxies = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}
+    r = _zero_run(tmp_path, "--forward", OPENAI_BASE_URL="https://gw.example.com/v1", **proxies)
+    assert r.returncode == 0, r.stderr
+    assert "--forward" not in r.stderr and "ANTHROPIC_BASE_URL is not set" not in r.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "ANTHROPIC_", "FIRSTTOKEN_RUN"))}
+    env.update(HOME=str(tmp_path), OPENAI_BASE_URL="https://gw.example.com/v1", **proxies)
+    for extra, suggested in ((["--forward"], False), ([], True)):
+        printed = subprocess.run([FT, "run", "--print-env", "--db", str(tmp_path / "x.db"), *extra, "--", "python",
+                                  "app.py"], env=env, capture_output=True, text=True, timeout=30)
+        assert printed.returncode == 0, printed.stderr
+        assert ("run --forward" in printed.stdout) is suggested, printed.stdout
+        assert ("ANTHROPIC_BASE_URL is not set" in printed.stdout) is suggested, printed.stdout
+
+
+def test_mode_notes_is_the_one_rule(tmp_path):
+    from firsttoken.cli.run.summary import mode_notes
+    from firsttoken.cli.run.upstreams import make_plan
+
+    plan = make_plan(["python", "app.py"], {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, tmp_path, tmp_path)
+    [note] = mode_notes(plan, None)
+    assert note.startswith("ANTHROPIC_BASE_URL is not set") and note.endswith("records them through HTTPS_PROXY")
+    assert mode_notes(plan, "--forward") == []
+    plan.unrecorded.append(("a provider at http://10.0.0.5:8000/v1 is not recorded", "http://10.0.0.5:8000/v1"))
+    assert "--forward" not in mode_notes(plan, None)[-1]
+    assert mode_notes(plan, "--forward") == ["a provider at http://10.0.0.5:8000/v1 is not recorded (forward mode "
+                                             "cannot carry http://10.0.0.5:8000/v1 either: plain HTTP or this machine)"]

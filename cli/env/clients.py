@@ -101,8 +101,8 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
             plan.blocks.append(("~/.codex/config.toml", _codex_toml(base, model)))
             plan.notes += [
                 "Codex: the config.toml block is the durable way; `model_provider` must stay above every "
-                "[table] in the file. For one shell, OPENAI_BASE_URL (read by Codex's built-in openai "
-                "provider) is enough.",
+                f"[table] in the file. For one run, `codex -c openai_base_url=\"{base}\"` points its built-in "
+                "openai provider here; OPENAI_BASE_URL does only before Codex 0.120 (later ones ignore it).",
                 "wire_api = \"responses\": the upstream must serve the Responses API (/v1/responses); "
                 "Codex no longer supports chat completions.",
                 "env_key names the variable that holds the key; Codex sends it as Authorization: Bearer.",

@@ -124,7 +124,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
                        "Fix that and run again, or run the command without firsttoken.", err=True)
             sys.exit(code)
     _stop(server)
-    from firsttoken.cli.run.summary import no_request_advice, render, summarize  # after the child: nothing waits
+    from firsttoken.cli.run.summary import mode_notes, no_request_advice, render, summarize  # after the child: nothing waits
 
     rows = _rows(db, run_id, settle=5.0 if joined else 0.0)
     own_db = os.path.realpath(db) != os.path.realpath(resolve_db(None))
@@ -136,7 +136,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
                                                forward_used=bool(forward_reason), home=home_dir(env))
     summary = summarize(run_id, rows)
     _name_key_source(summary, plan)
-    for line in render(summary, more, via=via, notes=plan.notes, advice=advice):
+    for line in render(summary, more, via=via, notes=mode_notes(plan, forward_reason), advice=advice):
         click.echo(line, err=True)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -295,6 +295,8 @@ def _rows(db: str, run_id: str, settle: float) -> list[dict]:
 
 
 def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool, any_db: bool = False) -> list[str]:
+    from firsttoken.cli.run.summary import mode_notes
+
     if forward_reason:
         from firsttoken.addon import forward as fwd
         from firsttoken.cli.proxy.state import read_states
@@ -306,7 +308,7 @@ def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool,
         if not fw:
             note.append("no forward proxy runs: start one with `firsttoken proxy --forward` (it creates the CA)")
         r = Redirect(list(plan.argv), forward_env(url, ca, ca.parent / "firsttoken-ca-bundle.pem", env), "")
-        return export_lines(plan, r, note)
+        return export_lines(plan, r, note, mode_notes(plan, forward_reason))
     found = find_running(plan, db, any_db=any_db) if join else None
     if found is not None:
         url, routes, _ = found
@@ -315,4 +317,4 @@ def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool,
         url, routes = DEFAULT_PROXY_URL, plan.routes()
         note = ["no firsttoken proxy runs for these upstreams: start one first with",
                 "  firsttoken proxy " + " ".join(f"--upstream {shlex.quote(s)}" for s in plan.route_specs())]
-    return export_lines(plan, redirect(plan, url, routes, env), note)
+    return export_lines(plan, redirect(plan, url, routes, env), note, mode_notes(plan, None))

@@ -17,12 +17,11 @@ from firsttoken.cli.run.clients import registry
 from firsttoken.cli.run.clients.base import ChildFile, Context, Plan, PlanError, Redirect, Upstream
 from firsttoken.cli.run.clients.claude import MANAGED_SETTINGS as MANAGED_CLAUDE_SETTINGS
 from firsttoken.cli.run.clients.claude import ClaudeCode
+from firsttoken.cli.run.clients.sdk import DEFAULTS as DEFAULT_UPSTREAMS
 
 __all__ = ["ChildFile", "Plan", "PlanError", "Redirect", "Upstream", "client_of", "make_plan", "redirect",
            "forward_env", "export_lines", "home_dir", "serves", "cannot_record", "MANAGED_CLAUDE_SETTINGS"]
 
-DEFAULT_UPSTREAMS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1",
-                     "gemini": "https://generativelanguage.googleapis.com"}
 
 
 def client_of(argv: list[str]) -> tuple[str, int]:
@@ -117,13 +116,12 @@ def _no_proxy(env: Mapping[str, str]) -> dict[str, str]:
     return {"NO_PROXY": value, "no_proxy": value}
 
 
-def export_lines(plan: Plan, r: Redirect, proxy_note: list[str]) -> list[str]:
-    """`--print-env`: shell lines a user can paste (comments say where each value came from)."""
+def export_lines(plan: Plan, r: Redirect, proxy_note: list[str], notes: list[str]) -> list[str]:
+    """`--print-env`: shell lines a user can paste (comments say where each value came from); ``notes``
+    are the plan's for the run's mode (cli/run/summary.py mode_notes)."""
     lines = [f"# firsttoken run: {plan.client}; upstreams "
              + (", ".join(f"{name}={u.url} ({u.source})" for name, u in plan.upstreams.items()) or "none redirected")]
-    lines += [f"# {n}" for n in proxy_note + plan.notes]
-    if plan.forward_reason:
-        lines.append(f"# {plan.forward_reason}")
+    lines += [f"# {n}" for n in proxy_note + notes]
     private = "<a private directory firsttoken run creates>"
     lines += [f"export {k}={shlex.quote(_printable(v.replace(r.dir_placeholder, private)))}" for k, v in r.env.items()]
     if r.argv != plan.argv:

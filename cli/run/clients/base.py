@@ -75,7 +75,10 @@ class Plan:
     forward_reason: str | None = None  # set: the child runs in forward mode (destination-preserving)
     cannot: str | None = None  # set: neither way records it; `run` says so before starting
     key_source: str | None = None  # where the client keeps its key, in words (for an auth.rejected fix)
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # about the redirect: said only when the child is redirected
+    #: (what, the URL those requests go to): requests the redirect leaves unrecorded; whether forward mode is
+    #: suggested for them is decided once, by the run's mode (cli/run/summary.py mode_notes)
+    unrecorded: list[tuple[str, str]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)  # the adapter's own findings, for redirect()
 
     @property

@@ -1,6 +1,7 @@
-"""Codex: its config.toml's model provider (``profile`` → ``model_provider``, ``[model_providers.ID]
-base_url``), ``openai_base_url`` or ``OPENAI_BASE_URL`` for the built-in openai provider. Redirected by
-``-c KEY=…`` (beats config.toml). The clients table: docs/run.md."""
+"""Codex: its config.toml (``model_provider`` → ``[model_providers.ID] base_url``; ``openai_base_url`` for the
+built-in provider), ``--profile NAME`` (0.171: NAME.config.toml over it; before, a [profiles.NAME] table),
+``-c KEY=VALUE`` (beats them all); ``OPENAI_BASE_URL`` only for the versions that read it (before 0.120, told
+by its package.json). Redirected by ``-c KEY=…``. The clients table: docs/run.md."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from firsttoken.cli.run.clients import installed
 from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Redirect, Upstream
 
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")  # a provider id Codex's dotted -c path can name
@@ -17,12 +19,54 @@ DEFAULT = "https://api.openai.com/v1"
 LOCAL_BUILTINS = ("ollama", "lmstudio", "oss")
 #: the providers Codex knows without a [model_providers.ID] table
 BUILTIN_PROVIDERS = ("openai", *LOCAL_BUILTINS)
+#: OPENAI_BASE_URL sends the built-in provider elsewhere up to 0.118 (deprecated from 0.110 or so, with a
+#: warning) and is ignored from 0.120 on (openai/codex#16720; 0.120.0's binary no longer names it; no 0.119
+#: was published). Read from the shipped binaries' strings and checked with the real 0.171 (tests/test_destinations.py).
+ENV_READ_BEFORE = (0, 119)
+ENV_IGNORED_FROM = (0, 120)
 
 
 def config_path(env: Mapping[str, str], home: Path) -> Path:
     """Codex's config.toml: ``$CODEX_HOME/config.toml``, else ``~/.codex/config.toml``."""
     base = env.get("CODEX_HOME")
     return (Path(base).expanduser() if base else home / ".codex") / "config.toml"
+
+
+def overrides(args: list[str]) -> tuple[dict[str, object], str | None]:
+    """The ``-c/--config KEY=VALUE`` overrides on Codex's command line (a VALUE that is not TOML is a
+    string, as Codex reads it; the last one wins) and its ``-p/--profile``, before ``--``."""
+    import tomllib
+
+    out: dict[str, object] = {}
+    profile, i = None, 0
+    while i < len(args) and args[i] != "--":
+        a, value = args[i], None
+        if a in ("-c", "--config", "-p", "--profile") and i + 1 < len(args):
+            value, i = args[i + 1], i + 1
+        elif a.startswith(("--config=", "--profile=")):
+            value = a.split("=", 1)[1]
+        if value is not None and a.startswith(("-p", "--profile")):
+            profile = value
+        elif value is not None and "=" in value:
+            key, raw = (x.strip() for x in value.split("=", 1))
+            try:
+                out[key] = tomllib.loads(f"v = {raw}")["v"]
+            except tomllib.TOMLDecodeError:
+                out[key] = raw
+        i += 1
+    return out, profile
+
+
+def _merged(base: dict, over: dict) -> dict:
+    """A config layer over another (tables merged key by key, as Codex layers its files)."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _text(v: object) -> str | None:
+    return v.strip() if isinstance(v, str) and v.strip() else None
 
 
 class Codex(Client):
@@ -34,54 +78,111 @@ class Codex(Client):
     def find(self, plan: Plan, ctx: Context) -> None:
         import tomllib  # (here: `run` starts its child before anything it does not need)
 
-        env_var = next((n for n in ("OPENAI_BASE_URL", "OPENAI_API_BASE") if ctx.var(n)), None)
-        plan.upstreams["openai"] = (Upstream("openai", ctx.var(env_var), f"${env_var}") if env_var
-                                    else Upstream("openai", DEFAULT, "default"))
         path = config_path(ctx.env, ctx.home)
         try:
             cfg = tomllib.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
             raise PlanError(f"{path} is not valid TOML ({e}): Codex would not start either; fix it first") from None
+        flags, flag_profile = overrides(plan.argv[plan.args_at:])
+        label = ctx.label(path)
+
+        def setting(key: str) -> tuple[object, str]:  # a -c override, else the profile's, else the file's
+            if key in flags:
+                return flags[key], f"codex -c {key}"
+            if isinstance(profile, dict) and key in profile:
+                return profile[key], f"{profile_where} {key}"
+            return cfg.get(key), f"{label} {key}"
+
+        profile_name = flag_profile or _text(flags.get("profile")) or _text(cfg.get("profile"))
         profiles = cfg.get("profiles") if isinstance(cfg.get("profiles"), dict) else {}
-        profile = profiles.get(cfg.get("profile"))
-        chosen = (profile or {}).get("model_provider") if isinstance(profile, dict) else None
-        chosen = chosen or cfg.get("model_provider") or "openai"
+        profile = profiles.get(profile_name) if profile_name else None
+        profile_where = f"{label} [profiles.{profile_name}]"
+        if flag_profile and not isinstance(profile, dict):  # Codex 0.171: --profile NAME reads NAME.config.toml
+            layer = path.parent / f"{flag_profile}.config.toml"
+            try:  # (a legacy [profiles.NAME] table instead: only the versions that still read it start)
+                extra = tomllib.loads(layer.read_text(encoding="utf-8")) if layer.is_file() else {}
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+                raise PlanError(f"{layer} is not valid TOML ({e}): Codex would not start either; fix it first") from None
+            cfg, profile, profile_where = _merged(cfg, extra), extra, ctx.label(layer)
+        chosen = _text(setting("model_provider")[0]) or "openai"
         providers = cfg.get("model_providers") if isinstance(cfg.get("model_providers"), dict) else {}
-        p = providers.get(chosen)
+        p = providers.get(chosen) if isinstance(providers.get(chosen), dict) else {}
+        flag_base = _text(flags.get(f"model_providers.{chosen}.base_url"))
         plan.key_source = "OPENAI_API_KEY (or `codex login`)"
-        if isinstance(p, dict) and isinstance(p.get("env_key"), str):
-            plan.key_source = f"{p['env_key']} (env_key of [model_providers.{chosen}] in {ctx.label(path)})"
-        if isinstance(p, dict) and isinstance(p.get("base_url"), str) and p["base_url"].strip():
-            plan.upstreams["openai"] = Upstream("openai", p["base_url"].strip(),
-                                                f"{ctx.label(path)} [model_providers.{chosen}]")
+        if isinstance(p.get("env_key"), str):
+            plan.key_source = f"{p['env_key']} (env_key of [model_providers.{chosen}] in {label})"
+        plan.upstreams["openai"] = Upstream("openai", DEFAULT, "default")
+        if chosen not in BUILTIN_PROVIDERS and (flag_base or _text(p.get("base_url"))):
+            source = (f"codex -c model_providers.{chosen}.base_url" if flag_base
+                      else f"{label} [model_providers.{chosen}]")
+            plan.upstreams["openai"] = Upstream("openai", flag_base or _text(p.get("base_url")) or "", source)
             if _ID.match(chosen):
                 plan.state["provider"] = chosen
             else:
                 plan.forward_reason = (f"Codex provider id {chosen!r} cannot be named in a `-c` override: "
                                        "Codex runs through HTTPS_PROXY instead")
         elif chosen == "openai":
-            v = cfg.get("openai_base_url")
-            if isinstance(v, str) and v.strip():
-                plan.upstreams["openai"] = Upstream("openai", v.strip(), f"{ctx.label(path)} openai_base_url")
             plan.state["provider"] = "openai"
+            value, source = setting("openai_base_url")
+            if _text(value):
+                plan.upstreams["openai"] = Upstream("openai", _text(value) or "", source)
+            else:
+                self._env_base(plan, ctx)
         elif chosen in LOCAL_BUILTINS:  # a local server over plain HTTP: forward mode would not see it either
             plan.upstreams.clear()
             plan.cannot = (f"Codex's built-in provider {chosen!r} talks plain HTTP to a local model server, which "
                            "no Codex setting firsttoken knows relocates and HTTPS_PROXY does not carry")
-        elif chosen in BUILTIN_PROVIDERS:
-            plan.forward_reason = (f"Codex's built-in provider {chosen!r} has no base URL firsttoken can override: "
+        elif chosen in providers:
+            plan.forward_reason = (f"Codex's provider {chosen!r} has no base_url firsttoken can override: "
                                    "Codex runs through HTTPS_PROXY instead (only known LLM API hosts are recorded)")
         else:
             raise PlanError(f"{path}: model_provider = {chosen!r} is not defined, so Codex would not start: "
                             f"add [model_providers.{chosen}] (`firsttoken env codex` prints one)")
 
+    def _env_base(self, plan: Plan, ctx: Context) -> None:
+        """The built-in provider with no openai_base_url: OPENAI_BASE_URL, for the versions that read it."""
+        var = next((n for n in ("OPENAI_BASE_URL", "OPENAI_API_BASE") if ctx.var(n)), None)
+        if var is None:
+            return
+        version = installed.npm_version(plan, ctx.env, ctx.cwd, self.packages)
+        shown = ".".join(map(str, version)) if version else "unknown"
+        if var == "OPENAI_API_BASE" or (version is not None and version >= ENV_IGNORED_FROM):
+            plan.notes.append(f"${var} is set, but Codex {shown} does not read it: it goes to {DEFAULT} (set "
+                              "openai_base_url in config.toml to send it elsewhere)")
+        elif version is not None and version < ENV_READ_BEFORE:
+            plan.upstreams["openai"] = Upstream("openai", ctx.var(var), f"${var} (read by Codex {shown})")
+        else:  # which way it goes depends on the version: forward mode keeps either destination
+            plan.forward_reason = (f"$OPENAI_BASE_URL is set and Codex's version is {shown} here (Codex before 0.120 "
+                                   "goes there, later ones ignore it): Codex runs through HTTPS_PROXY instead, which "
+                                   "keeps its destination (only known LLM API hosts are recorded)")
+
     def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
         provider = plan.state.get("provider")
         key = "openai_base_url" if provider == "openai" else f"model_providers.{provider}.base_url"
         argv = list(plan.argv)
-        argv[plan.args_at:plan.args_at] = ["-c", f"{key}={json.dumps(bases['openai'])}"]
-        return Redirect(argv, {}, f"codex -c {key}=… (beats config.toml)")
+        head, args = argv[:plan.args_at], _without_override(argv[plan.args_at:], key)
+        return Redirect(head + ["-c", f"{key}={json.dumps(bases['openai'])}"] + args, {},
+                        f"codex -c {key}=… (beats config.toml)")
 
     def by_hand(self, plan):
         return ["in ~/.codex/config.toml, a [model_providers.ID] with base_url = \"<the proxy's URL>/v1\" and "
                 "model_provider = \"ID\" (`firsttoken env codex` prints one)"]
+
+
+def _without_override(args: list[str], key: str) -> list[str]:
+    """``args`` less the user's own ``-c KEY=…`` (``run``'s replaces it: the proxy forwards to its value; a
+    later one, also under a subcommand, would beat ``run``'s)."""
+    out, i = [], 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            return out + args[i:]
+        if a in ("-c", "--config") and i + 1 < len(args) and args[i + 1].split("=", 1)[0].strip() == key:
+            i += 2
+            continue
+        if a.startswith("--config=") and a[len("--config="):].split("=", 1)[0].strip() == key:
+            i += 1
+            continue
+        out.append(a)
+        i += 1
+    return out

@@ -24,28 +24,30 @@ class Kilo(Opencode):
     programs = ("kilo", "kilocode")
     packages = ("@kilocode/cli",)
     content_var = "KILO_CONFIG_CONTENT"
+    project_ignored_from = (7, 7)  # 7.7.7: a project kilo.json loses to KILO_CONFIG (tests/test_destinations.py)
     key_source = ("`kilo auth login` (~/.local/share/kilo/auth.json), the provider's options.apiKey in kilo.json, "
                   "or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
 
     def __init__(self, managed: Path = MANAGED) -> None:
         self.managed = managed
 
-    def config_files(self, ctx: Context) -> list[Path]:
-        files = [Path(ctx.var("XDG_CONFIG_HOME") or ctx.home / ".config") / "kilo" / n for n in GLOBAL_FILES]
+    def config_files(self, ctx: Context) -> list[tuple[Path, bool]]:
+        files = [(Path(ctx.var("XDG_CONFIG_HOME") or ctx.home / ".config") / "kilo" / n, False) for n in GLOBAL_FILES]
         if ctx.var("KILO_CONFIG"):
-            files.append(ctx.cwd / Path(ctx.var("KILO_CONFIG")).expanduser())
+            files.append((ctx.cwd / Path(ctx.var("KILO_CONFIG")).expanduser(), False))
         project = ctx.var("KILO_DISABLE_PROJECT_CONFIG").lower() not in ("1", "true")
         top = git_root(ctx.cwd) or Path(ctx.cwd.anchor)  # outside git, Kilo looks up to the root
         ups = [d for d in (ctx.cwd, *ctx.cwd.parents) if d == top or top in d.parents]  # the nearest first
-        dirs = []
+        dirs: dict[Path, bool] = {}
         if project:
             for stem in ("kilo", "opencode"):  # the nearest last: it wins; .jsonc beats .json beside it
-                files += [f for d in reversed(ups) for f in (d / f"{stem}.json", d / f"{stem}.jsonc")]
-            dirs += [d / n for d in ups for n in (".kilocode", ".kilo")]
-        dirs += [ctx.home / ".kilocode", ctx.home / ".kilo"]
+                files += [(f, True) for d in reversed(ups) for f in (d / f"{stem}.json", d / f"{stem}.jsonc")]
+            dirs.update({d / n: True for d in ups for n in (".kilocode", ".kilo")})
+        for d in (ctx.home / ".kilocode", ctx.home / ".kilo"):
+            dirs.setdefault(d, False)
         if ctx.var("KILO_CONFIG_DIR"):
-            dirs.append(ctx.cwd / Path(ctx.var("KILO_CONFIG_DIR")).expanduser())
-        return files + [d / n for d in dict.fromkeys(dirs) for n in DIR_FILES]
+            dirs.setdefault(ctx.cwd / Path(ctx.var("KILO_CONFIG_DIR")).expanduser(), False)
+        return files + [(d / n, project_dir) for d, project_dir in dirs.items() for n in DIR_FILES]
 
     def overriding_files(self, ctx: Context) -> list[Path]:
         return [self.managed / n for n in DIR_FILES]

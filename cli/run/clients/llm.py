@@ -48,8 +48,8 @@ class Llm(Client):
             plan.state["builtin"] = add_upstream(plan, "openai", var or DEFAULT,
                                                  "$OPENAI_BASE_URL" if var else "the openai SDK's default")
         else:
-            plan.notes.append("OPENAI_BASE_URL is not set: llm's built-in OpenAI models are not recorded (they go "
-                              f"to {DEFAULT} as always); the models of {EXTRA} are")
+            plan.unrecorded.append(("OPENAI_BASE_URL is not set: llm's built-in OpenAI models are not recorded "
+                                    f"(they go to {DEFAULT} as always); the models of {EXTRA} are", DEFAULT))
         plan.state.update(dir=d, doc=doc, routes=routes)
         plan.key_source = (f"llm's keys (`llm keys set openai`, {ctx.label(d / 'keys.json')}) or OPENAI_API_KEY; "
                            f"a model of {EXTRA} uses its api_key_name")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from firsttoken.cli.run.clients import installed
 from firsttoken.cli.run.clients.base import (
     Client,
     Context,
@@ -21,17 +22,17 @@ from firsttoken.cli.run.clients.base import (
 from firsttoken.cli.run.clients.files import ConfigError, git_root, read_json
 
 
-def config_files(ctx: Context) -> list[Path]:
-    """opencode's config files, lowest precedence first."""
+def config_files(ctx: Context) -> list[tuple[Path, bool]]:
+    """opencode's config files, lowest precedence first, each with whether it is the project's."""
     glob = Path(ctx.var("XDG_CONFIG_HOME") or ctx.home / ".config") / "opencode"
-    files = [glob / n for n in ("config.json", "opencode.json", "opencode.jsonc")]
+    files = [(glob / n, False) for n in ("config.json", "opencode.json", "opencode.jsonc")]
     if ctx.var("OPENCODE_CONFIG"):
-        files.append(ctx.cwd / ctx.var("OPENCODE_CONFIG"))
+        files.append((ctx.cwd / ctx.var("OPENCODE_CONFIG"), False))
     top = git_root(ctx.cwd) or ctx.cwd
     dirs = [d for d in (ctx.cwd, *ctx.cwd.parents) if d == top or top in d.parents]
     for d in reversed(dirs):  # the nearest last: it wins
-        files += [d / "opencode.json", d / "opencode.jsonc"]
-        files += [d / ".opencode" / "opencode.json", d / ".opencode" / "opencode.jsonc"]
+        files += [(d / "opencode.json", True), (d / "opencode.jsonc", True)]
+        files += [(d / ".opencode" / "opencode.json", True), (d / ".opencode" / "opencode.jsonc", True)]
     return files
 
 
@@ -46,12 +47,24 @@ class Opencode(Client):
     programs = ("opencode",)
     packages = ("opencode-ai",)
     content_var = "OPENCODE_CONFIG_CONTENT"  # inline JSON that beats every config file
+    #: the version from which the project's config files no longer set its providers and model (1.18.33 loads
+    #: them, but its requests go where the global config and OPENCODE_CONFIG say: tests/test_destinations.py)
+    project_ignored_from: tuple[int, ...] = (1, 18)
     key_source = ("`opencode auth login` (~/.local/share/opencode/auth.json), the provider's options.apiKey in "
                   "opencode.json, or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
 
-    def config_files(self, ctx: Context) -> list[Path]:
-        """The client's config files, lowest precedence first (those that beat the inline config: not here)."""
+    def config_files(self, ctx: Context) -> list[tuple[Path, bool]]:
+        """The client's config files, lowest precedence first, each with whether it is the project's (those
+        that beat the inline config: not here)."""
         return config_files(ctx)
+
+    def reads_project(self, plan: Plan, ctx: Context) -> tuple[bool | None, str]:
+        """Whether the installed version applies the project's config files to its providers (None: it
+        cannot be told), and its version in words: before :attr:`project_ignored_from`, as its docs'
+        order says (above the global config and OPENCODE_CONFIG); from it on, not."""
+        v = installed.npm_version(plan, ctx.env, ctx.cwd, self.packages)
+        shown = ".".join(map(str, v)) if v else "unknown"
+        return (None if v is None else v < self.project_ignored_from), shown
 
     def overriding_files(self, ctx: Context) -> list[Path]:
         """Config files that beat the inline config (an enterprise's managed config): none for opencode."""
@@ -69,7 +82,9 @@ class Opencode(Client):
         return layers
 
     def find(self, plan: Plan, ctx: Context) -> None:
-        layers = self._layers(self.config_files(ctx), ctx)
+        files = self.config_files(ctx)
+        layers = self._layers([f for f, _ in files], ctx)
+        mine = self._layers([f for f, project in files if not project], ctx)
         inline = ctx.var(self.content_var)
         if inline:
             try:
@@ -78,21 +93,34 @@ class Opencode(Client):
                 raise PlanError(f"{self.content_var} is not valid JSON ({e}): {self.title} would not start "
                                 "either; fix it first") from None
             layers.append((f"${self.content_var}", doc if isinstance(doc, dict) else {}))
+            mine.append(layers[-1])
+        plan.key_source = self.key_source
         kinds: dict[str, str] = {}
         providers = provider_bases(layers, kinds)
+        if provider_bases(mine, {}) != providers:  # the project's files would change where it goes
+            reads, version = self.reads_project(plan, ctx)
+            if reads is None:
+                plan.forward_reason = (f"the project's config names a provider base URL, and whether {self.title} "
+                                       f"{version} applies it cannot be told: it runs through HTTPS_PROXY instead, "
+                                       "which keeps its destination (only known LLM API hosts are recorded)")
+                return
+            if not reads:
+                providers = provider_bases(mine, kinds)
+                plan.notes.append(f"{self.title} {version} does not apply the project's config to its providers: "
+                                  "firsttoken reads them as it does")
         fixed = provider_bases(self._layers(self.overriding_files(ctx), ctx), kinds)
         for pid, (base, where) in fixed.items():
             providers.pop(pid, None)
-            plan.notes.append(f"{where} = {base} beats any setting firsttoken can make for one run: that "
-                              "provider's requests are not recorded (they go there as always); to record them, "
-                              f"start `firsttoken proxy --upstream {base}` and point that setting at it")
+            plan.unrecorded.append((f"{where} = {base} beats any setting firsttoken can make for one run: that "
+                                    "provider's requests are not recorded (they go there as always); to record "
+                                    f"them, start `firsttoken proxy --upstream {base}` and point that setting at it",
+                                    base))
         routes = {}
         for pid, (base, where) in providers.items():
             fam = kinds.get(pid, "openai")
             routes[pid] = add_upstream(plan, fam, strip_v1(base) if fam == "anthropic" else base, where,
                                        name=fam)
         plan.state.update(routes=routes, inline=inline)
-        plan.key_source = self.key_source
         if not routes:
             plan.forward_reason = (f"no provider of {self.title}'s config names a base URL that firsttoken can "
                                    "redirect (its built-in providers use their own): it runs through HTTPS_PROXY "

@@ -1,14 +1,17 @@
 """Qwen Code (``qwen``): its OpenAI-compatible requests go to the model's ``modelProviders.openai`` ``baseUrl``,
-else ``--openai-base-url``, ``OPENAI_BASE_URL``, ``security.auth.baseUrl``. Redirected by ``--openai-base-url``
-and, for ``modelProviders``, ``QWEN_CODE_SYSTEM_SETTINGS_PATH`` = a private copy of the system settings
-(they beat user and project). Settings, auth type, model: docs/run.md (Client by client: Qwen Code)."""
+else ``--openai-base-url``, ``OPENAI_BASE_URL``, ``security.auth.baseUrl``. Its environment is the process's
+plus one .env file and settings ``env``; with no auth type set, the environment selects it (0.15: all of
+``OPENAI_API_KEY``, ``OPENAI_MODEL``, ``OPENAI_BASE_URL`` → openai). Redirected by ``--openai-base-url`` and
+``QWEN_CODE_SYSTEM_SETTINGS_PATH`` = a private copy of the system settings. docs/run.md (Qwen Code)."""
 
 from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
+from firsttoken.cli.run.clients import installed
 from firsttoken.cli.run.clients.base import (
     ChildFile,
     Client,
@@ -39,6 +42,85 @@ def _get(doc, *keys):
     return doc
 
 
+class QwenEnv(dict):
+    """Qwen Code's environment: the variables and where each came from (:meth:`source`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sources: dict[str, str] = {}
+
+    def add(self, values: dict, source: str) -> None:
+        for k, v in values.items():  # the first wins: Qwen Code never overrides a variable already set
+            if isinstance(v, str) and k not in self:
+                self[k], self.sources[k] = v, source
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, f"${name}")
+
+
+#: a project .env never sets these (Qwen Code's PROJECT_ENV_HARDCODED_EXCLUSIONS)
+PROJECT_EXCLUDED = ("QWEN_HOME", "QWEN_RUNTIME_DIR")
+
+
+def env_file(ctx: Context) -> tuple[Path | None, bool]:
+    """The one .env file Qwen Code loads, and whether it is a home one: from the working directory up,
+    ``.qwen/.env`` then ``.env`` in each; in the home directory (or after the root when home was not on
+    the way) ``$QWEN_HOME/.env``, ``~/.qwen/.env``, ``~/.env`` (its findEnvFile, 0.15)."""
+    home = ctx.home
+    qwen_home = Path(ctx.var("QWEN_HOME")).expanduser() if ctx.var("QWEN_HOME") else home / ".qwen"
+    at_home = [qwen_home / ".env", home / ".qwen" / ".env", home / ".env"]
+    found = None
+    for d in (ctx.cwd, *ctx.cwd.parents):
+        found = next((c for c in (at_home if d == home else [d / ".qwen" / ".env", d / ".env"]) if c.is_file()), None)
+        if found:  # (past home too: Qwen Code walks on up to the root)
+            break
+    if found is None and home not in (ctx.cwd, *ctx.cwd.parents):
+        found = next((c for c in at_home if c.is_file()), None)
+    return found, found in at_home
+
+
+def effective_env(ctx: Context, docs: dict) -> QwenEnv:
+    """The process's environment, then what its .env file adds, then the settings' ``env`` (system ›
+    project › user), none overriding a variable already set: what Qwen Code's loadEnvironment does."""
+    env = QwenEnv()
+    env.update(ctx.env)
+    f, home_file = env_file(ctx)
+    if f is not None:
+        env.add({k: v for k, v in read_dotenv(f).items() if home_file or k not in PROJECT_EXCLUDED}, ctx.label(f))
+    for scope in ("system", "project", "user"):
+        values = docs[scope].get("env") if isinstance(docs[scope].get("env"), dict) else {}
+        env.add({k: v for k, v in values.items() if k not in PROJECT_EXCLUDED}, f"settings.json ({scope}) env")
+    return env
+
+
+#: the versions read: 0.15.10 selects openai by OPENAI_MODEL only; 0.24.4 by QWEN_MODEL too (between: not read)
+QWEN_MODEL_IGNORED_UPTO, QWEN_MODEL_READ_FROM = (0, 15, 10), (0, 24, 4)
+
+
+def auth_from_env(env: Mapping[str, str], version: tuple[int, ...] | None) -> str | None:
+    """The auth type Qwen Code ``version`` selects from its environment when none is set (its
+    getAuthTypeFromEnv, read in 0.15.10 and 0.24.4); "unknown" where that depends on a version not known."""
+    def has(*names):
+        return all(env.get(n) for n in names)
+
+    if has("QWEN_OAUTH"):
+        return "qwen-oauth"
+    if has("OPENAI_API_KEY", "OPENAI_MODEL", "OPENAI_BASE_URL"):
+        return "openai"
+    if has("OPENAI_API_KEY", "QWEN_MODEL", "OPENAI_BASE_URL"):
+        if version is not None and version >= QWEN_MODEL_READ_FROM:
+            return "openai"
+        if version is None or version > QWEN_MODEL_IGNORED_UPTO:
+            return "unknown"
+    if has("GEMINI_API_KEY", "GEMINI_MODEL"):
+        return "gemini"
+    if has("GOOGLE_API_KEY", "GOOGLE_MODEL") or has("GOOGLE_CLOUD_PROJECT", "GOOGLE_MODEL"):
+        return "vertex-ai"
+    if has("ANTHROPIC_API_KEY", "ANTHROPIC_MODEL", "ANTHROPIC_BASE_URL"):
+        return "anthropic"
+    return None
+
+
 class QwenCode(Client):
     name = "qwen-code"
     title = "Qwen Code"
@@ -66,18 +148,27 @@ class QwenCode(Client):
         for scope in ("user", "project", "system"):  # one auth type's list: the highest scope's
             mp = docs[scope][1].get("modelProviders")
             providers.update(mp if isinstance(mp, dict) else {})
+        env = effective_env(ctx, {k: docs[k][1] for k in docs})
         flag_auth = option_value(args, ("--auth-type",))
         auth = flag_auth[1] if flag_auth else setting("security", "auth", "selectedType")[0]
+        if not auth:
+            auth = auth_from_env(env, installed.npm_version(plan, ctx.env, ctx.cwd, self.packages))
+            if auth == "unknown":
+                plan.forward_reason = ("Qwen Code's version cannot be told here, and whether QWEN_MODEL (set, with "
+                                       "OPENAI_API_KEY and OPENAI_BASE_URL) selects its openai auth type depends on "
+                                       "it: it runs through HTTPS_PROXY instead, which keeps its destination")
+                return
         plan.key_source = ("OPENAI_API_KEY (environment, a .env file, or \"env\" in ~/.qwen/settings.json), the "
                            "envKey of its modelProviders entry, or --openai-api-key")
         if auth != "openai":
-            why = (f"Qwen Code's auth type is {auth!r}" if auth else "Qwen Code has no auth type set (it would use "
-                   "Qwen OAuth)")
+            why = (f"Qwen Code's auth type is {auth!r}" if auth else "Qwen Code has no auth type set and its "
+                   "environment selects none (it would use Qwen OAuth)")
             plan.forward_reason = (f"{why}, whose base URL firsttoken does not redirect: it runs through "
                                    "HTTPS_PROXY instead (only known LLM API hosts are recorded)")
             return
         flag_model = option_value(args, ("-m", "--model"))
-        model = flag_model[1] if flag_model else ctx.var("OPENAI_MODEL") or setting("model", "name")[0]
+        model = (flag_model[1] if flag_model else setting("model", "name")[0] or env.get("OPENAI_MODEL")
+                 or env.get("QWEN_MODEL"))
         entries = providers.get("openai") if isinstance(providers.get("openai"), list) else []
         routes, selected = {}, None
         for e in entries:
@@ -89,15 +180,11 @@ class QwenCode(Client):
         plan.state.update(providers=providers, routes=routes, system=docs["system"])
         if selected is None:  # the model falls through to the flag, the environment and the settings
             flag = option_value(args, ("--openai-base-url", "--openaiBaseUrl"))
-            dotenv = read_dotenv(ctx.cwd / ".env").get("OPENAI_BASE_URL") or read_dotenv(
-                ctx.cwd / ".qwen" / ".env").get("OPENAI_BASE_URL")
             legacy, legacy_source = setting("security", "auth", "baseUrl")
             if flag:
                 url, source = flag[1], "qwen --openai-base-url"
-            elif ctx.var("OPENAI_BASE_URL"):
-                url, source = ctx.var("OPENAI_BASE_URL"), "$OPENAI_BASE_URL"
-            elif dotenv:
-                url, source = dotenv, ".env OPENAI_BASE_URL"
+            elif (env.get("OPENAI_BASE_URL") or "").strip():
+                url, source = env["OPENAI_BASE_URL"].strip(), env.source("OPENAI_BASE_URL")
             elif isinstance(legacy, str) and legacy.strip():
                 url, source = legacy, legacy_source
             else:

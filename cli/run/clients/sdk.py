@@ -12,6 +12,9 @@ VARIABLES = {"anthropic": ("ANTHROPIC_BASE_URL",), "openai": ("OPENAI_BASE_URL",
 VARIABLES["gemini"] = ("GOOGLE_GEMINI_BASE_URL", "GOOGLE_VERTEX_BASE_URL")
 #: the families whose unset variable `run` mentions (every OpenAI or Anthropic SDK reads theirs)
 MENTIONED = ("anthropic", "openai")
+#: where the official SDKs go when the variable is unset
+DEFAULTS = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1",
+            "gemini": "https://generativelanguage.googleapis.com"}
 
 
 class Sdk(Client):
@@ -40,9 +43,10 @@ class Sdk(Client):
                      if fam in MENTIONED and not any(v in routes for v in names)]
             if unset:
                 it = "it" if len(unset) == 1 else "them"
-                plan.notes.append(f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so firsttoken "
-                                  f"leaves {it} unset (setting one could change where a client goes): requests "
-                                  f"that would read {it} are not recorded; `firsttoken run --forward` records them")
+                defaults = [DEFAULTS[fam] for fam, names in VARIABLES.items() if names[0] in unset]
+                plan.unrecorded.append((f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so "
+                                        f"firsttoken leaves {it} unset (setting one could change where a client "
+                                        f"goes): requests that would read {it} are not recorded", defaults[0]))
 
     def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
         out = {var: bases[name] for var, name in plan.state.get("variables", {}).items() if name in bases}
