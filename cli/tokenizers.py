@@ -134,15 +134,20 @@ def tokenizers(fetch: tuple[str, ...], timeout: float, as_json: bool) -> None:
                "encodings": encodings, "fetched": fetched}
         click.echo(json.dumps(doc, indent=2))
     else:
-        for line in _table(encodings, out.width):
+        # a terminal's lines break between words at its width; piped, a line stays whole (paths, URLs to copy)
+        width = out.width if out.is_terminal else 10_000
+        for line in _table(encodings, width):
             out.print(line)
         shown = cache_dir if cache_dir else "(disabled)"
         origin = cache_dir_origin()
-        cache = Text.assemble(f"tiktoken cache: {shown}  ", (f"({origin}; set TIKTOKEN_CACHE_DIR to change)", "dim"))
-        for line in [cache, *_hints(encodings, cache_dir)]:  # between words, under its own text
+        cache = Text.assemble("tiktoken cache ", (f"({origin}; set TIKTOKEN_CACHE_DIR to change)", "dim"), ":")
+        for piece in output.wrap(cache, width, 0, 2):
+            out.print(piece)
+        out.print(Text("  " + shown), soft_wrap=True)  # a path to copy: one line, never broken by us
+        for line in _hints(encodings, cache_dir):  # between words, under its own text
             text = line if isinstance(line, Text) else Text(line)
             lead = len(text.plain) - len(text.plain.lstrip(" "))
-            for piece in output.wrap(text[lead:], out.width, lead, lead + 2):
+            for piece in output.wrap(text[lead:], width, lead, lead + 2):
                 out.print(piece)
     if any(not f["ok"] for f in fetched):
         sys.exit(1)
