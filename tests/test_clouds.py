@@ -6,6 +6,7 @@ usage, Bedrock's own timings, exception and corrupt frames, SigV4 host binding, 
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -130,7 +131,8 @@ def test_vertex_stream_and_body(upstream, proxied, db_path):
     s, b = rows(db_path)
     up = upstream.log[0]
     assert up["path"] == f"/projects/my-project/locations/us-east5/publishers/anthropic/models/{VERTEX_MODEL}:streamRawPredict"
-    assert json.loads(up["body"])["anthropic_version"] == "vertex-2023-10-16"
+    # anthropic<1 sends vertex-2023-10-16; anthropic 2.x (Python 3.12+) a dated version of its own
+    assert re.fullmatch(r"(vertex-)?\d{4}-\d{2}-\d{2}", json.loads(up["body"])["anthropic_version"])
     assert (s["api"], s["model"], s["stream"], s["stream_done"]) == ("anthropic.vertex", VERTEX_MODEL, 1, 1)
     assert (s["usage_prompt_tokens"], s["usage_cached_tokens"], s["usage_completion_tokens"]) == (12, 2, 7)
     assert s["key_scheme"] == "Bearer" and VERTEX_TOKEN[-4:] in s["key_fingerprint"]
@@ -194,8 +196,10 @@ def test_sigv4_signed_for_the_proxy_fails_upstream_and_says_why(db_path):
 def test_forward_mode_keeps_the_signature_valid_and_knows_the_cloud_hosts(db_path, tmp_path):
     """Through forward mode the client signs for the upstream's own host, so a host-checking
     upstream accepts it; and forward mode records Bedrock's and Vertex's API hosts by default."""
-    import httpx
+    import importlib
 
+    # the SDK's own HTTP package: httpx for anthropic<1 (Python 3.11), httpx2 for anthropic 2.x
+    hx = importlib.import_module("httpx2" if int(anthropic.__version__.split(".")[0]) >= 2 else "httpx")
     from firsttoken.addon.forward import HostFilter
 
     hosts = HostFilter()
@@ -208,7 +212,7 @@ def test_forward_mode_keeps_the_signature_valid_and_knows_the_cloud_hosts(db_pat
         with p:
             client = anthropic.AnthropicBedrock(base_url=up.url, aws_access_key=AK, aws_secret_key=SECRET,
                                                 aws_region="us-east-1", max_retries=0,
-                                                http_client=httpx.Client(proxy=p.url))
+                                                http_client=hx.Client(proxy=p.url))
             start, seen, text = timed_stream(client, BEDROCK_MODEL)
             p.flush(settle=10)
         assert text == "Hello!"

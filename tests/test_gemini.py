@@ -182,7 +182,8 @@ def test_sdk_stream_is_timed_counted_and_reconciled(bench: Bench) -> None:
     assert replay.done.wait(10)
     row = bench.new_row()
     method, target, headers, _ = replay.request
-    assert target == f"/v1beta/models/{FLASH}:streamGenerateContent?alt=sse"
+    # google-genai 2.x asks /v1beta, 3.x (Python 3.12+) /v1: both are the Gemini API
+    assert target in (f"/v1beta/models/{FLASH}:streamGenerateContent?alt=sse", f"/v1/models/{FLASH}:streamGenerateContent?alt=sse")
     assert row["api"] == "gemini.generate" and row["model"] == FLASH and row["stream"] == 1
     assert row["path"] == target and row["max_tokens"] == 200
     assert row["state"] == "done" and row["status"] == 200 and row["stream_done"] == 1
