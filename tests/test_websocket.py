@@ -128,7 +128,9 @@ def test_frames_forwarded_untouched_and_memory_flat(ws_up, ws_proxy, db_path):
                                    "response.output_item.done", "response.completed"]
             assert c["raw"] == ws_up.turns[i].data  # byte for byte, as the upstream sent them
         live = [o for o in gc.get_objects() if type(o) is WebSocketData]
-        assert live and all(len(d.messages) <= 1 for d in live), [len(d.messages) for d in live]
+        # bounded whatever the turns (200 × 10 frames here): at most the message each side has in flight
+        # between mitmproxy's append (its thread) and the hook's trim, when this snapshot is taken
+        assert live and all(len(d.messages) <= 2 for d in live), [len(d.messages) for d in live]
     ws_proxy.flush()
     rs = rows(db_path)
     assert len(rs) == n and sorted(r["ws_turn"] for r in rs) == list(range(1, n + 1))
