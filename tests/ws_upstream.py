@@ -135,10 +135,10 @@ class WsUpstream:
 
     async def _send(self, ws, turn: Turn, event: dict[str, Any], binary: bool = False) -> None:
         data = json.dumps(event)
+        if len(data) <= 65536:  # logged before it leaves: a client may read it before send() returns here
+            turn.data.append(data.encode() if binary else data)
         await ws.send(data.encode() if binary else data)
         turn.sent.append((time.perf_counter(), event["type"]))
-        if len(data) <= 65536:
-            turn.data.append(data.encode() if binary else data)
 
     async def _answer(self, ws, turn: Turn) -> None:
         model = turn.frame.get("model") or "gpt-test"
