@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from firsttoken.addon.apis import gemini
 from firsttoken.addon.apis.anthropic_messages import AnthropicMessages, AnthropicVertex
-from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter
+from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter, path_only
 from firsttoken.addon.apis.bedrock import BedrockConverse, BedrockInvoke
 from firsttoken.addon.apis.clouds import cloud_api, dialect_of, platform_of
 from firsttoken.addon.apis.clouds import url_facts as cloud_url_facts
@@ -61,11 +61,7 @@ def detect_api(method: str, path: str) -> str:
     """
     if type(method) is not str or type(path) is not str or method.upper() != "POST":
         return "other"
-    p = path
-    for sep in ("?", "#"):
-        i = p.find(sep)
-        if i >= 0:
-            p = p[:i]
+    p = path_only(path)
     if "://" in p:  # absolute-form request target
         rest = p.split("://", 1)[1]
         i = rest.find("/")

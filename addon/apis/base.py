@@ -74,6 +74,15 @@ ERROR_CHARS = 1000
 _BAD: Any = object()  # load_json's "not JSON" marker
 _loads = json.loads
 _fast_loads = orjson.loads
+def path_only(path: str) -> str:
+    """A request target without its query string and fragment (the path a route or an API is judged by)."""
+    for sep in ("?", "#"):
+        i = path.find(sep)
+        if i >= 0:
+            path = path[:i]
+    return path
+
+
 def load_json(text: str | bytes) -> Any:
     """The parsed JSON value, or ``_BAD`` (never raises).
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
+from firsttoken.addon.apis.base import path_only
+
 VERTEX = "anthropic.vertex"  # the Messages dialect, model in the URL, SSE
 BEDROCK = "anthropic.bedrock"  # the Messages dialect wrapped in AWS's event stream
 CONVERSE = "bedrock.converse"  # Bedrock's own Converse dialect (any model), event stream
@@ -23,18 +25,10 @@ _NOT_ANTHROPIC = ("amazon.", "meta.", "mistral.", "cohere.", "ai21.", "deepseek.
                   "stability.", "twelvelabs.", "luma.")
 
 
-def _bare(path: str) -> str:
-    for sep in ("?", "#"):
-        i = path.find(sep)
-        if i >= 0:
-            path = path[:i]
-    return path.rstrip("/")
-
-
 def cloud_api(path: str) -> str | None:
     """The cloud API of a POST to ``path`` (query ignored), or None when it is none of them.
     Vertex's ``count-tokens:rawPredict`` is no model turn: None (then "other")."""
-    p = _bare(path)
+    p = path_only(path).rstrip("/")
     m = _VERTEX.search(p)
     if m:
         return None if m.group(1).lower() == "count-tokens" else VERTEX
@@ -55,7 +49,7 @@ def url_facts(api: str | None, path: str | None) -> dict:
     """``model`` and ``stream`` as a cloud API's URL says them (its body names neither, or not both)."""
     if api not in PLATFORM or not path:
         return {}
-    p = _bare(path)
+    p = path_only(path).rstrip("/")
     m = _VERTEX.search(p) or _BEDROCK.search(p)
     if not m:
         return {}

@@ -45,20 +45,12 @@ GENERATE = frozenset({"generatecontent", "streamgeneratecontent"})
 _VERTEX = re.compile(r"/publishers/google/|aiplatform\.googleapis\.com")
 
 
-def _bare(path: str) -> str:
-    for sep in ("?", "#"):
-        i = path.find(sep)
-        if i >= 0:
-            path = path[:i]
-    return path
-
-
 def gemini_call(method: str, path: str) -> tuple[str, str] | None:
     """``(model, method)`` of a Gemini API call (``method`` lower case: ``streamgeneratecontent``,
     ``generatecontent``, ``counttokens``, ``embedcontent`` ...), or None when ``path`` is none."""
     if type(method) is not str or method.upper() != "POST" or type(path) is not str:
         return None
-    bare = _bare(path)
+    bare = base.path_only(path)
     m = _PATH.search(bare)
     if m is None or ("/publishers/" in bare.lower() and "/publishers/google/" not in bare.lower()):
         return None  # another publisher's model on Vertex AI (Anthropic's :streamRawPredict): not Gemini
