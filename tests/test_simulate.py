@@ -770,3 +770,63 @@ def test_head_probe_is_answered(sim):
 
     r = httpx.head(sim.url + "/", timeout=5)
     assert r.status_code == 200 and r.content == b""
+
+
+# ---- Responses over a WebSocket (as Codex's built-in provider speaks it) -------------------------
+
+
+def _ws_turns(url: str, frames: list[dict], headers: dict | None = None) -> tuple[dict, list[list[tuple[float, dict]]]]:
+    """Send each frame as a turn on one connection (the real `websockets` client); per turn the
+    events with the seconds since the frame was sent. Returns the upgrade's headers too."""
+    from websockets.asyncio.client import connect
+
+    async def go():
+        turns = []
+        async with connect(url.replace("http://", "ws://") + "/v1/responses",
+                           additional_headers=headers or {"Authorization": "Bearer sk-test-key-123456"}) as ws:
+            setup = dict(ws.response.headers)
+            for frame in frames:
+                t0 = time.monotonic()
+                await ws.send(json.dumps(frame))
+                events = []
+                while True:
+                    ev = json.loads(await ws.recv())
+                    events.append((time.monotonic() - t0, ev))
+                    if ev["type"] in ("response.completed", "response.failed", "error"):
+                        break
+                turns.append(events)
+        return setup, turns
+
+    return asyncio.run(go())
+
+
+def test_responses_over_websocket_match_the_sse_stream(sim, hx):
+    frame = {"type": "response.create", "model": "sim-1", "input": "Say something about foxes."}
+    setup, turns = _ws_turns(sim.url, [frame, frame])
+    assert setup["upgrade"].lower() == "websocket" and setup["openai-model"] and setup["x-request-id"].startswith("req_")
+    r, _, lines = timed_stream(hx, "/v1/responses", {"model": "sim-1", "input": "Say something about foxes.", "stream": True})
+    sse_types = [json.loads(line[6:])["type"] for _, line in lines if line.startswith("data: ")]
+    for events in turns:  # the same events as the SSE stream, each a frame of its own
+        assert [ev["type"] for _, ev in events] == sse_types
+        text = "".join(ev["delta"] for _, ev in events if ev["type"] == "response.output_text.delta")
+        assert text == EXPECTED_TEXT
+        first = next(t for t, ev in events if ev["type"] == "response.output_text.delta")
+        assert first >= (TTFB + PREFILL) / 1000.0 - SLACK_LOW  # each turn's clock starts at its own frame
+        usage = events[-1][1]["response"]["usage"]
+        assert usage["output_tokens"] >= NOUT and usage["input_tokens"] > 0
+
+
+def test_websocket_upgrade_refused_for_a_wrong_key(make_sim):
+    from websockets.exceptions import InvalidStatus
+
+    s = make_sim(api_key="sk-right-0000000000")
+    with pytest.raises(InvalidStatus) as e:
+        _ws_turns(s.url, [], headers={"Authorization": "Bearer sk-wrong-000000000"})
+    assert e.value.response.status_code == 401
+    assert b"Incorrect API key" in e.value.response.body or b"invalid_api_key" in e.value.response.body
+
+
+def test_websocket_turn_with_an_error_fault_gets_an_error_frame(sim):
+    _, (events,) = _ws_turns(sim.url, [{"type": "response.create", "model": "fault-rate_limit", "input": "hi"}])
+    (_, ev), = events
+    assert ev["type"] == "error" and ev["status"] == 429 and ev["error"]["code"] == "rate_limit_exceeded"

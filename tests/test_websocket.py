@@ -12,7 +12,7 @@ from mitmproxy.websocket import WebSocketData
 from websockets.sync.client import connect
 
 from firsttoken.cli.proxy.server import ProxyServer
-from tests.conftest import rows
+from tests.conftest import FAST, rows
 from tests.ws_upstream import SETUP_HEADERS, WsUpstream
 
 KEY = "sk-test-websocket-000000000000000000001"
@@ -303,12 +303,14 @@ def test_refused_upgrade_is_a_finding_not_a_bad_base_url(db_path, status):
     assert "supports_websockets = false" in fs["ws.upgrade_refused"]["hint"]
 
 
-def test_refused_upgrades_then_http_fallback(sim, db_path):
+def test_refused_upgrades_then_http_fallback(db_path):
     """Codex's pattern against a route that answers the upgrade 404 and serves HTTP + SSE: it
     tries the WebSocket, then falls back; the HTTP request adds the tries up and names the fix."""
     import httpx
 
-    with ProxyServer([sim.url], str(db_path), port=0) as p:
+    from firsttoken.cli.simulate import SimConfig, SimServer
+
+    with SimServer(SimConfig(**FAST, websocket=False)) as sim, ProxyServer([sim.url], str(db_path), port=0) as p:
         # the upgrade as a WebSocket client sends it (the simulator answers and keeps the connection,
         # which the websockets client would wait out for seconds)
         ws_headers = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",

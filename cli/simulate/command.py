@@ -69,11 +69,14 @@ def curl_examples(server: SimServer) -> list[str]:
 )
 @click.option("--prompt-cache", is_flag=True,
               help="Report cached tokens for the part of a prompt an earlier request sent (Anthropic: up to cache_control).")
+@click.option("--no-websocket", "no_websocket", is_flag=True,
+              help="Answer the Responses WebSocket upgrade 404, as gateways that serve only HTTP + SSE do.")
 @click.option("--quiet", is_flag=True, help="Do not log each request.")
 def simulate(
     host: str, port: int, ttfb_ms: float, prefill_base_ms: float, prefill_ms_per_1k: float, tpot_ms: float,
     output_tokens: int, fill_max_tokens: bool, ignore_max_tokens: bool, reasoning_tokens: int, jitter: float, seed: int | None,
     stall_ms: float, api_key: str | None, prefix: str, protocols: tuple[str, ...], prompt_cache: bool, quiet: bool,
+    no_websocket: bool = False,
 ) -> None:  # fmt: skip
     """Serve a simulated LLM upstream (OpenAI + Anthropic APIs) with realistic timing and injectable faults."""
     try:
@@ -83,7 +86,7 @@ def simulate(
             ignore_max_tokens=ignore_max_tokens,
             reasoning_tokens=reasoning_tokens, jitter=jitter, seed=seed, stall_ms=stall_ms, api_key=api_key,
             prefix=prefix, protocols=protocols or ("openai", "anthropic"), verbose=not quiet,
-            prompt_cache=prompt_cache,
+            prompt_cache=prompt_cache, websocket=not no_websocket,
         )  # fmt: skip
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
@@ -118,6 +121,8 @@ def describe(server: SimServer) -> str:
             f"  OpenAI:    base_url={server.openai_base_url}",
             f"             POST {c.prefix}/v1/chat/completions, {c.prefix}/v1/completions, {c.prefix}/v1/responses",
         ]
+        if c.websocket:
+            lines.append(f"             GET {c.prefix}/v1/responses as a WebSocket: a response.create frame per turn (as Codex)")
     if "anthropic" in c.protocols:
         lines += [f"  Anthropic: base_url={server.anthropic_base_url}   (POST {c.prefix}/v1/messages)"]
     lines += [

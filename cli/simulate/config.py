@@ -92,6 +92,7 @@ class SimConfig:
     max_fill_tokens: int = 8192
     verbose: bool = False  # print one line per request on stderr
     prompt_cache: bool = False  # report cached tokens for the prefix earlier requests sent (cache.py)
+    websocket: bool = True  # serve Responses over a WebSocket on GET /v1/responses (else that upgrade is a 404)
 
     def __post_init__(self) -> None:
         p = (self.prefix or "").strip()

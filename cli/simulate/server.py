@@ -15,6 +15,7 @@ from typing import Any
 
 from firsttoken.cli.simulate import faults as errors
 from firsttoken.cli.simulate import tokens
+from firsttoken.cli.simulate import websocket as ws
 from firsttoken.cli.simulate.cache import PromptCache
 from firsttoken.cli.simulate.config import FAULT_HEADER, FAULTS, SimConfig, UnknownFault, parse_faults
 from firsttoken.cli.simulate.engine import answer, proto_of
@@ -108,7 +109,7 @@ class SimHandler(BaseHTTPRequestHandler):
         """``due``: the deadline of a whole answer (logged in ``SimServer.sent`` with when it went out)."""
         self._headers(status, headers)
         self.send_header("Content-Length", str(len(data)))
-        sent = self._sent() if due is not None else None
+        sent = self.log_answer() if due is not None else None
         self.end_headers()
         if drop:  # announce the whole body, send half of it, hang up
             self.wfile.write(data[: len(data) // 2])
@@ -155,15 +156,15 @@ class SimHandler(BaseHTTPRequestHandler):
             self.send_header("Content-Encoding", "gzip")
         if self.request_version == "HTTP/1.0":
             self.close_connection = True
-            sent = self._sent()
+            sent = self.log_answer()
             self.end_headers()
             return BodyWriter(self.wfile, gzip=gzip, buffered=buffered, chunked=False, log=sent.writes)
         self.send_header("Transfer-Encoding", "chunked")
-        sent = self._sent()
+        sent = self.log_answer()
         self.end_headers()
         return BodyWriter(self.wfile, gzip=gzip, buffered=buffered, log=sent.writes)
 
-    def _sent(self) -> Sent:
+    def log_answer(self) -> Sent:
         """The send log of this answer (``SimServer.sent``), its headers about to go out now."""
         sent = Sent(self.path, self.arrival, time.monotonic())
         self.sim.sent.append(sent)
@@ -238,6 +239,9 @@ class SimHandler(BaseHTTPRequestHandler):
 
     def _route(self) -> None:
         cfg = self.sim.config
+        if self.command == "GET" and cfg.websocket and ws.wants_websocket(self.headers):
+            if self.path.split("?", 1)[0] == cfg.prefix + "/v1/responses" and "openai" in cfg.protocols:
+                return ws.serve(self)  # Responses over a WebSocket: one response.create frame per turn
         raw = self._read_body()
         sched = Schedule(cfg, self.arrival, self.sim.jitter, slow_ttfb=False)
         path = self.path.split("?", 1)[0]
