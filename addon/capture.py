@@ -245,7 +245,7 @@ class Capture:
         t0 = first_bytes(req.timestamp_start, hook)
         flight = Flight(record=self._record(flow.id, req.method, p, hook, t0), clock=Clock(t0=t0, hook=hook), flow=flow)
         flight.secrets = p.secrets
-        self._lag_in(flight, hook, t0)
+        self._lag_in(flight, flow.client_conn, hook, t0)
         _apply(flow, p)
         flight.record.upstream_url = f"{req.scheme}://{req.pretty_host}:{req.port}{req.path.split('?', 1)[0]}"
         if p.refusal is None and self.egress is not None:
@@ -270,9 +270,10 @@ class Capture:
                       key_facts=k.facts, error=p.refusal.message if p.refusal else None,
                       **url_facts(method, p.api, p.upstream_path))  # Gemini's and the clouds' model and stream: in the URL
 
-    def _lag_in(self, flight: Flight, hook: float, t0: float) -> None:
-        """How long the request lay unread in the kernel: it arrived `ago` s before now."""
-        ago = received_ago(client_socket(self._proxyserver, flight.flow.client_conn))
+    def _lag_in(self, flight: Flight, client_conn: Any, hook: float, t0: float) -> None:
+        """How long the request (or a WebSocket turn's frame: the client's latest data) lay unread in
+        the kernel: it arrived `ago` s before now."""
+        ago = received_ago(client_socket(self._proxyserver, client_conn))
         if ago is not None:
             flight.clock.lag_in = max(0.0, ago - (hook - t0))
             flight.clock.lag_measured = True
@@ -414,11 +415,11 @@ class Capture:
         if conn is None:
             return
         if m.from_client:
-            self._ws_request(conn, m, now)
+            self._ws_request(conn, m, now, flow.client_conn)
         else:
             self._ws_event(conn, m, now)
 
-    def _ws_request(self, conn: Connection, m: Any, now: float) -> None:
+    def _ws_request(self, conn: Connection, m: Any, now: float, client_conn: Any) -> None:
         content = m.content
         typ = frame_type(content)
         if typ is None and b'"response.create"' in content:
@@ -432,6 +433,7 @@ class Capture:
                      transport="websocket", ws_connection_id=conn.id, ws_connection=dict(conn.setup),
                      conn_reused=True, request_bytes=len(content), phase="waiting_headers", **conn.base)
         flight = Flight(record=rec, clock=Clock(t0=t0, hook=now, conn_reused=True))
+        self._lag_in(flight, client_conn, now, t0)
         flight.secrets = list(conn.secrets)
         # a Realtime turn's prompt is the session's conversation, sent before it: not counted
         flight.body, flight.body_done = (content if conn.api != REALTIME_API else None), True
