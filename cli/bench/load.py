@@ -213,7 +213,7 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
             st["rss_mb"] = rss.get(path)
         paths[path] = st
     ft = samples["firsttoken"]
-    err, err_plain, delays, saturated = [], [], [], 0
+    err, err_plain, rel, rel_plain, delays, saturated = [], [], [], [], [], 0
     for s in ft:
         r = recorded.get(s["tag"])
         if r is None or r["ttft_ms"] is None:
@@ -221,6 +221,8 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
         lag = r["lag"] or 0.0
         err.append(r["ttft_ms"] + lag - s["ttft"])
         err_plain.append(r["ttft_ms"] - s["ttft"])
+        rel.append(abs(err[-1]) / s["ttft"] * 100.0)
+        rel_plain.append(abs(err_plain[-1]) / s["ttft"] * 100.0)
         if r["delay"] is not None:
             delays.append(r["delay"])
         saturated += '"proxy.saturated"' in (r["findings"] or "")
@@ -229,6 +231,9 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
         "recorded": len(err),
         "ttft_error_p50": _p(err, 50), "ttft_error_abs_p99": _p(abs_err, 99),
         "ttft_error_without_lag_p50": _p(err_plain, 50),
+        # the same as a share of the client's TTFT (the truth bound: docs/performance.md)
+        "ttft_error_rel_p50": _p(rel, 50), "ttft_error_rel_p99": _p(rel, 99),
+        "ttft_error_without_lag_rel_p50": _p(rel_plain, 50),
         "proxy_delay_p50": _p(delays, 50), "proxy_delay_p99": _p(delays, 99),
         "saturated_findings": saturated,
     })
@@ -271,7 +276,10 @@ def report(res: dict[str, Any], out: Console) -> None:
         out.print(f"{lv['concurrency']} streams: CPU per chunk {ratio} bare mitmproxy's; gap p99 "
                   f"{_ms(lv['added_gap_p99'], True)} ms over bare; the proxy's own delay p50/p99 "
                   f"{_ms(ft.get('proxy_delay_p50'))}/{_ms(ft.get('proxy_delay_p99'))} ms; proxy.saturated on "
-                  f"{ft.get('saturated_findings', 0)} of {ft.get('recorded', 0)} requests")
+                  f"{ft.get('saturated_findings', 0)} of {ft.get('recorded', 0)} requests; recorded TTFT vs the client's: "
+                  f"{_ms(ft.get('ttft_error_rel_p50'))}% median, {_ms(ft.get('ttft_error_rel_p99'))}% p99 "
+                  f"({_ms(ft.get('ttft_error_without_lag_rel_p50'))}% median without proxy_lag_ms, the wait before "
+                  "the proxy could read the request)")
 
 
 def parse_levels(text: str) -> list[int]:

@@ -61,6 +61,11 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
               help="Requests per path [default: 60]; with --concurrency, streams per path and level [default: 40].")
 @click.option("--concurrency", metavar="N,N,...", default=None,
               help="Measure under load instead: bursts of N concurrent streams per level, e.g. 1,10,50,200.")
+@click.option("--websocket", is_flag=True,
+              help="With --concurrency: N WebSocket connections per level running Responses turns (as Codex does), "
+                   "CPU per frame against bare mitmproxy.")
+@click.option("--turns", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="With --websocket: turns per connection, one after another.")
 @click.option("--wrapper", is_flag=True,
               help="Measure what `firsttoken run` adds to a client's wall time instead: pairs of runs with and without it.")
 @click.option("--pairs", type=click.IntRange(1, 200), default=7, show_default=True, help="With --wrapper: pairs of runs.")
@@ -68,7 +73,7 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
               help="With --wrapper: the stand-in client's own start-up before its request (Claude Code, Codex: 1-2 s).")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 @json_option("summary")
-def bench(n: int, concurrency: str | None, wrapper: bool = False, pairs: int = 7, client_startup_ms: float = 1500.0,
+def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int = 5, wrapper: bool = False, pairs: int = 7, client_startup_ms: float = 1500.0,
           cmd: tuple[str, ...] = (), as_json: bool = False) -> None:
     """Measure the proxy's own overhead on loopback (prints numbers).
 
@@ -76,12 +81,16 @@ def bench(n: int, concurrency: str | None, wrapper: bool = False, pairs: int = 7
     as they would for a user; the client here only sends and times. With --concurrency,
     per level: client TTFT and chunk gaps for direct / bare mitmproxy / firsttoken, the
     proxies' CPU per chunk and memory, and how far firsttoken's recorded TTFT is from the
-    client's.
+    client's. With --websocket as well: N connections per level, each running --turns
+    Responses turns over a WebSocket, and the proxies' CPU per frame.
 
     With --wrapper: pairs of runs of a client with and without `firsttoken run` (a stand-in client
     that starts up for --client-startup-ms then streams one request, or `-- CMD`), the medians of
     their wall times and of what `run` added, and whether a first request waited for the proxy.
     """
+    if websocket and concurrency is None:
+        raise click.UsageError("--websocket measures under load: give the connections per level, e.g. "
+                               "firsttoken bench --websocket --concurrency 10,50")
     if cmd and not wrapper:
         raise click.UsageError("a command is measured only with --wrapper: firsttoken bench --wrapper -- CMD ARGS...")
     if wrapper:
@@ -99,6 +108,15 @@ def bench(n: int, concurrency: str | None, wrapper: bool = False, pairs: int = 7
 
         levels = load.parse_levels(concurrency)
         err = Console(highlight=False, stderr=True)
+        if websocket:
+            from firsttoken.cli.bench import websocket as ws
+
+            res = ws.run(levels, turns=turns, progress=lambda m: err.print(f"[dim]{m}[/]"))
+            if as_json:
+                click.echo(json.dumps(res, indent=2))
+            else:
+                ws.report(res, Console(highlight=False))
+            return
         res = load.run(levels, target=max(1, n or 40), progress=lambda m: err.print(f"[dim]{m}[/]"))
         if as_json:
             click.echo(json.dumps(res, indent=2))
