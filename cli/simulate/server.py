@@ -116,9 +116,9 @@ class SimHandler(BaseHTTPRequestHandler):
             self.drop()
             return
         if self.command != "HEAD":
-            self.wfile.write(data)
-            if sent is not None:
+            if sent is not None:  # logged as it goes out: a client may read the log as soon as it has the answer
                 sent.writes.append((due, time.monotonic(), data))
+            self.wfile.write(data)
 
     def send_json(self, status: int, body: Any, headers: dict[str, str] | None = None, *, gzip: bool = False,
                   indent: int | None = None, drop: bool = False, due: float | None = None) -> None:  # fmt: skip

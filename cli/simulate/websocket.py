@@ -52,8 +52,8 @@ class _Frames:
         for line in data.split(b"\n"):
             if line.startswith(b"data: ") or line.startswith(b"data:"):
                 payload = line[5:].lstrip()
+                self._log.append((due, time.monotonic(), payload))  # logged as it goes out
                 self._turn.send_text(payload.decode())
-                self._log.append((due, time.monotonic(), payload))
 
     def finish(self, *, terminate: bool = True) -> None:
         pass

@@ -122,9 +122,9 @@ class BodyWriter:
         plain = data
         if self._z is not None:
             data = self._z.compress(data) + self._z.flush(zlib.Z_SYNC_FLUSH)
-        self._chunk(data)
-        if self._log is not None:
+        if self._log is not None:  # logged as it goes out: a client may read the log as soon as it has the bytes
             self._log.append((due, time.monotonic(), plain))
+        self._chunk(data)
 
     def finish(self, *, terminate: bool = True) -> None:
         """Send what is held back (buffered); then, with terminate, close the gzip stream and send the 0-chunk.
