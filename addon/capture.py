@@ -81,6 +81,8 @@ class Capture:
         #: perf_counter when the proxy was ready (a request read earlier waited for its start-up)
         self.ready_at: float | None = None
         self._proxyserver: Any = None  # mitmproxy's proxyserver addon: client sockets, for TCP_INFO
+        #: mitmproxy runs hooks eagerly (Python 3.12+, mitmproxy 12): see websocket_message
+        self._eager_hooks = False
         #: the proxy is stopping (ProxyServer.drain): responses close their client connection
         self.draining = False
         #: the egress addon (addon/egress/addon.py): which way each upstream connection goes
@@ -168,6 +170,7 @@ class Capture:
             ctx.master.shutdown()
             return
         self._loop = asyncio.get_running_loop()
+        self._eager_hooks = hooks_run_eagerly(self._loop)
         self.loadwatch.start()
         self.ready_at = time.perf_counter()
         self._proxyserver = ctx.master.addons.get("proxyserver")
@@ -416,6 +419,12 @@ class Capture:
             return
         if m.from_client:
             self._ws_request(conn, m, now, flow.client_conn)
+        elif self._eager_hooks and self._loop is not None:
+            # This hook ran eagerly inside mitmproxy's handling of the data; the frame goes on to the
+            # client only when that handling has returned, a loop iteration later (longer on a busy
+            # proxy). Take the frame's times then (call_soon keeps the frames in order), so a turn's
+            # first token is when the client was sent it, as on HTTP.
+            self._loop.call_soon(self._ws_event_sent, conn, m)
         else:
             self._ws_event(conn, m, now)
 
@@ -447,6 +456,9 @@ class Capture:
         self._put({k: getattr(rec, k) for k in _WS_START_FIELDS})
         self._peek(flight, content)
 
+    def _ws_event_sent(self, conn: Connection, m: Any) -> None:
+        self._ws_event(conn, m, time.perf_counter())
+
     def _ws_event(self, conn: Connection, m: Any, now: float) -> None:
         flight = conn.current()
         if flight is None:
@@ -467,6 +479,12 @@ class Capture:
             self._finish(flight)
 
     def websocket_end(self, flow: http.HTTPFlow) -> None:
+        if self._eager_hooks and self._loop is not None and flow.id in self.ws_conns:
+            self._loop.call_soon(self._ws_end, flow)  # after the frames deferred before it
+        else:
+            self._ws_end(flow)
+
+    def _ws_end(self, flow: http.HTTPFlow) -> None:
         conn = self.ws_conns.pop(flow.id, None)
         if conn is None:
             return
@@ -622,6 +640,13 @@ class Capture:
             "store": self.store_health(),
             "load": self.loadwatch.snapshot(),
         }
+
+
+def hooks_run_eagerly(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether mitmproxy starts hook tasks eagerly on this loop (it sets asyncio's eager task
+    factory on Python 3.12+): a hook then runs before mitmproxy has passed the data on."""
+    eager = getattr(asyncio, "eager_task_factory", None)
+    return eager is not None and loop.get_task_factory() is eager
 
 
 def _apply(flow: http.HTTPFlow, p: RequestPlan) -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import sqlite3
+import struct
 import sys
 import tempfile
 import time
@@ -37,42 +39,84 @@ def _p(values: list[float], q: float) -> float | None:
     return percentile(sorted(values), q) if values else None
 
 
-class _Client:
-    """One WebSocket connection to ``/v1/responses``, spoken with wsproto over asyncio streams."""
+#: Linux's SO_TIMESTAMPNS (SCM_TIMESTAMPNS): each read carries the kernel's receive time, so a turn's
+#: TTFT is when its first delta reached the client's socket, not when this busy client got to it
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.r, self.w = reader, writer
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _Client:
+    """One WebSocket connection to ``/v1/responses``: wsproto over a non-blocking socket read through
+    the loop, every read stamped with the kernel's receive time (wall clock, as ``time.time()``)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        sock.setblocking(False)
+        self.stamped = False
+        if _SO_TIMESTAMPNS is not None:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                self.stamped = True
+            except OSError:
+                pass
         self.ws = WSConnection(ConnectionType.CLIENT)
         self.frames_in = 0
-        self._pending: list[Any] = []
+        self._pending: list[tuple[Any, float]] = []
         self._text = ""
 
+    async def _send(self, data: bytes) -> None:
+        await asyncio.get_running_loop().sock_sendall(self.sock, data)
+
+    async def _read(self) -> tuple[bytes, float]:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data, anc, _, _ = self.sock.recvmsg(65536, socket.CMSG_SPACE(16))
+            except BlockingIOError:
+                ready = loop.create_future()
+                loop.add_reader(self.sock.fileno(), _wake, ready)
+                try:
+                    await ready
+                finally:
+                    loop.remove_reader(self.sock.fileno())
+                continue
+            at = time.time()
+            for level, typ, raw in anc:
+                if level == socket.SOL_SOCKET and typ == _SO_TIMESTAMPNS and len(raw) >= 16:
+                    sec, nsec = struct.unpack_from("qq", raw)
+                    at = sec + nsec / 1e9
+            return data, at
+
     async def open(self, port: int, tag: str) -> None:
-        self.w.write(self.ws.send(Request(host=f"127.0.0.1:{port}", target="/v1/responses", extra_headers=[
+        await self._send(self.ws.send(Request(host=f"127.0.0.1:{port}", target="/v1/responses", extra_headers=[
             (b"authorization", b"Bearer sk-bench-ws-0000000000000000000000"), (TAG_HEADER.encode(), tag.encode()),
             (b"openai-beta", b"responses_websockets=2026-02-06")])))
         while True:
-            ev = await self._next()
+            ev, _ = await self._next()
             if isinstance(ev, AcceptConnection):
                 return
             if isinstance(ev, RejectConnection):
                 raise RuntimeError(f"the upgrade was refused with {ev.status_code}")
 
-    async def _next(self) -> Any:
+    async def _next(self) -> tuple[Any, float]:
         while not self._pending:
-            data = await self.r.read(65536)
+            data, at = await self._read()
             if not data:
                 raise ConnectionError("the connection closed")
             self.ws.receive_data(data)
-            self._pending.extend(self.ws.events())
+            self._pending.extend((ev, at) for ev in self.ws.events())
         return self._pending.pop(0)
 
-    async def text(self) -> str:
-        """The next whole text message (pings answered on the way)."""
+    async def text(self) -> tuple[str, float]:
+        """The next whole text message and when its last bytes reached the socket (pings answered)."""
         while True:
-            ev = await self._next()
+            ev, at = await self._next()
             if isinstance(ev, Ping):
-                self.w.write(self.ws.send(ev.response()))
+                await self._send(self.ws.send(ev.response()))
             elif isinstance(ev, CloseConnection):
                 raise ConnectionError(f"closed by the other side: {ev.code} {ev.reason}")
             elif isinstance(ev, Message):
@@ -80,24 +124,30 @@ class _Client:
                 if ev.message_finished:
                     self.frames_in += 1
                     text, self._text = self._text, ""
-                    return text
+                    return text, at
 
-    def send(self, text: str) -> None:
-        self.w.write(self.ws.send(TextMessage(data=text)))
+    async def send(self, text: str) -> float:
+        """Send a text message; returns when it went to the socket (wall clock)."""
+        data = self.ws.send(TextMessage(data=text))
+        at = time.time()
+        await self._send(data)
+        return at
 
     def close(self) -> None:
         try:
-            self.w.write(self.ws.send(CloseConnection(code=1000)))
+            self.sock.send(self.ws.send(CloseConnection(code=1000)))
         except Exception:  # noqa: BLE001 - closing a connection that already broke
             pass
-        self.w.close()
+        self.sock.close()
 
 
 async def _session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[str, Any]:
     """One connection: ``turns`` turns in a row; per turn the client's TTFT (first text delta after
     it sent the frame) and the gaps between the frames after it."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    c = _Client(reader, writer)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+    c = _Client(sock)
     try:
         await c.open(port, tag)
         await go.wait()
@@ -105,12 +155,10 @@ async def _session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[s
         for i in range(turns):
             frame = {"type": "response.create", "model": "gpt-4o-mini", "stream": True,
                      "input": [{"role": "user", "content": [{"type": "input_text", "text": f"Say hi ({i})."}]}]}
-            t0 = time.perf_counter()
-            c.send(json.dumps(frame))
+            t0 = await c.send(json.dumps(frame))
             ttft, last, gaps = None, None, []
             while True:
-                text = await c.text()
-                now = time.perf_counter()
+                text, now = await c.text()
                 typ = json.loads(text).get("type")
                 if ttft is None and typ == FIRST_DELTA:
                     ttft = now
@@ -123,7 +171,7 @@ async def _session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[s
             if ttft is None:
                 raise RuntimeError(f"turn {i + 1} ended ({typ}) without a text delta")
             out.append({"tag": tag, "turn": i + 1, "ttft": (ttft - t0) * 1000.0, "gaps": gaps})
-        return {"turns": out, "frames_in": c.frames_in, "frames_out": turns}
+        return {"turns": out, "frames_in": c.frames_in, "frames_out": turns, "kernel_stamped": c.stamped}
     finally:
         c.close()
 
@@ -148,7 +196,7 @@ def recorded_turns(db: Path, tags: set[str], expected: int, timeout: float = 30.
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
         con.row_factory = sqlite3.Row
         try:
-            q = ("SELECT experiment, ws_turn, ttft_ms, proxy_lag_ms AS lag, proxy_delay_ms AS delay, findings "
+            q = ("SELECT experiment, ws_turn, started_at, ttft_ms, proxy_lag_ms AS lag, proxy_delay_ms AS delay, findings "
                  "FROM requests WHERE state = 'done' AND transport = 'websocket' AND experiment IN (%s)"
                  % ",".join("?" * len(tags)))
             rows = {(r["experiment"], r["ws_turn"]): dict(r) for r in con.execute(q, sorted(tags))}
