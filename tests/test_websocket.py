@@ -480,3 +480,21 @@ def test_realtime_turns_with_the_openai_sdk(db_path, modality):
         assert r["stream_done"] == 1 and r["finish_reason"] == "completed" and r["prompt_tokens_est"] is None
         assert r["output_chars"] == len("".join(f"tok{k} " for k in range(4)))  # audio is timed, not counted
         assert not [f for f in json.loads(r["findings"] or "[]") if f["severity"] == "error"]
+
+
+def test_hooks_run_eagerly_follows_the_loops_task_factory():
+    """mitmproxy 12 on Python 3.12+ starts hook tasks eagerly; there a server frame's times are read
+    a loop iteration after its hook, when mitmproxy has passed it on (capture.websocket_message)."""
+    import asyncio
+    import sys
+
+    from firsttoken.addon.capture import hooks_run_eagerly
+
+    loop = asyncio.new_event_loop()
+    try:
+        assert not hooks_run_eagerly(loop)
+        if sys.version_info >= (3, 12):
+            loop.set_task_factory(asyncio.eager_task_factory)
+            assert hooks_run_eagerly(loop)
+    finally:
+        loop.close()
