@@ -424,7 +424,7 @@ class Capture:
             # client only when that handling has returned, a loop iteration later (longer on a busy
             # proxy). Take the frame's times then (call_soon keeps the frames in order), so a turn's
             # first token is when the client was sent it, as on HTTP.
-            self._loop.call_soon(self._ws_event_sent, conn, m)
+            self._loop.call_soon(self._ws_event_sent, conn, m, asyncio.current_task(), now)
         else:
             self._ws_event(conn, m, now)
 
@@ -456,8 +456,18 @@ class Capture:
         self._put({k: getattr(rec, k) for k in _WS_START_FIELDS})
         self._peek(flight, content)
 
-    def _ws_event_sent(self, conn: Connection, m: Any) -> None:
-        self._ws_event(conn, m, time.perf_counter())
+    def _ws_event_sent(self, conn: Connection, m: Any, task: asyncio.Task | None, hooked: float) -> None:
+        """A loop iteration after the hook: the hook's task sends the frame once it gets the lock
+        it waits on; take the frame's time right after that (its waiter's next callback)."""
+        if task is None or task.done():  # it went on in the hook's own step: the hook's time stands
+            return self._ws_event(conn, m, hooked)
+        waiter = getattr(task, "_fut_waiter", None)
+        if waiter is not None and not waiter.done():
+            # a future's callbacks run in the order they were added: the task's wake-up (which sends)
+            # first, then this one
+            waiter.add_done_callback(lambda _f: self._ws_event(conn, m, time.perf_counter()))
+        else:
+            self._ws_event(conn, m, time.perf_counter())
 
     def _ws_event(self, conn: Connection, m: Any, now: float) -> None:
         flight = conn.current()
