@@ -759,6 +759,28 @@ def test_command_serves_until_ctrl_c(tmp_path: Path):
             proc.kill()
 
 
+@pytest.mark.skipif(sys.platform != "linux" or os.uname().machine != "x86_64", reason="tgkill by number: Linux x86-64")
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_command_stops_on_a_signal_that_lands_on_a_server_thread(sig):
+    """The kernel hands a process's signal to any of its threads; on a busy machine a Ctrl-C landed on
+    the server thread and the main thread, in an untimed wait, never woke to act on it. Aimed at that
+    thread (tgkill), the command must still stop."""
+    import ctypes
+
+    code = "from firsttoken.cli.simulate.command import simulate; simulate(['--port', '0', '--quiet'])"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().startswith("firsttoken simulate: serving on")
+        others = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        assert others  # the server's thread
+        libc = ctypes.CDLL(None, use_errno=True)
+        assert libc.syscall(234, proc.pid, others[0], int(sig)) == 0  # SYS_tgkill
+        assert proc.wait(timeout=10) == 0 and "stopping" in proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_gzip_helper_roundtrip():
     from firsttoken.cli.simulate.wire import gzip_bytes
 

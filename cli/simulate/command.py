@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import textwrap
 import threading
 
@@ -96,10 +97,16 @@ def simulate(
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {clause(exc.strerror or exc)}. Pick another --port "
                                    "(--port 0 picks a free one) or --host.") from None
+    # Ctrl-C and SIGTERM stop it. The kernel may hand the signal to a server thread; Python runs its
+    # handler only in the main thread, between bytecodes, so the main thread wakes every 0.2 s (an
+    # untimed wait slept on through a Ctrl-C that landed elsewhere, on a busy machine)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     click.echo(describe(server))
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
+        while not stop.wait(0.2):
+            pass
         click.echo("\nstopping…")
     finally:
         server.stop()
@@ -122,7 +129,7 @@ def describe(server: SimServer) -> str:
             f"             POST {c.prefix}/v1/chat/completions, {c.prefix}/v1/completions, {c.prefix}/v1/responses",
         ]
         if c.websocket:
-            lines.append(f"             GET {c.prefix}/v1/responses as a WebSocket: a response.create frame per turn (as Codex)")
+            lines.append(f"             GET {c.prefix}/v1/responses as a WebSocket (as Codex): a frame per turn")
     if "anthropic" in c.protocols:
         lines += [f"  Anthropic: base_url={server.anthropic_base_url}   (POST {c.prefix}/v1/messages)"]
     lines += [

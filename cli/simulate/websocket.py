@@ -122,6 +122,7 @@ class WsSession:
             for event in self.ws.events():
                 if isinstance(event, Request):
                     if not self._accept(event):
+                        self.h.close_connection = True
                         return
                 elif isinstance(event, Message):
                     if isinstance(event, TextMessage):
