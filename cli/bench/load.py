@@ -7,6 +7,7 @@ bare mitmproxy and firsttoken, each in its own process. What it reports: docs/pe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -15,6 +16,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +136,7 @@ def _recorded(db: Path, tags: set[str], timeout: float = 30.0) -> dict[str, dict
     return rows
 
 
-def _p(values: list[float], q: float) -> float | None:
+def pct(values: list[float], q: float) -> float | None:
     return percentile(sorted(values), q) if values else None
 
 
@@ -148,53 +150,59 @@ def plan(concurrency: int, target: int) -> int:
     return max(2, min(MAX_BURSTS, math.ceil(target / concurrency)))
 
 
+@contextlib.contextmanager
+def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float) -> Iterator[tuple[dict[str, int], dict[str, int], Path]]:
+    """The simulated upstream, bare mitmproxy and firsttoken (recording into a temporary database),
+    each in its own process: yields the ports by path, the proxies' pids and the database."""
+    sp, bp, fp = free_port(), free_port(), free_port()
+    sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5", "--prefill-base-ms", str(prefill_ms),
+                      "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "bare_streaming.py"
+        script.write_text(BARE_SCRIPT)
+        db = Path(tmp) / "bench.db"
+        bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
+                     "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
+        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db)]
+        with process(sim_argv, sp), process(bare_argv, bp) as bare, process(ft_argv, fp) as ft:
+            yield {"direct": sp, "bare mitmproxy": bp, "firsttoken": fp}, {"bare mitmproxy": bare.pid, "firsttoken": ft.pid}, db
+
+
 def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
         target: int = 40, progress: Any = None) -> dict[str, Any]:
     say = progress or (lambda msg: None)
     body = json.dumps({"model": "gpt-4o-mini", "stream": True, "max_tokens": output_tokens,
                        "messages": [{"role": "user", "content": "Say hi."}]}).encode()
-    sp, bp, fp = free_port(), free_port(), free_port()
-    sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5", "--prefill-base-ms", str(prefill_ms),
-                      "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
     out: dict[str, Any] = {"config": {"levels": levels, "output_tokens": output_tokens, "tpot_ms": tpot_ms,
                                       "prefill_ms": prefill_ms, "cores": os.cpu_count(), "python": sys.version.split()[0]},
                            "levels": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "bare_streaming.py"
-        script.write_text(BARE_SCRIPT)
-        db = Path(tmp) / "load.db"
-        bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
-                     "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
-        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db)]
-        with process(sim_argv, sp), process(bare_argv, bp) as bare, process(ft_argv, fp) as ft:
-            ports = {"direct": sp, "bare mitmproxy": bp, "firsttoken": fp}
-            pids = {"bare mitmproxy": bare.pid, "firsttoken": ft.pid}
-            loop = asyncio.new_event_loop()
-            try:
-                for port in ports.values():  # warm up: imports, tokenizers, connection pools
-                    loop.run_until_complete(stream_burst(port, body, 3, [f"warm-{uuid.uuid4().hex}" for _ in range(3)]))
-                _recorded(db, set(), timeout=0)
-                for n in levels:
-                    bursts = plan(n, target)
-                    samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
-                    cpu = {p: 0.0 for p in pids}
-                    recorded: dict[str, dict[str, Any]] = {}
-                    for b in range(bursts):
-                        order = PATHS if b % 2 == 0 else PATHS[::-1]
-                        for path in order:
-                            tags = [f"load-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
-                            c0 = cpu_seconds(pids[path]) if path in pids else None
-                            samples[path] += loop.run_until_complete(stream_burst(ports[path], body, n, tags))
-                            if path == "firsttoken":  # its analysis and writes count too: wait for them
-                                recorded.update(_recorded(db, set(tags)))
-                            if c0 is not None:
-                                time.sleep(0.1)  # what the proxy does right after the burst (closing) counts
-                                cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
-                    level = _summarise(n, bursts, samples, cpu, recorded, {p: rss_mb(pid) for p, pid in pids.items()})
-                    out["levels"].append(level)
-                    say(f"{n} concurrent: done ({bursts} bursts per path)")
-            finally:
-                loop.close()
+    with three_paths(output_tokens, tpot_ms, prefill_ms) as (ports, pids, db):
+        loop = asyncio.new_event_loop()
+        try:
+            for port in ports.values():  # warm up: imports, tokenizers, connection pools
+                loop.run_until_complete(stream_burst(port, body, 3, [f"warm-{uuid.uuid4().hex}" for _ in range(3)]))
+            _recorded(db, set(), timeout=0)
+            for n in levels:
+                bursts = plan(n, target)
+                samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
+                cpu = {p: 0.0 for p in pids}
+                recorded: dict[str, dict[str, Any]] = {}
+                for b in range(bursts):
+                    order = PATHS if b % 2 == 0 else PATHS[::-1]
+                    for path in order:
+                        tags = [f"load-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+                        c0 = cpu_seconds(pids[path]) if path in pids else None
+                        samples[path] += loop.run_until_complete(stream_burst(ports[path], body, n, tags))
+                        if path == "firsttoken":  # its analysis and writes count too: wait for them
+                            recorded.update(_recorded(db, set(tags)))
+                        if c0 is not None:
+                            time.sleep(0.1)  # what the proxy does right after the burst (closing) counts
+                            cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
+                level = _summarise(n, bursts, samples, cpu, recorded, {p: rss_mb(pid) for p, pid in pids.items()})
+                out["levels"].append(level)
+                say(f"{n} concurrent: done ({bursts} bursts per path)")
+        finally:
+            loop.close()
     return out
 
 
@@ -205,8 +213,8 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
         ttft = [s["ttft"] for s in ss]
         gaps = [g for s in ss for g in s["gaps"]]
         chunks = sum(s["events"] for s in ss)
-        st: dict[str, Any] = {"streams": len(ss), "chunks": chunks, "ttft_p50": _p(ttft, 50), "ttft_p99": _p(ttft, 99),
-                              "gap_p99": _p(gaps, 99)}
+        st: dict[str, Any] = {"streams": len(ss), "chunks": chunks, "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
+                              "gap_p99": pct(gaps, 99)}
         if path in cpu:
             st["cpu_s"] = cpu[path]
             st["cpu_us_per_chunk"] = cpu[path] / chunks * 1e6 if chunks else None
@@ -229,12 +237,12 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
     abs_err = [abs(e) for e in err]
     paths["firsttoken"].update({
         "recorded": len(err),
-        "ttft_error_p50": _p(err, 50), "ttft_error_abs_p99": _p(abs_err, 99),
-        "ttft_error_without_lag_p50": _p(err_plain, 50),
+        "ttft_error_p50": pct(err, 50), "ttft_error_abs_p99": pct(abs_err, 99),
+        "ttft_error_without_lag_p50": pct(err_plain, 50),
         # the same as a share of the client's TTFT (the truth bound: docs/performance.md)
-        "ttft_error_rel_p50": _p(rel, 50), "ttft_error_rel_p99": _p(rel, 99),
-        "ttft_error_without_lag_rel_p50": _p(rel_plain, 50),
-        "proxy_delay_p50": _p(delays, 50), "proxy_delay_p99": _p(delays, 99),
+        "ttft_error_rel_p50": pct(rel, 50), "ttft_error_rel_p99": pct(rel, 99),
+        "ttft_error_without_lag_rel_p50": pct(rel_plain, 50),
+        "proxy_delay_p50": pct(delays, 50), "proxy_delay_p99": pct(delays, 99),
         "saturated_findings": saturated,
     })
     bare, fts = paths["bare mitmproxy"], paths["firsttoken"]
@@ -251,25 +259,32 @@ def _ms(v: float | None, sign: bool = False) -> str:
 SHORT = {"direct": "direct", "bare mitmproxy": "bare", "firsttoken": "firsttoken"}
 
 
-def report(res: dict[str, Any], out: Console) -> None:
-    c = res["config"]
-    t = Table(title=(f"under load: loopback, {c['cores']} cores, Python {c['python']}; simulated upstream, first token "
-                     f"+{c['prefill_ms']:g} ms, {c['output_tokens']} tokens × {c['tpot_ms']:g} ms. Times in ms"),
-              caption="bare = mitmproxy streaming, nothing else; CPU µs = the proxy process's CPU per forwarded chunk; rec. err = firsttoken's recorded TTFT + proxy_lag_ms "
-                      "minus the client's (p50 / |p99|)")
+def level_table(levels: list[dict[str, Any]], title: str, caption: str, n_key: str, cpu_key: str) -> Table:
+    """One row per path and level: client TTFT and gaps, the proxies' CPU per unit and memory, and
+    firsttoken's recorded-vs-client error (the HTTP and the WebSocket benchmarks)."""
+    t = Table(title=title, caption=caption)
     for col in ("N", "path", "TTFT p50", "p99", "gap p99", "CPU µs", "RSS MB", "rec. err"):
         t.add_column(col, justify="left" if col == "path" else "right", no_wrap=col in ("path", "rec. err"))
-    for lv in res["levels"]:
+    for lv in levels:
         for i, path in enumerate(PATHS):
             st = lv["paths"][path]
-            cpu = f"{st['cpu_us_per_chunk']:.0f}" if st.get("cpu_us_per_chunk") is not None else ""
+            cpu = f"{st[cpu_key]:.0f}" if st.get(cpu_key) is not None else ""
             rss = f"{st['rss_mb']:.0f}" if st.get("rss_mb") is not None else ""
             err = ""
             if path == "firsttoken" and st.get("recorded"):
                 err = f"{_ms(st['ttft_error_p50'], True)}/{_ms(st['ttft_error_abs_p99'])}"
-            t.add_row(str(lv["concurrency"]) if i == 0 else "", SHORT[path], _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
+            t.add_row(str(lv[n_key]) if i == 0 else "", SHORT[path], _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
                       _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(PATHS) - 1)
-    out.print(t)
+    return t
+
+
+def report(res: dict[str, Any], out: Console) -> None:
+    c = res["config"]
+    out.print(level_table(
+        res["levels"], f"under load: loopback, {c['cores']} cores, Python {c['python']}; simulated upstream, first token "
+                       f"+{c['prefill_ms']:g} ms, {c['output_tokens']} tokens × {c['tpot_ms']:g} ms. Times in ms",
+        "bare = mitmproxy streaming, nothing else; CPU µs = the proxy process's CPU per forwarded chunk; rec. err = "
+        "firsttoken's recorded TTFT + proxy_lag_ms minus the client's (p50 / |p99|)", "concurrency", "cpu_us_per_chunk"))
     for lv in res["levels"]:
         ft = lv["paths"]["firsttoken"]
         ratio = f"{lv['cpu_ratio_vs_bare']:.2f}×" if lv["cpu_ratio_vs_bare"] is not None else "—"

@@ -14,7 +14,6 @@ import socket
 import sqlite3
 import struct
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -22,21 +21,13 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Message, Ping, RejectConnection, Request, TextMessage
 
-from firsttoken.addon.record import percentile
-from firsttoken.cli.bench.load import BARE_SCRIPT, BIN, CLI, PATHS, SHORT, TAG_HEADER, cpu_seconds, rss_mb
-from firsttoken.cli.bench.timing import process
-from firsttoken.cli.loopback import free_port
+from firsttoken.cli.bench.load import PATHS, TAG_HEADER, cpu_seconds, level_table, pct, rss_mb, three_paths
 
 FIRST_DELTA = "response.output_text.delta"
 TERMINAL = ("response.completed", "response.failed", "response.incomplete", "error")
-
-
-def _p(values: list[float], q: float) -> float | None:
-    return percentile(sorted(values), q) if values else None
 
 
 #: Linux's SO_TIMESTAMPNS (SCM_TIMESTAMPNS): each read carries the kernel's receive time, so a turn's
@@ -213,45 +204,33 @@ def recorded_turns(db: Path, tags: set[str], expected: int, timeout: float = 30.
 def run(levels: list[int], turns: int = 5, output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
         bursts: int = 2, progress: Any = None) -> dict[str, Any]:
     say = progress or (lambda msg: None)
-    sp, bp, fp = free_port(), free_port(), free_port()
-    sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5", "--prefill-base-ms", str(prefill_ms),
-                      "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
     out: dict[str, Any] = {"config": {"levels": levels, "turns": turns, "bursts": bursts, "output_tokens": output_tokens,
                                       "tpot_ms": tpot_ms, "prefill_ms": prefill_ms, "cores": os.cpu_count(),
                                       "python": sys.version.split()[0]}, "levels": []}
-    with tempfile.TemporaryDirectory() as tmp:
-        script = Path(tmp) / "bare_streaming.py"
-        script.write_text(BARE_SCRIPT)
-        db = Path(tmp) / "ws.db"
-        bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
-                     "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
-        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db)]
-        with process(sim_argv, sp), process(bare_argv, bp) as bare, process(ft_argv, fp) as ft:
-            ports = {"direct": sp, "bare mitmproxy": bp, "firsttoken": fp}
-            pids = {"bare mitmproxy": bare.pid, "firsttoken": ft.pid}
-            loop = asyncio.new_event_loop()
-            try:
-                for port in ports.values():  # warm up: imports, tokenizers
-                    loop.run_until_complete(burst(port, 2, 2, [f"warm-{uuid.uuid4().hex}" for _ in range(2)]))
-                for n in levels:
-                    sessions: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
-                    cpu = {p: 0.0 for p in pids}
-                    recorded: dict[tuple[str, int], dict] = {}
-                    for b in range(bursts):
-                        for path in (PATHS if b % 2 == 0 else PATHS[::-1]):
-                            tags = [f"ws-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
-                            c0 = cpu_seconds(pids[path]) if path in pids else None
-                            sessions[path] += loop.run_until_complete(burst(ports[path], n, turns, tags))
-                            if path == "firsttoken":  # its analysis and writes count too: wait for them
-                                recorded.update(recorded_turns(db, set(tags), n * turns))
-                            if c0 is not None:
-                                time.sleep(0.1)
-                                cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
-                    out["levels"].append(_summarise(n, sessions, cpu, recorded,
-                                                    {p: rss_mb(pid) for p, pid in pids.items()}))
-                    say(f"{n} connections × {turns} turns: done ({bursts} bursts per path)")
-            finally:
-                loop.close()
+    with three_paths(output_tokens, tpot_ms, prefill_ms) as (ports, pids, db):
+        loop = asyncio.new_event_loop()
+        try:
+            for port in ports.values():  # warm up: imports, tokenizers
+                loop.run_until_complete(burst(port, 2, 2, [f"warm-{uuid.uuid4().hex}" for _ in range(2)]))
+            for n in levels:
+                sessions: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
+                cpu = {p: 0.0 for p in pids}
+                recorded: dict[tuple[str, int], dict] = {}
+                for b in range(bursts):
+                    for path in (PATHS if b % 2 == 0 else PATHS[::-1]):
+                        tags = [f"ws-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
+                        c0 = cpu_seconds(pids[path]) if path in pids else None
+                        sessions[path] += loop.run_until_complete(burst(ports[path], n, turns, tags))
+                        if path == "firsttoken":  # its analysis and writes count too: wait for them
+                            recorded.update(recorded_turns(db, set(tags), n * turns))
+                        if c0 is not None:
+                            time.sleep(0.1)
+                            cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
+                out["levels"].append(_summarise(n, sessions, cpu, recorded,
+                                                {p: rss_mb(pid) for p, pid in pids.items()}))
+                say(f"{n} connections × {turns} turns: done ({bursts} bursts per path)")
+        finally:
+            loop.close()
     return out
 
 
@@ -262,8 +241,8 @@ def _summarise(n: int, sessions: dict[str, list[dict[str, Any]]], cpu: dict[str,
         turns = [t for s in ss for t in s["turns"]]
         frames = sum(s["frames_in"] + s["frames_out"] for s in ss)
         st: dict[str, Any] = {"connections": len(ss), "turns": len(turns), "frames": frames,
-                              "ttft_p50": _p([t["ttft"] for t in turns], 50), "ttft_p99": _p([t["ttft"] for t in turns], 99),
-                              "gap_p99": _p([g for t in turns for g in t["gaps"]], 99)}
+                              "ttft_p50": pct([t["ttft"] for t in turns], 50), "ttft_p99": pct([t["ttft"] for t in turns], 99),
+                              "gap_p99": pct([g for t in turns for g in t["gaps"]], 99)}
         if path in cpu:
             st["cpu_s"] = cpu[path]
             st["cpu_us_per_frame"] = cpu[path] / frames * 1e6 if frames else None
@@ -281,9 +260,9 @@ def _summarise(n: int, sessions: dict[str, list[dict[str, Any]]], cpu: dict[str,
             rel_plain.append(abs(r["ttft_ms"] - t["ttft"]) / t["ttft"] * 100.0)
             lags.append(lag)
     paths["firsttoken"].update({
-        "recorded": len(err), "ttft_error_p50": _p(err, 50), "ttft_error_abs_p99": _p([abs(e) for e in err], 99),
-        "ttft_error_rel_p50": _p(rel, 50), "ttft_error_rel_p99": _p(rel, 99), "ttft_error_without_lag_rel_p50": _p(rel_plain, 50),
-        "proxy_lag_p50": _p(lags, 50),
+        "recorded": len(err), "ttft_error_p50": pct(err, 50), "ttft_error_abs_p99": pct([abs(e) for e in err], 99),
+        "ttft_error_rel_p50": pct(rel, 50), "ttft_error_rel_p99": pct(rel, 99), "ttft_error_without_lag_rel_p50": pct(rel_plain, 50),
+        "proxy_lag_p50": pct(lags, 50),
     })
     bare, fts = paths["bare mitmproxy"], paths["firsttoken"]
     ratio = (fts["cpu_us_per_frame"] / bare["cpu_us_per_frame"]
@@ -297,25 +276,13 @@ def _ms(v: float | None) -> str:
 
 def report(res: dict[str, Any], out: Console) -> None:
     c = res["config"]
-    t = Table(title=(f"Responses over WebSocket: loopback, {c['cores']} cores, Python {c['python']}; N connections × "
-                     f"{c['turns']} turns each, simulated upstream: first token +{c['prefill_ms']:g} ms, "
-                     f"{c['output_tokens']} tokens × {c['tpot_ms']:g} ms. Times in ms"),
-              caption="bare = mitmproxy relaying the frames, nothing else; CPU µs = the proxy process's CPU per frame "
-                      "(both directions); rec. err = firsttoken's recorded turn TTFT + proxy_lag_ms minus the client's "
-                      "(p50 / |p99|)")
-    for col in ("N", "path", "TTFT p50", "p99", "gap p99", "CPU µs", "RSS MB", "rec. err"):
-        t.add_column(col, justify="left" if col == "path" else "right", no_wrap=col in ("path", "rec. err"))
-    for lv in res["levels"]:
-        for i, path in enumerate(PATHS):
-            st = lv["paths"][path]
-            cpu = f"{st['cpu_us_per_frame']:.0f}" if st.get("cpu_us_per_frame") is not None else ""
-            rss = f"{st['rss_mb']:.0f}" if st.get("rss_mb") is not None else ""
-            err = ""
-            if path == "firsttoken" and st.get("recorded"):
-                err = f"{st['ttft_error_p50']:+.1f}/{st['ttft_error_abs_p99']:.1f}"
-            t.add_row(str(lv["connections"]) if i == 0 else "", SHORT[path], _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
-                      _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(PATHS) - 1)
-    out.print(t)
+    out.print(level_table(
+        res["levels"], f"Responses over WebSocket: loopback, {c['cores']} cores, Python {c['python']}; N connections × "
+                       f"{c['turns']} turns each, simulated upstream: first token +{c['prefill_ms']:g} ms, "
+                       f"{c['output_tokens']} tokens × {c['tpot_ms']:g} ms. Times in ms",
+        "bare = mitmproxy relaying the frames, nothing else; CPU µs = the proxy process's CPU per frame (both "
+        "directions); rec. err = firsttoken's recorded turn TTFT + proxy_lag_ms minus the client's (p50 / |p99|)",
+        "connections", "cpu_us_per_frame"))
     for lv in res["levels"]:
         ft = lv["paths"]["firsttoken"]
         ratio = f"{lv['cpu_ratio_vs_bare']:.2f}×" if lv["cpu_ratio_vs_bare"] is not None else "—"
