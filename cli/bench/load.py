@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
@@ -16,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,16 +101,23 @@ async def _stream(port: int, body: bytes, tag: str, go: asyncio.Event) -> dict[s
         writer.close()
 
 
-async def stream_burst(port: int, body: bytes, n: int, tags: list[str]) -> list[dict[str, Any]]:
+async def together(clients: list[Callable[[asyncio.Event], Awaitable[Any]]], settle: float, what: str) -> list[Any]:
+    """Run the clients as one burst: each connects, waits for ``go`` (set after ``settle`` s, when
+    every connection is in), then sends. ``what`` names them in the error if any fails."""
     go = asyncio.Event()
-    tasks = [asyncio.ensure_future(_stream(port, body, tags[i], go)) for i in range(n)]
-    await asyncio.sleep(0.1 + n * 0.005)  # every connection accepted before the burst
+    tasks = [asyncio.ensure_future(client(go)) for client in clients]
+    await asyncio.sleep(settle)
     go.set()
     res = await asyncio.gather(*tasks, return_exceptions=True)
     errors = [r for r in res if isinstance(r, BaseException)]
     if errors:
-        raise click.ClickException(f"{len(errors)} of {n} streams to port {port} failed: {errors[0]!r}")
-    return res  # type: ignore[return-value]
+        raise click.ClickException(f"{len(errors)} of {len(clients)} {what} failed: {errors[0]!r}")
+    return res
+
+
+async def stream_burst(port: int, body: bytes, n: int, tags: list[str]) -> list[dict[str, Any]]:
+    clients = [functools.partial(_stream, port, body, tags[i]) for i in range(n)]
+    return await together(clients, 0.1 + n * 0.005, f"streams to port {port}")
 
 
 def _recorded(db: Path, tags: set[str], timeout: float = 30.0) -> dict[str, dict[str, Any]]:

@@ -8,6 +8,7 @@ in their own processes. How it measures and what it reports: docs/performance.md
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import socket
@@ -19,12 +20,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import click
 from rich.console import Console
 from wsproto import ConnectionType, WSConnection
 from wsproto.events import AcceptConnection, CloseConnection, Message, Ping, RejectConnection, Request, TextMessage
 
-from firsttoken.cli.bench.load import PATHS, TAG_HEADER, cpu_seconds, level_table, pct, rss_mb, three_paths
+from firsttoken.cli.bench.load import PATHS, TAG_HEADER, cpu_seconds, level_table, pct, rss_mb, three_paths, together
 
 FIRST_DELTA = "response.output_text.delta"
 TERMINAL = ("response.completed", "response.failed", "response.incomplete", "error")
@@ -168,15 +168,9 @@ async def _session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[s
 
 
 async def burst(port: int, n: int, turns: int, tags: list[str]) -> list[dict[str, Any]]:
-    go = asyncio.Event()
-    tasks = [asyncio.ensure_future(_session(port, tags[i], turns, go)) for i in range(n)]
-    await asyncio.sleep(0.2 + n * 0.01)  # every connection upgraded before the first turn
-    go.set()
-    res = await asyncio.gather(*tasks, return_exceptions=True)
-    errors = [r for r in res if isinstance(r, BaseException)]
-    if errors:
-        raise click.ClickException(f"{len(errors)} of {n} WebSocket sessions to port {port} failed: {errors[0]!r}")
-    return res  # type: ignore[return-value]
+    """N connections upgraded at once, then their turns (every upgrade in before the first turn)."""
+    clients = [functools.partial(_session, port, tags[i], turns) for i in range(n)]
+    return await together(clients, 0.2 + n * 0.01, f"WebSocket sessions to port {port}")
 
 
 def recorded_turns(db: Path, tags: set[str], expected: int, timeout: float = 30.0) -> dict[tuple[str, int], dict]:
