@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,7 +217,14 @@ def combined_ca_bundle(dest: str | os.PathLike, confdir: str | os.PathLike | Non
         pass
     parts.append(ca.read_text())
     out = Path(dest).expanduser()
-    out.write_text("\n".join(p.rstrip("\n") for p in parts) + "\n")
+    # written whole, then renamed over: two runs sharing ~/.mitmproxy write it at once, and a client
+    # of one must never read the file half-written by the other
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        tmp.write_text("\n".join(p.rstrip("\n") for p in parts) + "\n")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
     return out
 
 

@@ -121,6 +121,33 @@ def test_combined_ca_bundle(tmp_path):
     assert text.count("BEGIN CERTIFICATE") > 10 and text.rstrip().endswith("X\n-----END CERTIFICATE-----")
 
 
+def test_combined_ca_bundle_is_never_seen_half_written(tmp_path):
+    """Two `run --forward` sharing ~/.mitmproxy write the bundle at once while a client reads it."""
+    import threading
+
+    (tmp_path / "mitmproxy-ca-cert.pem").write_text("-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n")
+    dest = tmp_path / "b.pem"
+    forward.combined_ca_bundle(dest, confdir=tmp_path)
+    whole = dest.read_text()
+    stop, seen = threading.Event(), []
+
+    def write():
+        while not stop.is_set():
+            forward.combined_ca_bundle(dest, confdir=tmp_path)
+
+    writers = [threading.Thread(target=write) for _ in range(3)]
+    for w in writers:
+        w.start()
+    try:
+        for _ in range(300):
+            seen.append(dest.read_text() == whole)
+    finally:
+        stop.set()
+        for w in writers:
+            w.join()
+    assert all(seen) and sorted(p.name for p in tmp_path.iterdir()) == ["b.pem", "mitmproxy-ca-cert.pem"]
+
+
 # -- end to end -----------------------------------------------------------------------------
 
 WIRED = "forward_mode" in inspect.signature(ProxyServer.__init__).parameters
