@@ -137,14 +137,20 @@ class Bench:
             base_url=self.proxy.url, retry_options=types.HttpRetryOptions(attempts=1)))
 
     def new_row(self) -> dict[str, Any]:
-        self.proxy.flush()
-        conn = sqlite3.connect(str(self.db))
-        conn.row_factory = sqlite3.Row
-        try:
-            rs = [dict(r) for r in conn.execute("SELECT * FROM requests ORDER BY started_at")]
-        finally:
-            conn.close()
-        new = [r for r in rs if r["id"] not in self.seen]
+        """The one request since the last call, once final: on a loaded machine the proxy's last hooks
+        can run seconds after the client had its answer (flush waits two), so wait for 'done'."""
+        deadline = time.monotonic() + 20
+        while True:
+            self.proxy.flush()
+            conn = sqlite3.connect(str(self.db))
+            conn.row_factory = sqlite3.Row
+            try:
+                rs = [dict(r) for r in conn.execute("SELECT * FROM requests ORDER BY started_at")]
+            finally:
+                conn.close()
+            new = [r for r in rs if r["id"] not in self.seen]
+            if all(r["state"] == "done" for r in new) or time.monotonic() > deadline:
+                break
         self.seen.update(r["id"] for r in new)
         assert len(new) == 1, f"expected one new record, got {len(new)}"
         row = new[0]
