@@ -77,6 +77,8 @@ class LoadWatch:
         self._lag: list[float] = []  # how late it woke (s)
         self._cpu: list[float] = []  # process CPU time then (s)
         self._task: asyncio.Task | None = None
+        #: samples taken so far: the loop's own clock (a starved loop ticks slower than wall time)
+        self.ticks = 0
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -99,6 +101,7 @@ class LoadWatch:
 
     def sample(self, now: float, due: float, cpu: float) -> None:
         """One measurement: woke at ``now`` for a timer due at ``due``."""
+        self.ticks += 1
         self._at.append(now)
         self._due.append(min(due, now))
         self._lag.append(max(0.0, now - due))

@@ -278,3 +278,33 @@ def test_client_closing_after_the_final_event_is_a_complete_request(db_path):
     assert row["client_aborted"] == 0 and row["error"] is None
     assert "client.aborted" not in row["findings"]
     assert row["total_ms"] < 800  # ended when the client had everything, not when the terminator came
+
+
+def test_flush_counts_its_settle_in_the_proxys_own_time(tmp_path):
+    """A client can have its answer before the proxy's last hook ran; on a busy machine the proxy's
+    loop runs late. flush's wait for requests in flight is measured on that loop's clock, so a
+    starved loop (blocked here for 1.5 s) does not cut it short at two seconds of wall time."""
+    import threading
+    import time
+
+    import httpx
+
+    from firsttoken.cli.proxy.server import ProxyServer
+    from firsttoken.cli.simulate import SimConfig, SimServer
+
+    cfg = SimConfig(ttfb_ms=5, prefill_base_ms=5, tpot_ms=60, output_tokens=40)
+    with SimServer(cfg) as sim, ProxyServer([sim.url], str(tmp_path / "ft.db"), port=0) as p:
+        body = {"model": "sim-1", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        t = threading.Thread(target=lambda: httpx.post(f"{p.url}/v1/chat/completions", json=body, timeout=30))
+        t.start()
+        deadline = time.monotonic() + 10
+        while not p.capture.flights and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert p.capture.flights
+        p.loop.call_soon_threadsafe(time.sleep, 1.5)  # the proxy's loop stalls, as on a starved machine
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        p.flush(settle=0.5)
+        waited = time.monotonic() - t0
+        t.join()
+    assert waited >= 1.4  # the stall and then half a second of the loop's own time, not 0.5 s of wall time

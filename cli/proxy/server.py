@@ -452,12 +452,21 @@ class ProxyServer:
         """Wait until every request so far is in the database.
 
         A client can finish reading a response a moment before the proxy's own response hook
-        has run, so first wait (up to ``settle`` seconds) for requests still in flight."""
+        has run, so first wait for requests still in flight: ``settle`` seconds of the proxy's
+        own event loop (a loop starved on a busy machine runs its hooks late, and its seconds
+        pass slower), at most ``timeout`` seconds in all."""
         import time
 
         flights = getattr(self.capture, "flights", None)
-        deadline = time.monotonic() + settle
-        while flights and time.monotonic() < deadline:
+        watch = getattr(self.capture, "loadwatch", None)
+        start = time.monotonic()
+        ticks0 = watch.ticks if watch is not None else 0
+        while flights and time.monotonic() - start < timeout:
+            if watch is not None and watch.ticks:
+                if (watch.ticks - ticks0) * watch.interval >= settle:
+                    break
+            elif time.monotonic() - start >= settle:  # no loop clock (the watch never ran): wall time
+                break
             time.sleep(0.005)
         if getattr(self.capture, "analyzer", None) is not None:
             self.capture.analyzer.flush(timeout)
