@@ -63,8 +63,10 @@ class World:
         return p
 
     def hits(self) -> collections.Counter:
-        """How many requests reached each place."""
-        return collections.Counter({place: len(s.arrivals) for place, s in self.servers.items() if s.arrivals})
+        """How many exchanges reached each place, as firsttoken counts them: HTTP requests, and each
+        WebSocket turn in place of the upgrade that carried it (an upgrade answered 101 is no row)."""
+        return collections.Counter({place: n for place, s in self.servers.items()
+                                    if (n := len(s.arrivals) - s.upgrades + len(s.ws_turns))})
 
     def place_of(self, url: str) -> str | None:
         port = urlsplit(url).port

@@ -9,10 +9,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import rows
+from conftest import FAST, rows
 from test_run import FT, base_env, check_summary, find_cli
 
 from firsttoken.cli.proxy.server import ProxyServer
+from firsttoken.cli.simulate import SimConfig, SimServer
 from tests.ws_upstream import WsUpstream
 
 pytestmark = pytest.mark.slow  # the real Codex CLI
@@ -75,14 +76,14 @@ def test_codex_builtin_provider_through_run(tmp_path):
     assert "proxy.saturated" not in r.stderr
 
 
-def test_codex_falls_back_after_refused_upgrades(sim, tmp_path):
-    """A route that answers the upgrade 404 and serves HTTP + SSE (the simulator): Codex tries the
-    WebSocket several times, then falls back to HTTP. The tries are one finding each, not
-    `path.not_found`, and the HTTP request adds them up with the fix."""
+def test_codex_falls_back_after_refused_upgrades(tmp_path):
+    """A route that answers the upgrade 404 and serves HTTP + SSE (the simulator with --no-websocket):
+    Codex tries the WebSocket several times, then falls back to HTTP. The tries are one finding each,
+    not `path.not_found`, and the HTTP request adds them up with the fix."""
     codex = find_cli("codex")
     env = base_env(tmp_path, OPENAI_API_KEY=KEY)
     db = tmp_path / "ft.db"
-    with ProxyServer([sim.url], str(db), port=0) as p:
+    with SimServer(SimConfig(**FAST, websocket=False)) as sim, ProxyServer([sim.url], str(db), port=0) as p:
         r = codex_exec(codex, env, tmp_path, "-c", f'openai_base_url="{p.url}/v1"')
         assert r.returncode == 0, r.stdout + r.stderr
         p.flush()

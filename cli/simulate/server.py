@@ -334,7 +334,15 @@ class SimServer:
         self._conns: set[socket.socket] = set()
         self._lock = threading.Lock()
         self.arrivals: list[Arrival] = []  # every request that reached this server, in order
+        #: Responses turns over a WebSocket (method "WS"), each on an upgrade that is in ``arrivals``
+        #: too and was answered 101 (counted in ``upgrades``)
+        self.ws_turns: list[Arrival] = []
+        self.upgrades = 0
         self.sent: collections.deque[Sent] = collections.deque(maxlen=256)  # the latest answers' send log
+
+    def arrived_turn(self, host: str, port: int, path: str) -> None:
+        """A WebSocket turn (a ``response.create`` frame) reached this server."""
+        self.ws_turns.append(Arrival(host, port, "WS", path))
 
     def _track(self, conn: socket.socket, add: bool) -> None:
         with self._lock:

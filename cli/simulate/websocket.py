@@ -167,6 +167,7 @@ class WsSession:
         extra = [(k.encode(), v.encode()) for k, v in SETUP_HEADERS] + [(b"x-request-id", f"req_{hexid(32)}".encode())]
         self.send(AcceptConnection(extra_headers=extra))
         self.h.status = 101
+        self.sim.upgrades += 1
         return True
 
     def _turn(self, text: str) -> None:
@@ -180,6 +181,7 @@ class WsSession:
         if not isinstance(frame, dict) or frame.get("type") != CREATE:
             return  # other client events (response.cancel, ...) need no answer here
         self.turns += 1
+        self.sim.arrived_turn(self.h.headers.get("Host") or "", self.h.server.server_address[1], self.h.path)
         body = {k: v for k, v in frame.items() if k != "type"}
         body["stream"] = True  # every turn on the socket streams
         cfg = self.sim.config
