@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import sqlite3
 import time
 
 import anthropic
@@ -463,7 +464,14 @@ def test_stats_fits_ttft_against_uncached_tokens(db_path):
             p.stop()
     res = json.loads(_cli("stats", "--db", str(db_path), "--json").output)
     (g,) = res["groups"]
-    assert g["uncached_fit"]["cached_requests"] == 5
+    # a cache hit the proxy itself delayed (proxy.saturated, on a busy machine) is left out of every fit
+    con = sqlite3.connect(db_path)
+    try:
+        left = con.execute("SELECT count(*) FROM requests WHERE usage_cached_tokens > 0 AND ttft_outlier IS NOT NULL"
+                           ).fetchone()[0]
+    finally:
+        con.close()
+    assert left <= 2 and g["uncached_fit"]["cached_requests"] == 5 - left
     assert g["uncached_fit"]["ttft_fit_r2"] > g["ttft_fit_r2"]
     assert g["better_fit"] == "uncached"
     text = _cli("stats", "--db", str(db_path)).output

@@ -137,8 +137,10 @@ class WsUpstream:
         data = json.dumps(event)
         if len(data) <= 65536:  # logged before it leaves: a client may read it before send() returns here
             turn.data.append(data.encode() if binary else data)
-        await ws.send(data.encode() if binary else data)
+        # timed before it leaves too: send() returns when this thread runs again, which on a loaded
+        # machine was after the proxy had the frame (a TTFT "seen here" longer than the proxy's)
         turn.sent.append((time.perf_counter(), event["type"]))
+        await ws.send(data.encode() if binary else data)
 
     async def _answer(self, ws, turn: Turn) -> None:
         model = turn.frame.get("model") or "gpt-test"
