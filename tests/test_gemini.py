@@ -4,13 +4,13 @@ inside [upstream-sent, client-seen], usage, Google's errors as the findings user
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from conftest import rows
 from gemini_upstream import (
     BLOCKED,
     DEADLINE,
@@ -142,13 +142,7 @@ class Bench:
         deadline = time.monotonic() + 20
         while True:
             self.proxy.flush()
-            conn = sqlite3.connect(str(self.db))
-            conn.row_factory = sqlite3.Row
-            try:
-                rs = [dict(r) for r in conn.execute("SELECT * FROM requests ORDER BY started_at")]
-            finally:
-                conn.close()
-            new = [r for r in rs if r["id"] not in self.seen]
+            new = [r for r in rows(self.db) if r["id"] not in self.seen]
             if all(r["state"] == "done" for r in new) or time.monotonic() > deadline:
                 break
         self.seen.update(r["id"] for r in new)
