@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from firsttoken.addon.websocket import is_upgrade
 from firsttoken.cli.simulate import faults as errors
 from firsttoken.cli.simulate import tokens
 from firsttoken.cli.simulate import websocket as ws
@@ -239,7 +240,7 @@ class SimHandler(BaseHTTPRequestHandler):
 
     def _route(self) -> None:
         cfg = self.sim.config
-        if self.command == "GET" and cfg.websocket and ws.wants_websocket(self.headers):
+        if self.command == "GET" and cfg.websocket and is_upgrade(self.headers):
             if self.path.split("?", 1)[0] == cfg.prefix + "/v1/responses" and "openai" in cfg.protocols:
                 return ws.serve(self)  # Responses over a WebSocket: one response.create frame per turn
         raw = self._read_body()

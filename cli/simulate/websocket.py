@@ -9,7 +9,6 @@ wsproto's (the sans-IO WebSocket library mitmproxy itself uses), so nothing here
 from __future__ import annotations
 
 import json
-import socket
 import time
 from typing import Any
 
@@ -25,19 +24,15 @@ from wsproto.events import (
     TextMessage,
 )
 
+from firsttoken.addon.websocket import CREATE
 from firsttoken.cli.simulate import faults as errors
 from firsttoken.cli.simulate.config import UnknownFault, parse_faults
 from firsttoken.cli.simulate.engine import Upstream, answer
 from firsttoken.cli.simulate.timing import Schedule
 from firsttoken.cli.simulate.wire import hexid
 
-CREATE = "response.create"
 #: the upgrade's answer headers, as OpenAI's: the model family and a request id
 SETUP_HEADERS = (("openai-model", "sim-1"), ("x-reasoning-included", "true"))
-
-
-def wants_websocket(headers: Any) -> bool:
-    return "websocket" in (headers.get("Upgrade") or "").lower()
 
 
 class _Frames:
@@ -50,7 +45,7 @@ class _Frames:
 
     def write(self, data: bytes, due: float | None = None) -> None:
         for line in data.split(b"\n"):
-            if line.startswith(b"data: ") or line.startswith(b"data:"):
+            if line.startswith(b"data:"):
                 payload = line[5:].lstrip()
                 self._log.append((due, time.monotonic(), payload))  # logged as it goes out
                 self._turn.send_text(payload.decode())
@@ -153,8 +148,7 @@ class WsSession:
 
     def _accept(self, event: Request) -> bool:
         cfg = self.sim.config
-        auth = self.h.headers.get("Authorization", "")
-        self.api_key = auth[7:].strip() if auth.lower().startswith("bearer ") else self.h.headers.get("api-key")
+        self.api_key = self.h.given_api_key("openai")
         if cfg.api_key is not None and self.api_key != cfg.api_key:
             reply = errors.unauthorized("openai", self.api_key)
             body = json.dumps(reply.body).encode()
@@ -206,8 +200,5 @@ def upgrade_head(handler: Any) -> bytes:
 
 
 def serve(handler: Any) -> None:
-    try:
-        handler.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except OSError:
-        pass
+    """Serve the handler's upgraded connection (its socket has TCP_NODELAY from the server's setup)."""
     WsSession(handler).serve(upgrade_head(handler))
