@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from firsttoken.addon import tokens
+from firsttoken.addon import engines, tokens
 from firsttoken.addon.apis import dialect_of, gemini, url_facts
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose, ttft_outlier
@@ -291,6 +291,7 @@ class Analyzer:
                 reasoning_est = tokens.count_text("".join(tap.reasoning_text), rec.model)[0] if tap.reasoning_text else 0
                 rec.output_tokens_est = visible_est + reasoning_est
         _who_answered(rec)
+        _engine_report(rec, tap.facts.engine if tap is not None else None)
         self._calibrate(rec)
         out_tokens = visible_output_tokens(rec.usage_completion_tokens, rec.usage_reasoning_tokens, visible_est)
         flight.clock.apply(rec, out_tokens, abnormal_end=abnormal_end)
@@ -551,3 +552,15 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
         messages=tc.messages, images=tc.images, prefix_hash=tc.prefix_hash, prefix_tokens=tc.prefix_tokens,
     )
     return out
+
+
+def _engine_report(rec: Record, report: engines.EngineReport | None) -> None:
+    """The engine's own report joins the record (docs/record.md "Engine"): what the body said, what
+    its headers say (TGI), and which engine answered where its Server header names it."""
+    report = report if report is not None else engines.EngineReport()
+    engines.read_headers(rec.hop_headers, report)
+    if report.engine is None:
+        report.engine = engines.engine_of_server(rec.server)
+    if report.engine is not None or report:
+        for k, v in report.columns().items():
+            setattr(rec, k, v)

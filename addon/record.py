@@ -61,6 +61,17 @@ class Record:
     via: str | None = None
     hop_headers: dict[str, str] = field(default_factory=dict)
     hop: str | None = None
+    # the engine's own report (addon/engines, docs/record.md "Engine"): which model server answered and
+    # what it says it spent; engine_sources says where each value came from ("inferred: …" where it did not say)
+    engine: str | None = None
+    engine_queue_ms: float | None = None
+    engine_load_ms: float | None = None
+    engine_prefill_ms: float | None = None
+    engine_decode_ms: float | None = None
+    engine_prompt_tokens: int | None = None
+    engine_cached_tokens: int | None = None
+    engine_decode_tokens: int | None = None
+    engine_sources: dict[str, str] = field(default_factory=dict)
     # timings (ms from t0)
     connect_ms: float | None = None
     conn_reused: bool | None = None
@@ -148,6 +159,7 @@ class Record:
         d["key_facts"] = list(self.key_facts)
         d["hop_headers"] = dict(self.hop_headers)
         d["ws_connection"] = dict(self.ws_connection)
+        d["engine_sources"] = dict(self.engine_sources)
         d["findings"] = [dict(f) for f in self.findings]
         return d
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from firsttoken.addon.engines import EngineReport
 from firsttoken.addon.sse import SSEDecoder, SSEEvent
 
 #: delta kinds; all but "reasoning" are visible output (they stop the TTFT clock); "audio" (the
@@ -47,6 +48,8 @@ class ApiFacts:
     malformed_sample: str | None = None  # first ~200 chars of the first one
     #: timings the provider reported in the body (Bedrock's invocationMetrics), hop_headers' names -> text
     reported: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: the model server's own report (llama.cpp timings, Ollama's final object, …): addon/engines
+    engine: EngineReport = dataclasses.field(default_factory=EngineReport)
 
 
 class Interpreter(Protocol):

@@ -22,6 +22,7 @@ from firsttoken.addon.apis.base import (
     note_no_choices,
     set_error,
 )
+from firsttoken.addon.engines import read_object as read_engine
 
 
 def _content(c: Any, out: list[Delta]) -> None:
@@ -91,6 +92,7 @@ class OpenAIChat(JsonInterpreter):
             set_error(f, *err)
         if type(usage) is dict:
             apply_openai_usage(f, usage)
+        read_engine(obj, f.engine)
         if type(choices) is list:
             for ch in choices:
                 if type(ch) is not dict:
@@ -151,6 +153,7 @@ class OpenAIChat(JsonInterpreter):
         usage = obj.get("usage")
         if type(usage) is dict:
             apply_openai_usage(f, usage)
+        read_engine(obj, f.engine)
         if choices is None:
             return
         for ch in choices:

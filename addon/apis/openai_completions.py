@@ -18,6 +18,7 @@ from firsttoken.addon.apis.base import (
     note_no_choices,
     set_error,
 )
+from firsttoken.addon.engines import read_object as read_engine
 
 
 class OpenAICompletions(JsonInterpreter):
@@ -44,6 +45,7 @@ class OpenAICompletions(JsonInterpreter):
         usage = obj.get("usage")
         if type(usage) is dict:
             apply_openai_usage(f, usage)
+        read_engine(obj, f.engine)
         choices = obj.get("choices")
         if type(choices) is list:
             self._choices(choices, out)
@@ -55,5 +57,6 @@ class OpenAICompletions(JsonInterpreter):
         usage = obj.get("usage")
         if type(usage) is dict:
             apply_openai_usage(self.facts, usage)
+        read_engine(obj, self.facts.engine)
         if choices is not None:
             self._choices(choices, out)

@@ -25,6 +25,9 @@ EXACT = frozenset({
     "openai-processing-ms", "openai-version", "x-request-id", "request-id", "openai-request-id",
     "x-oneapi-request-id", "x-new-api-version", "x-trace-id", "x-correlation-id", "x-groq-region",
     "server-timing",
+    # model servers' own report (addon/engines): TGI's timing headers
+    "x-queue-time", "x-inference-time", "x-time-per-token", "x-prompt-tokens", "x-generated-tokens",
+    "x-validation-time", "x-total-time", "x-compute-time", "x-compute-type",
 })
 #: header families kept by prefix
 PREFIXES = ("x-litellm-", "x-kong-", "x-envoy-", "x-portkey-", "helicone-", "x-helicone-", "x-openrouter-",

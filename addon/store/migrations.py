@@ -485,3 +485,17 @@ def m026_ttft_outlier(db: sqlite_utils.Database) -> None:
     db.execute("DROP INDEX IF EXISTS idx_requests_stats_cached")
     db.execute("CREATE INDEX idx_requests_stats_cached ON requests (model, ttft_ms, usage_prompt_tokens, "
                "usage_cached_tokens, conn_reused, connect_ms, stream, ttft_outlier) WHERE usage_cached_tokens IS NOT NULL")
+
+
+@migration
+def m027_engine_report(db: sqlite_utils.Database) -> None:
+    """The model server's own report of an exchange (issue 35): which engine answered (llama.cpp,
+    Ollama, vLLM, TGI, SGLang) and what it says it spent waiting, loading, prefilling and decoding,
+    with its prompt count and cache hits; ``engine_sources`` (JSON) names where each value came from."""
+    t = db["requests"]
+    t.add_column("engine", str)
+    for name in ("engine_queue_ms", "engine_load_ms", "engine_prefill_ms", "engine_decode_ms"):
+        t.add_column(name, float)
+    for name in ("engine_prompt_tokens", "engine_cached_tokens", "engine_decode_tokens"):
+        t.add_column(name, int)
+    t.add_column("engine_sources", str)

@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlite_utils
 
-JSON_COLUMNS = ("event_offsets", "key_facts", "findings", "hop_headers", "ws_connection")
+JSON_COLUMNS = ("event_offsets", "key_facts", "findings", "hop_headers", "ws_connection", "engine_sources")
 BOOL_COLUMNS = ("stream", "conn_reused", "stream_done", "client_aborted", "tokens_exact", "headers_held")
 BODY_COLUMNS = ("request_body", "response_body")
 
