@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from firsttoken.addon import engines, tokens
+from firsttoken.addon import engines, hops, tokens
 from firsttoken.addon.apis import dialect_of, gemini, url_facts
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose, ttft_outlier
@@ -73,6 +73,7 @@ class Analyzer:
         self._pending: collections.OrderedDict[str, tuple[Any, dict[str, Any]]] = collections.OrderedDict()
         self.calibration: dict[str, collections.deque] = {}
         self.recent: collections.deque = collections.deque(maxlen=500)  # finished records, newest last
+        self.engine_window = engines.Window()  # what else was in flight to each engine (engine.queued, decode_paused)
         self.route_windows = RouteWindows()  # each route's recent timed streams (headers_held)
         self._lang: tuple[Any, str] = (object(), "")  # (the setting, the language it resolved to)
         self.q: queue.Queue[Any] = queue.Queue()
@@ -217,6 +218,8 @@ class Analyzer:
             # this proxy started; earlier runs recorded in the same database do not count
             rec.prefix_seen_before = self.prefixes.seen(f"{rec.run_id or ''}\0{rec.prefix_hash}")
         self._place(flight, parts)
+        if rec.api != "other":
+            self.engine_window.started(rec.upstream, flight)
         if not flight.finished:
             self.writer.put({k: getattr(rec, k) for k in _PARSE_FIELDS})
 
@@ -312,15 +315,31 @@ class Analyzer:
             self.conversations.ended(conv, end if end is not None else flight.clock.t0, failed=failed,
                                      response_id=tap.facts.response_id if tap is not None else None)
         rec.headers_held = headers_held(rec, self.route_windows)  # before diagnosing: the latency rules read it
-        rec.findings = diagnose(rec, self.diagnosis_input(change, route_cached))
+        neighbours = self._engine_wait(flight)
+        rec.findings = diagnose(rec, self.diagnosis_input(change, route_cached, neighbours))
         if rec.findings:
             rec.top_code = rec.findings[0]["code"]
             rec.top_severity = rec.findings[0]["severity"]
         rec.ttft_outlier = ttft_outlier(rec.findings)
         self._write(flight)
 
+    def _engine_wait(self, flight: Flight) -> tuple[engines.Span, ...]:
+        """What else was in flight to this request's engine, and the wait before the engine began
+        where the engine did not report it (docs/record.md "Engine")."""
+        rec = flight.record
+        neighbours = self.engine_window.around(rec.upstream, flight)
+        self.engine_window.finished(rec.upstream, flight)
+        engines.infer_wait(rec)
+        if rec.engine_queue_ms is None and neighbours and (rec.engine or engines.is_local(rec.upstream)):
+            first = rec.first_token_ms if rec.first_token_ms is not None else rec.ttft_ms
+            ahead = sum(1 for n in neighbours if first is not None and n.start_ms < first
+                        and (n.end_ms is None or n.end_ms > 0))  # the engine was busy with it before our first token
+            if ahead:
+                engines.infer_wait_from_fit(rec, hops.fit_of_route(rec, self.recent), ahead)
+        return neighbours
+
     def diagnosis_input(self, prompt_change: dict[str, Any] | None = None,
-                        route_cached: bool = False) -> DiagnosisInput:
+                        route_cached: bool = False, neighbours: tuple = ()) -> DiagnosisInput:
         """What the rules read besides the record, fixed now: the settings as they are, this
         thread's recent records, the request's prompt change (docs/architecture.md)."""
         s = self.settings
@@ -328,7 +347,7 @@ class Analyzer:
             self._lang = (s.lang, resolve_lang(s.lang))
         return DiagnosisInput(stall_ms=s.stall_ms, warn_prompt_tokens=s.warn_prompt_tokens, proxy_url=s.proxy_url,
                               lang=self._lang[1], recent=self.recent, prompt_change=prompt_change,
-                              route_cached=route_cached)
+                              route_cached=route_cached, neighbours=neighbours)
 
     def _calibrate(self, rec) -> None:
         """Reconcile our estimate with the server's count, and learn a per-model factor."""
@@ -560,7 +579,7 @@ def _engine_report(rec: Record, report: engines.EngineReport | None) -> None:
     report = report if report is not None else engines.EngineReport()
     engines.read_headers(rec.hop_headers, report)
     if report.engine is None:
-        report.engine = engines.engine_of_server(rec.server)
+        report.engine = engines.engine_of_server(rec.server) or engines.engine_of_error(rec.upstream_error_type)
     if report.engine is not None or report:
         for k, v in report.columns().items():
             setattr(rec, k, v)

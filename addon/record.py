@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 #: token-bearing events kept per request (offsets in ms); longer streams keep the first N.
 MAX_EVENT_OFFSETS = 4096
@@ -183,6 +183,35 @@ def visible_output_tokens(completion: int | None, reasoning: int | None, estimat
 
 def _ms(a: float | None, t0: float) -> float | None:
     return None if a is None else round((a - t0) * 1000.0, 3)
+
+
+class PromptCount(NamedTuple):
+    """A request's prompt size as every view and finding shows it."""
+    tokens: int | None
+    reported: bool  # True: the model server counted it (its usage, or the engine's own report)
+    exact: bool  # an estimate by the model's own tokenizer (tokens_exact); always True when reported
+
+    def text(self) -> str:
+        """``96,006`` (the server's, or an exact count), ``~96,009`` (an estimate), ``–`` (unknown)."""
+        if self.tokens is None:
+            return "–"
+        return f"{self.tokens:,}" if self.exact else f"~{self.tokens:,}"
+
+
+def prompt_count(rec: Any) -> PromptCount:
+    """The prompt count a view shows, and whether it is the server's or an estimate: the one rule.
+
+    The server's ``usage_prompt_tokens`` when it reported them, else the engine's own count
+    (``engine_prompt_tokens``: llama.cpp's timings, Ollama's final object), else firsttoken's
+    estimate ``prompt_tokens_est``. ``rec``: a Record or a row dict."""
+    def get(k: str) -> Any:
+        return rec.get(k) if isinstance(rec, dict) else getattr(rec, k, None)
+
+    for k in ("usage_prompt_tokens", "engine_prompt_tokens"):
+        v = get(k)
+        if v is not None:
+            return PromptCount(v, True, True)
+    return PromptCount(get("prompt_tokens_est"), False, bool(get("tokens_exact")))
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -14,6 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from firsttoken.addon import engines
 from firsttoken.addon.hops import reported_timings
 from firsttoken.addon.safe_text import printable_data, printable_json
 from firsttoken.cli import output
@@ -67,10 +68,10 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
     )
     L = lambda key_, **kw: label(lang, f"show.{key_}", **kw)  # noqa: E731
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-    t.add_column(L("phase"), no_wrap=True)
+    t.add_column(L("phase"), overflow="fold")  # a long phase name wraps; the figures beside it never shrink
     t.add_column(f"0 → {output.ms(total)}", no_wrap=True)
-    t.add_column(L("starts"), justify="right", no_wrap=True)
-    t.add_column(L("took"), justify="right", no_wrap=True)
+    t.add_column(L("starts"), justify="right", no_wrap=True, min_width=7)
+    t.add_column(L("took"), justify="right", no_wrap=True, min_width=7)
     ttfb, ttft, ft = r.get("ttfb_ms"), r.get("ttft_ms"), r.get("first_token_ms")
     conn = r.get("connect_ms")
     held = buffered_by(r)
@@ -97,6 +98,15 @@ def timeline(r: dict[str, Any], lang: str = "en") -> Table:
         row(L("reasoning"), ft, ttft, "▓", "yellow")
     elif ttft is not None and ttfb is not None:
         row(L("gap"), ttfb, ttft, "░", "cyan")
+    terms = engines.ttft_terms(r)
+    if terms:  # the engine's own clock: what the proxy saw above, split into the server's terms
+        t.add_row(Text(L("eng.head", engine=r.get("engine") or "?"), style="bold"), "", "", "")
+        for term in terms:
+            name = L("eng.prefill_n", n=f"{r['engine_prompt_tokens']:,}", m=f"{r.get('engine_cached_tokens') or 0:,}") \
+                if term.key == "prefill" and r.get("engine_prompt_tokens") is not None else L("eng." + term.key)
+            name += L("eng.inferred") if term.how == "inferred" else ""
+            row(name, term.start_ms, term.start_ms + term.ms, "▒" if term.key == "rest" else "▓",
+                "dim" if term.key == "rest" else "yellow" if term.how == "inferred" else "green")
     offsets = r.get("event_offsets") or []
     if offsets:
         t.add_row(L("stream", n=r.get("events", len(offsets))), _events_strip(offsets, 0, total), output.ms(offsets[0]),
@@ -156,7 +166,7 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     global BAR
     L = lambda key_, **kw: label(lang, f"show.{key_}", **kw)  # noqa: E731
     yes_no = {True: L("yes"), False: L("no")}
-    BAR = max(12, min(64, width - 40))
+    BAR = max(12, min(64, width - 58))  # room for the phase names (up to ~32) and the two figures
     r = printable_data(r)  # upstream-controlled text never reaches the terminal raw
     parts: list[Any] = []
     head = Text()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import sqlite3
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from firsttoken.addon.diagnose import CATALOG
 from firsttoken.cli.loopback import NotListening, free_port, wait_port
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate import SimConfig, SimServer
@@ -193,3 +195,27 @@ def upsert_one_by_one(path, rows) -> None:
         with db.conn:
             w._apply(db, [r])  # a batch of one row: nothing to merge
     db.conn.close()
+
+
+def findings(row: dict) -> list[dict]:
+    fs = json.loads(row["findings"] or "[]")
+    unknown = [f["code"] for f in fs if f["code"] not in CATALOG]
+    assert not unknown, f"codes missing from the catalog: {unknown}"
+    return fs
+
+
+def has(row: dict, code: str, severity: str | None = None, variant: str | None = None) -> dict:
+    """The finding ``code`` of a row; fails if it is missing or another error code is present."""
+    fs = findings(row)
+    got = [(f["code"], f["severity"]) for f in fs]
+    match = [f for f in fs if f["code"] == code]
+    assert match, f"{code} not in {got} (status {row['status']}, error {row['error']!r})"
+    others = [f["code"] for f in fs if f["severity"] == "error" and f["code"] != code]
+    assert not others, f"unrelated errors {others} next to {code}"
+    f = match[0]
+    if severity:
+        assert f["severity"] == severity, got
+    if variant:
+        assert f["params"].get("variant") == variant, f["params"]
+    assert f["message"] and f["hint"]
+    return f

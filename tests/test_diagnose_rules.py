@@ -14,6 +14,7 @@ from firsttoken.addon.diagnose import DiagnosisInput, diagnose, lang, render, re
 from firsttoken.addon.diagnose import engine as cat
 from firsttoken.addon.diagnose.context import quote
 from firsttoken.addon.diagnose.limits import retry_after_s
+from firsttoken.addon.engines import Span
 from firsttoken.addon.record import Record
 
 DOCS = pathlib.Path(__file__).resolve().parent.parent / "docs" / "diagnoses.md"
@@ -48,9 +49,10 @@ def healthy(**kw) -> Record:
     return Record(**base)
 
 
-def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None, proxy_url=""):
+def ctx(stall_ms=1000.0, warn_prompt_tokens=0, lang_="en", recent=(), prompt_change=None, proxy_url="", neighbours=()):
     return DiagnosisInput(stall_ms=stall_ms, warn_prompt_tokens=warn_prompt_tokens, lang=lang_, proxy_url=proxy_url,
-                          recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change)
+                          recent=collections.deque(recent, maxlen=500), prompt_change=prompt_change,
+                          neighbours=neighbours)
 
 
 def codes(findings, severities=("error", "warn", "info")):
@@ -90,6 +92,33 @@ CHANGE = {"previous": True, "since_previous_s": 4.0}
 def buffered_offsets():
     # 2 events trickle in, then 18 arrive within 0.5 ms at the very end
     return [400.0, 900.0] + [1500.0 + 0.03 * i for i in range(18)]
+
+
+#: a loopback llama-server (its Server header names it) and what it reported
+LLAMA = dict(engine="llama.cpp", upstream="http://127.0.0.1:8080", upstream_url="http://127.0.0.1:8080/v1/chat/completions",
+             server="llama.cpp", conn_reused=True)
+ENGINE_CASES = [
+    ("engine-queued", dict(LLAMA, ttfb_ms=5200.0, first_token_ms=6000.0, ttft_ms=6000.0, gap_ms=800.0, total_ms=6200.0,
+                           engine_prefill_ms=790.0, engine_prompt_tokens=1416, engine_cached_tokens=0,
+                           usage_prompt_tokens=1416, prompt_tokens_est=1300, engine_queue_ms=5210.0,
+                           engine_sources={"queue_ms": "inferred: time to the first token less the engine's load and prefill",
+                                           "prefill_ms": "llama.cpp timings.prompt_ms"},
+                           event_offsets=[6000.0 + 10 * i for i in range(20)],
+                           neighbours_=(Span("o1", -300.0, 1.0, 900.0, 9000.0, 1416),)),
+     "engine.queued", "warn"),
+    ("engine-paused", dict(LLAMA, event_offsets=[120.0, 130.0, 140.0, 5940.0, 5950.0], events=5, itl_max_ms=5800.0,
+                           neighbours_=(Span("o2", 100.0, 101.0, 5900.0, 8000.0, 1416),)),
+     "engine.decode_paused", "warn"),
+    ("engine-cold-load", dict(LLAMA, engine="ollama", server=None, engine_load_ms=3400.0, ttfb_ms=3500.0,
+                              first_token_ms=3600.0, ttft_ms=3600.0, event_offsets=[3600.0 + 10 * i for i in range(20)]),
+     "engine.cold_load", "warn"),
+    ("engine-cache-hit", dict(LLAMA, engine_cached_tokens=3008, engine_prompt_tokens=3009, usage_prompt_tokens=3009,
+                              engine_prefill_ms=12.0), "engine.cache_hit", "info"),
+    # llama-server's own context error (its body, as the real server sends it: tests/test_llama_server.py)
+    ("engine-context", with_(ERR, **LLAMA, status=400, prompt_tokens_est=5000, upstream_error_type="exceed_context_size_error",
+                             upstream_error="request (5100 tokens) exceeds the available context size (4096 tokens), try increasing it"),
+     "request.context_length", "error"),
+]
 
 
 CASES = [
@@ -196,8 +225,9 @@ CASES = [
     ("network", dict(ttfb_ms=2400.0, first_token_ms=2500.0, ttft_ms=2500.0, gap_ms=100.0, total_ms=2700.0,
                      event_offsets=[2500.0 + 10 * i for i in range(20)]), "latency.network", "warn"),
     ("prefill", dict(ttfb_ms=60.0, first_token_ms=3060.0, ttft_ms=3060.0, gap_ms=3000.0, total_ms=3300.0,
-                     prompt_tokens_est=12000, system_tokens=9000, last_user_tokens=3000, warn_=20000,
+                     prompt_tokens_est=12000, usage_prompt_tokens=12000, system_tokens=9000, last_user_tokens=3000, warn_=20000,
                      event_offsets=[3060.0 + 10 * i for i in range(20)]), "latency.prefill", "warn"),
+    *ENGINE_CASES,
     ("headers-held", dict(ttfb_ms=2400.0, first_token_ms=2402.0, ttft_ms=2402.0, gap_ms=2.0, total_ms=2600.0,
                           prompt_tokens_est=12000, headers_held=True, warn_=20000,
                           event_offsets=[2402.0 + 10 * i for i in range(20)]), "latency.headers_held", "info"),
@@ -309,6 +339,8 @@ def _run(overrides, **ctx_kw):
         ctx_kw["prompt_change"] = dict(overrides.pop("change_"), id="r1")
     if "recent_" in overrides:
         ctx_kw["recent"] = overrides.pop("recent_")
+    if "neighbours_" in overrides:
+        ctx_kw["neighbours"] = overrides.pop("neighbours_")
     warn = overrides.pop("warn_", None)
     if warn:
         ctx_kw.setdefault("warn_prompt_tokens", warn)
@@ -487,6 +519,20 @@ def test_max_tokens_limit_is_parsed(msg, limit, param):
     assert codes(f) == ["request.max_tokens_too_large"]
     assert f[0]["params"]["limit"] == limit and f[0]["params"]["param"] == param
     assert f"{param} to {limit} or less" in f[0]["hint"]
+
+
+def test_an_engines_context_error_carries_that_engines_fix():
+    f = _run(with_(ERR, **LLAMA, status=400, prompt_tokens_est=5000, upstream_error_type="exceed_context_size_error",
+                  upstream_error="request (5100 tokens) exceeds the available context size (4096 tokens), try increasing it"))
+    ctx = next(x for x in f if x["code"] == "request.context_length")
+    assert ctx["params"]["limit"] == 4096 and ctx["params"]["server_tokens"] == 5100 and ctx["params"]["excess"] == 1004
+    assert "--ctx-size" in ctx["hint"] and "--parallel" in ctx["hint"] and "llama.cpp" in ctx["message"], ctx
+    # the same error text from a cloud keeps the cloud's advice; a vLLM error type names vLLM's knob
+    cloud = _run(with_(ERR, status=400, upstream_error="This model's maximum context length is 8192 tokens. However, your messages resulted in 9010 tokens."))
+    assert "--ctx-size" not in cloud[0]["hint"]
+    vllm = _run(with_(ERR, status=400, engine="vllm", upstream="http://127.0.0.1:8000", upstream_error_type="BadRequestError",
+                     upstream_error="This model's maximum context length is 2048 tokens. However, you requested 3000 tokens."))
+    assert "--max-model-len" in vllm[0]["hint"]
 
 
 def test_context_length_anthropic_uses_counted_tokens():

@@ -30,7 +30,7 @@ from firsttoken.addon.secrets import redact_text
 from firsttoken.addon.store.queries import is_streamed
 
 LLM_APIS = ("openai.chat", "openai.completions", "openai.responses", "anthropic.messages", "anthropic.vertex",
-            "anthropic.bedrock", "bedrock.converse", "gemini.generate")
+            "anthropic.bedrock", "bedrock.converse", "gemini.generate", "ollama.chat", "ollama.generate")
 AUTH_STATUSES = (401, 403)
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
 TERMINATOR = {
@@ -43,6 +43,8 @@ TERMINATOR = {
     "anthropic.vertex": "message_stop",
     "anthropic.bedrock": "message_stop",
     "bedrock.converse": "messageStop",
+    "ollama.chat": '"done": true',
+    "ollama.generate": '"done": true',
 }
 SEVERITY_ORDER = {"error": 0, "warn": 1, "info": 2}
 QUOTE_CHARS = 300
@@ -65,6 +67,8 @@ class DiagnosisInput:
     #: (``conversations.divergence``); applied only when its ``id`` is the record's
     prompt_change: Mapping[str, Any] | None = None
     route_cached: bool = False  # this request's route reported cached prompt tokens before it
+    #: the other exchanges to the same engine that overlapped this one (``engines.Span``: ms from its t0)
+    neighbours: Sequence[Any] = ()
 
     def __post_init__(self) -> None:
         fix = functools.partial(object.__setattr__, self)
@@ -89,6 +93,7 @@ class Ctx:
         self.warn_prompt_tokens = inp.warn_prompt_tokens
         self.proxy_url = inp.proxy_url
         self.route_cached = inp.route_cached
+        self.neighbours = tuple(inp.neighbours or ())
         self._recent_of = inp.recent
         self._recent: list[Any] | None = None
         change = inp.prompt_change  # only for this very record

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from firsttoken.addon.diagnose import auth, cache, connectivity, latency, limits, paths, streams, websocket
+from firsttoken.addon.diagnose import auth, cache, connectivity, engines, latency, limits, paths, streams, websocket
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx, DiagnosisInput
 from firsttoken.addon.hops import HOP_LABELS
 from firsttoken.addon.secrets import KEY_FACT_TEXT
@@ -31,6 +31,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "limits": ("Request limits and upstream errors", "请求限制与上游错误"),
     "connectivity": ("Connectivity", "连接"),
     "websocket": ("WebSocket", "WebSocket"),
+    "engines": ("Local and self-hosted engines", "本地与自建推理引擎"),
     "streams": ("Streams and response bodies", "流与响应体"),
     "latency": ("Latency verdicts and prompt size", "延迟判定与提示词大小"),
     "cache": ("Prompt cache", "提示词缓存"),
@@ -60,6 +61,7 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     *limits.ENTRIES,
     *connectivity.ENTRIES,
     *websocket.ENTRIES,
+    *engines.ENTRIES,
     *streams.ENTRIES,
     *latency.ENTRIES,
     *cache.ENTRIES,
@@ -255,6 +257,7 @@ ORDER: tuple[Rule, ...] = (
     *auth.RULES,
     *limits.FALLBACKS,
     *paths.FALLBACKS,
+    *engines.RULES,
     *streams.RULES,
     *cache.RULES,
     *latency.RULES,

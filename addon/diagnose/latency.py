@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from firsttoken.addon import hops  # the module, not its names: hops reads diagnose.thresholds (a cycle)
+from firsttoken.addon import engines, hops  # the module, not its names: hops reads diagnose.thresholds (a cycle)
 from firsttoken.addon.diagnose.context import Ctx, largest_part
 from firsttoken.addon.diagnose.thresholds import (
     COLD_CONNECT_MS,
@@ -29,6 +29,7 @@ from firsttoken.addon.diagnose.thresholds import (
     REPEATED_PREFIX_TOKENS,
 )
 from firsttoken.addon.models import context_window
+from firsttoken.addon.record import prompt_count
 from firsttoken.addon.store.queries import is_streamed
 
 
@@ -97,12 +98,31 @@ def rule_prefill(rec: Any, c: Ctx) -> None:
     if getattr(rec, "headers_held", None):
         _prefill_through_held(rec, c)
         return
-    gap, tokens = rec.gap_ms or 0.0, rec.prompt_tokens_est or 0
+    tokens = prompt_count(rec).tokens or 0
+    if rec.engine_prefill_ms is not None and not engines.is_inferred(rec, "prefill_ms"):
+        _prefill_by_engine(rec, c, tokens)
+        return
+    gap = rec.gap_ms or 0.0
     if gap < PREFILL_GAP_MS or gap <= 0.5 * rec.ttft_ms or tokens < PREFILL_MIN_TOKENS:
         return
     label, part = largest_part(rec)
-    c.add("latency.prefill", "warn", variant="gap", **c.common(), gap_ms=gap, ttft_ms=rec.ttft_ms, prompt_tokens=tokens,
-          ms_per_1k=round(gap / (tokens / 1000.0), 1), largest=label, largest_tokens=part)
+    local = bool(rec.engine) or engines.is_local(rec.upstream)  # cache advice for the engine, not a cloud's
+    c.add("latency.prefill", "warn", variant="local" if local else "gap", **c.common(), gap_ms=gap, ttft_ms=rec.ttft_ms,
+          prompt_tokens=tokens, ms_per_1k=round(gap / (tokens / 1000.0), 1), largest=label, largest_tokens=part,
+          knob=engines.knobs.knob(engines.knobs.CACHE, rec.engine) if local else None)
+
+
+def _prefill_by_engine(rec: Any, c: Ctx, tokens: int) -> None:
+    """latency.prefill from the engine's own prefill time and count (llama.cpp, Ollama)."""
+    prefill, evaluated = rec.engine_prefill_ms, engines.prefilled_tokens(rec)
+    first = rec.first_token_ms if rec.first_token_ms is not None else rec.ttft_ms
+    if prefill < PREFILL_GAP_MS or prefill <= 0.5 * first or tokens < PREFILL_MIN_TOKENS or not evaluated:
+        return
+    label, part = largest_part(rec)
+    c.add("latency.prefill", "warn", variant="engine", **c.common(), engine=engines.knobs.name(rec.engine),
+          prefill_ms=round(prefill, 1), ttft_ms=rec.ttft_ms, prompt_tokens=tokens, prefill_tokens=evaluated,
+          cached_tokens=rec.engine_cached_tokens or 0, ms_per_1k=round(prefill / (evaluated / 1000.0), 1),
+          largest=label, largest_tokens=part, knob=engines.knobs.knob(engines.knobs.CACHE, rec.engine))
 
 
 def _prefill_through_held(rec: Any, c: Ctx) -> None:
@@ -123,7 +143,7 @@ def _prefill_through_held(rec: Any, c: Ctx) -> None:
 
 
 def rule_network(rec: Any, c: Ctx) -> None:
-    if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill") or _held_by_hop(c):
+    if not _timed(rec) or c.errors() or c.has("latency.reasoning", "latency.prefill", "engine.queued", "engine.cold_load") or _held_by_hop(c):
         return
     if getattr(rec, "headers_held", None):  # TTFB contains the prefill here: only the route's fit can split it
         _network_through_held(rec, c)
@@ -291,13 +311,17 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "en": ("Slow prompt processing (prefill)",
                "The gap between headers and first token is more than half of TTFT and above {PREFILL_GAP_MS:.0f} ms, for a prompt of at least {PREFILL_MIN_TOKENS} tokens; through a hop that holds the headers until the first token (latency.headers_held), the prefill the route's TTFT-vs-input fit predicts for the prompt instead (variant fit).",
                {"gap": "{gap_ms:,.0f} ms passed between the headers and the first token (TTFT {ttft_ms:,.0f} ms) for {prompt_tokens:,} prompt tokens: {ms_per_1k:,.0f} ms per 1k tokens of prefill.",
+                "local": "{gap_ms:,.0f} ms passed between the headers and the first token (TTFT {ttft_ms:,.0f} ms) for {prompt_tokens:,} prompt tokens: {ms_per_1k:,.0f} ms per 1k tokens of prefill on this engine.",
+                "engine": "{engine} spent {prefill_ms:,.0f} ms of this {ttft_ms:,.0f} ms TTFT evaluating {prefill_tokens:,} of {prompt_tokens:,} prompt tokens ({cached_tokens:,} came from its cache): {ms_per_1k:,.0f} ms per 1k tokens, by its own report.",
                 "fit": "About {prefill_ms:,.0f} ms of this {ttft_ms:,.0f} ms TTFT was prefill of {prompt_tokens:,} prompt tokens ({ms_per_1k:,.0f} ms per 1k, from the TTFT-vs-input fit of {fit_n} earlier requests through route {route}, whose hop holds the headers until the first token)."},
-               "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens) or reuse a cached prefix: keep the start of the prompt identical across calls (OpenAI caches prefixes of 1024+ tokens automatically; Anthropic needs cache_control on the last stable block)."),
+               {"gap": "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens) or reuse a cached prefix: keep the start of the prompt identical across calls (OpenAI caches prefixes of 1024+ tokens automatically; Anthropic needs cache_control on the last stable block).", "fit": "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens) or reuse a cached prefix: keep the start of the prompt identical across calls (OpenAI caches prefixes of 1024+ tokens automatically; Anthropic needs cache_control on the last stable block).", "local": "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens), or let the engine's cache serve a repeated start: {knob}.", "engine": "Send fewer tokens (largest part: {largest}, {largest_tokens:,} tokens), or let the engine's cache serve a repeated start: {knob}."}),
         "zh": ("提示词处理（prefill）缓慢",
                "响应头到首 token 的间隔超过 TTFT 的一半且超过 {PREFILL_GAP_MS:.0f} 毫秒，且提示词至少 {PREFILL_MIN_TOKENS} token；经过把响应头扣到首 token 才发送的中间层时（latency.headers_held），改用该路由 TTFT-输入长度拟合预测的 prefill（变体 fit）。",
                {"gap": "响应头之后过了 {gap_ms:,.0f} 毫秒才出现首 token（TTFT {ttft_ms:,.0f} 毫秒），提示词 {prompt_tokens:,} token：prefill 约每 1k token {ms_per_1k:,.0f} 毫秒。",
+                "local": "响应头之后过了 {gap_ms:,.0f} 毫秒才出现首 token（TTFT {ttft_ms:,.0f} 毫秒），提示词 {prompt_tokens:,} token：这个引擎上 prefill 约每 1k token {ms_per_1k:,.0f} 毫秒。",
+                "engine": "{engine} 在 {ttft_ms:,.0f} 毫秒的 TTFT 中花了 {prefill_ms:,.0f} 毫秒评估 {prompt_tokens:,} 个提示词 token 中的 {prefill_tokens:,} 个（{cached_tokens:,} 个来自它的缓存）：按它自己的报告约每 1k token {ms_per_1k:,.0f} 毫秒。",
                 "fit": "在 {ttft_ms:,.0f} 毫秒的 TTFT 中，约 {prefill_ms:,.0f} 毫秒是 {prompt_tokens:,} 个提示词 token 的 prefill（每 1k 约 {ms_per_1k:,.0f} 毫秒，来自路由 {route} 此前 {fit_n} 个请求的 TTFT-输入长度拟合；该路由上的中间层把响应头扣到首 token 才发送）。"},
-               "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或复用缓存前缀：让提示词开头在多次调用间保持完全一致（OpenAI 自动缓存 1024 token 以上的前缀；Anthropic 需要在最后一个稳定块上加 cache_control）。"),
+               {"gap": "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或复用缓存前缀：让提示词开头在多次调用间保持完全一致（OpenAI 自动缓存 1024 token 以上的前缀；Anthropic 需要在最后一个稳定块上加 cache_control）。", "fit": "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或复用缓存前缀：让提示词开头在多次调用间保持完全一致（OpenAI 自动缓存 1024 token 以上的前缀；Anthropic 需要在最后一个稳定块上加 cache_control）。", "local": "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或让引擎的缓存服务重复的开头：{knob}。", "engine": "减少发送的 token（最大部分：{largest}，{largest_tokens:,} token），或让引擎的缓存服务重复的开头：{knob}。"}),
     }),
     ("latency.headers_held", "latency", _I, (), {
         "en": ("Headers held until the first token",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from firsttoken.addon import engines
 from firsttoken.addon.diagnose.context import AUTH_STATUSES, Ctx, first_int, has_any, largest_part, quote, server_text
 
 QUOTA_WORDS = (
@@ -20,8 +21,10 @@ QUOTA_TYPES = ("insufficient_quota", "billing_error", "billing_hard_limit_reache
 CONTEXT_WORDS = (
     "context length", "context window", "context_length", "prompt is too long", "maximum context",
     "input is too long", "too many input tokens", "reduce the length", "exceeds the context",
-    "input tokens exceed", "prompt too long",
+    "input tokens exceed", "prompt too long", "available context size",
 )
+#: error types that mean the prompt did not fit (OpenAI's; llama-server's)
+CONTEXT_TYPES = ("context_length_exceeded", "exceed_context_size_error")
 MAX_TOKENS_PARAMS = ("max_completion_tokens", "max_output_tokens", "max_tokens")
 TOO_LARGE_WORDS = ("too large", "at most", "maximum", "exceed", "less than or equal", " > ", "<=", "range of")
 OVERLOADED_STATUSES = (503, 529)
@@ -41,8 +44,10 @@ _REQUESTED = (r"too large:\s*(\d[\d,]*)", r"max_(?:completion_|output_)?tokens\W
 _CONTEXT_LIMIT = (
     r"maximum context length is\s+(\d[\d,]*)", r">\s*(\d[\d,]*)\s*maximum", r"context window of\s+(\d[\d,]*)",
     r"context length of\s+(\d[\d,]*)", r"limit of\s+(\d[\d,]*)\s*tokens",
+    r"available context size \((\d[\d,]*) tokens\)",
 )
-_CONTEXT_USED = (r"resulted in\s+(\d[\d,]*)\s*tokens", r"prompt is too long:\s*(\d[\d,]*)", r"requested\s+(\d[\d,]*)\s*tokens")
+_CONTEXT_USED = (r"resulted in\s+(\d[\d,]*)\s*tokens", r"prompt is too long:\s*(\d[\d,]*)", r"requested\s+(\d[\d,]*)\s*tokens",
+                 r"request \((\d[\d,]*) tokens\) exceeds")
 _RETRY = re.compile(r"(?:try again|retry)(?: after| in)?\s+((?:\d+h)?(?:\d+m(?!s))?(?:\d+(?:\.\d+)?(?:ms|s))?)", re.IGNORECASE)
 _RATE_KIND = re.compile(r"\((RPM|TPM|RPD|TPD|IPM|ITPM|OTPM)\)")
 
@@ -94,7 +99,7 @@ def rule_context_length(rec: Any, c: Ctx) -> None:
     if rec.status not in (400, 413, 422) or c.errors():
         return
     msg = rec.upstream_error or ""
-    if rec.upstream_error_type != "context_length_exceeded" and not has_any(msg, CONTEXT_WORDS):
+    if rec.upstream_error_type not in CONTEXT_TYPES and not has_any(msg, CONTEXT_WORDS):
         return
     limit = first_int(msg, _CONTEXT_LIMIT)
     used = first_int(msg, _CONTEXT_USED)
@@ -106,7 +111,11 @@ def rule_context_length(rec: Any, c: Ctx) -> None:
             excess = counted + rec.max_tokens - limit
         excess = excess if excess > 0 else None
     label, tokens = largest_part(rec)
-    c.add("request.context_length", "error", **c.common(), server=server_text(rec), model=rec.model or "?",
+    engine = rec.engine or (None if not engines.is_local(rec.upstream) else "")
+    engine_fix = {} if engine is None else dict(engine=engines.knobs.name(engine or None),
+                                                 engine_fix=engines.knobs.knob(engines.knobs.CONTEXT, engine or None))
+    c.add("request.context_length", "error", variant="engine" if engine_fix else "cloud", **engine_fix, **c.common(),
+          server=server_text(rec), model=rec.model or "?",
           limit=limit, server_tokens=used, prompt_tokens=rec.prompt_tokens_est,
           max_tokens=rec.max_tokens if rec.max_tokens is not None else "-",
           excess=excess, largest=label, largest_tokens=tokens)
@@ -198,12 +207,16 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("request.context_length", "limits", _E, (), {
         "en": ("Prompt longer than the context window",
                "400/413 whose error says the prompt exceeds the model's context length.",
-               "The prompt does not fit the context window of {model} (limit {limit:,} tokens, server counted {server_tokens:,}); firsttoken counted {prompt_tokens:,} prompt tokens, max_tokens {max_tokens}.",
-               "Remove about {excess:,} tokens: the largest part is {largest} ({largest_tokens:,} tokens); drop old turns or large tool results, shorten the system prompt or tool schemas, lower max_tokens, or use a model with a longer context."),
+               {"cloud": "The prompt does not fit the context window of {model} (limit {limit:,} tokens, server counted {server_tokens:,}); firsttoken counted {prompt_tokens:,} prompt tokens, max_tokens {max_tokens}.",
+                "engine": "The prompt does not fit the context {engine} gives one request of {model} (limit {limit:,} tokens, server counted {server_tokens:,}); firsttoken counted {prompt_tokens:,} prompt tokens, max_tokens {max_tokens}."},
+               {"cloud": "Remove about {excess:,} tokens: the largest part is {largest} ({largest_tokens:,} tokens); drop old turns or large tool results, shorten the system prompt or tool schemas, lower max_tokens, or use a model with a longer context.",
+                "engine": "On the server: {engine_fix}. Or remove about {excess:,} tokens: the largest part is {largest} ({largest_tokens:,} tokens)."}),
         "zh": ("提示词超出上下文窗口",
                "400/413 且错误说提示词超出了模型的上下文长度。",
-               "提示词超出了 {model} 的上下文窗口（上限 {limit:,} token，服务器计数 {server_tokens:,}）；firsttoken 统计提示词 {prompt_tokens:,} token，max_tokens 为 {max_tokens}。",
-               "大约需要删掉 {excess:,} 个 token：最大的部分是{largest}（{largest_tokens:,} token）；删除旧的对话轮次或过大的工具结果，精简系统提示词或工具定义，降低 max_tokens，或换用上下文更长的模型。"),
+               {"cloud": "提示词超出了 {model} 的上下文窗口（上限 {limit:,} token，服务器计数 {server_tokens:,}）；firsttoken 统计提示词 {prompt_tokens:,} token，max_tokens 为 {max_tokens}。",
+                "engine": "提示词超出了 {engine} 为 {model} 的单个请求提供的上下文（上限 {limit:,} token，服务器计数 {server_tokens:,}）；firsttoken 统计提示词 {prompt_tokens:,} token，max_tokens 为 {max_tokens}。"},
+               {"cloud": "大约需要删掉 {excess:,} 个 token：最大的部分是{largest}（{largest_tokens:,} token）；删除旧的对话轮次或过大的工具结果，精简系统提示词或工具定义，降低 max_tokens，或换用上下文更长的模型。",
+                "engine": "在服务器上：{engine_fix}。或者删掉大约 {excess:,} 个 token：最大的部分是{largest}（{largest_tokens:,} token）。"}),
     }),
     ("request.malformed", "limits", _E, (_W,), {
         "en": ("Invalid request",

@@ -172,7 +172,7 @@ def rule_buffered(rec: Any, c: Ctx) -> None:
 
 
 def rule_stall(rec: Any, c: Ctx) -> None:
-    if c.has("stream.buffered"):
+    if c.has("stream.buffered", "engine.decode_paused"):  # a hop's buffer, or the engine prefilling others
         return
     silence = rec.end_silence_ms
     if silence is not None and silence > c.stall_ms and silence >= (rec.itl_max_ms or 0.0):

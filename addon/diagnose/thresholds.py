@@ -8,6 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 #: latency.headers_held and the route's fit: defined beside their rule (addon/hops/held.py)
+from firsttoken.addon.engines import CACHE_HIT_TOKENS as ENGINE_CACHE_HIT_TOKENS
+from firsttoken.addon.engines import COLD_LOAD_MS as ENGINE_COLD_LOAD_MS
+from firsttoken.addon.engines import PAUSE_SHARE as ENGINE_PAUSE_SHARE
+from firsttoken.addon.engines import QUEUE_MS as ENGINE_QUEUE_MS
+from firsttoken.addon.engines import QUEUE_SHARE as ENGINE_QUEUE_SHARE
 from firsttoken.addon.hops.held import (
     FIT_MIN_SAMPLES,
     FIT_MIN_SPAN,
@@ -112,5 +117,10 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("--stall-ms", 1000, "stream.stall: longest gap between token events above this (ms); proxy option, default shown", "stream.stall：token 事件间最长间隔超过此值（毫秒）；代理选项，此处为默认值"),
     ("PROMPT_WINDOW_SHARE", PROMPT_WINDOW_SHARE, "prompt.large: share of the model's context window (automatic limit)", "prompt.large：占模型上下文窗口的比例（自动阈值）"),
     ("PROMPT_LARGE_FLOOR", PROMPT_LARGE_FLOOR, "prompt.large: limit for models whose context window is not known", "prompt.large：上下文窗口未知的模型所用的阈值"),
+    ("ENGINE_QUEUE_MS", ENGINE_QUEUE_MS, "engine.queued: the wait before a local engine began a request (ms) ...", "engine.queued：本地引擎开始处理请求之前的等待（毫秒）……"),
+    ("ENGINE_QUEUE_SHARE", ENGINE_QUEUE_SHARE, "engine.queued: ... and at least this share of the time to the first token", "engine.queued：……且至少占首 token 时间的这个比例"),
+    ("ENGINE_PAUSE_SHARE", ENGINE_PAUSE_SHARE, "engine.decode_paused: share of the longest silence during which the engine prefilled other requests", "engine.decode_paused：最长静默中引擎在为其他请求做 prefill 的时间比例"),
+    ("ENGINE_COLD_LOAD_MS", ENGINE_COLD_LOAD_MS, "engine.cold_load: the engine's model load before the request (ms)", "engine.cold_load：请求之前引擎加载模型的时间（毫秒）"),
+    ("ENGINE_CACHE_HIT_TOKENS", ENGINE_CACHE_HIT_TOKENS, "engine.cache_hit: prompt tokens the engine served from its own cache", "engine.cache_hit：引擎从自身缓存提供的提示词 token 数"),
     ("--warn-prompt-tokens", 0, "prompt.large: a fixed limit instead (0: automatic); proxy option, default shown", "prompt.large：改用固定阈值（0 表示自动）；代理选项，此处为默认值"),
 ]

@@ -121,6 +121,15 @@ def read_headers(headers: dict[str, Any] | None, report: EngineReport) -> None:
 SERVERS = (("llama.cpp", "llama.cpp"), ("ollama", "ollama"), ("text-generation-inference", "tgi"))
 
 
+#: error types only one engine sends: llama-server's context error, vLLM's (its exception's class name)
+ERROR_TYPES = {"exceed_context_size_error": "llama.cpp", "BadRequestError": "vllm", "NotFoundError": "vllm"}
+
+
+def engine_of_error(error_type: str | None) -> str | None:
+    """The engine whose error bodies carry this ``error.type``, else None."""
+    return ERROR_TYPES.get(error_type or "")
+
+
 def engine_of_server(server: str | None) -> str | None:
     """The engine a Server header names (llama-server sends ``llama.cpp``), else None."""
     s = (server or "").lower()

@@ -19,6 +19,18 @@ from typing import Any
 #: decode_tokens  the output tokens it generated
 FIELDS = ("queue_ms", "load_ms", "prefill_ms", "decode_ms", "prompt_tokens", "cached_tokens", "decode_tokens")
 COLUMNS = tuple("engine_" + f for f in FIELDS)
+# The numbers of the engine rules (diagnose/thresholds.py lists them with the others, for the catalog)
+#: engine.queued: the wait before the engine began was at least this many ms ...
+QUEUE_MS = 500.0
+#: ... and at least this share of the time to the first token (or of the whole answer)
+QUEUE_SHARE = 0.3
+#: engine.decode_paused: at least this share of a stream's longest silence overlapped other requests' prefill
+PAUSE_SHARE = 0.5
+#: engine.cold_load: the engine spent at least this many ms loading the model first
+COLD_LOAD_MS = 1000.0
+#: engine.cache_hit: the engine served at least this many prompt tokens from its own cache
+CACHE_HIT_TOKENS = 1024
+
 #: an inferred value's source starts with this (the views label it so)
 INFERRED = "inferred: "
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from firsttoken.addon.engines import QUEUE_MS as ENGINE_QUEUE_MS
+
 # The numbers of the rule (diagnose/thresholds.py lists them with the others, for the catalog)
 #: latency.prefill: a prompt of at least this many tokens cannot take no time to prefill
 PREFILL_MIN_TOKENS = 2000
@@ -190,7 +192,8 @@ def fit_of_route(rec: Any, earlier: Iterable[Any] = ()) -> Fit | None:
     pts = []
     for r in reversed(list(earlier)):
         if _timed(r) and _same_route(r, rec) and getattr(r, "model", None) == rec.model \
-                and getattr(r, "conn_reused", None) is not False:
+                and getattr(r, "conn_reused", None) is not False \
+                and (getattr(r, "engine_queue_ms", None) or 0.0) < ENGINE_QUEUE_MS:  # a queued TTFT is no prefill
             pts.append((getattr(r, "prompt_tokens_est", None), r.ttft_ms))
             if len(pts) >= ROUTE_LOOKBACK:
                 break

@@ -1,0 +1,87 @@
+"""What else was in flight to the same engine: each upstream's recent exchanges, as spans, so a rule
+can tell a queue or a decode paused by another request's prefill from the network or the client.
+Kept by the analysis thread only; bounded per upstream and in upstreams."""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any
+
+PER_UPSTREAM = 64
+UPSTREAMS = 32
+KEEP_S = 600.0  # a finished span older than this (since it ended) is not kept
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """One other exchange, in ms from the judged request's t0 (None: not reached yet)."""
+
+    id: str
+    start_ms: float
+    headers_ms: float | None
+    first_token_ms: float | None
+    end_ms: float | None
+    prompt_tokens: int | None
+
+
+def _stamps(flight: Any) -> tuple[float, float | None, float | None, float | None]:
+    c = flight.clock
+    first = c.first_token if c.first_token is not None else c.first_visible
+    end = c.last_byte if c.last_byte is not None else c.end
+    return c.t0, c.headers, first, end
+
+
+class Window:
+    def __init__(self) -> None:
+        # upstream -> record id -> the live Flight, or its frozen stamps once it finished
+        self._by: collections.OrderedDict[str, collections.OrderedDict[str, Any]] = collections.OrderedDict()
+
+    def started(self, key: str | None, flight: Any) -> None:
+        if not key:
+            return
+        d = self._by.get(key)
+        if d is None:
+            d = self._by[key] = collections.OrderedDict()
+            while len(self._by) > UPSTREAMS:
+                self._by.popitem(last=False)
+        self._by.move_to_end(key)
+        d[flight.record.id] = flight
+        while len(d) > PER_UPSTREAM:
+            d.popitem(last=False)
+
+    def finished(self, key: str | None, flight: Any) -> None:
+        """Keep only the stamps of a finished exchange (never the flight, its body or its tap)."""
+        d = self._by.get(key or "")
+        rid = flight.record.id
+        if d is not None and rid in d:
+            rec = flight.record
+            d[rid] = (*_stamps(flight), rec.engine_prompt_tokens or rec.usage_prompt_tokens or rec.prompt_tokens_est)
+
+    def around(self, key: str | None, flight: Any) -> tuple[Span, ...]:
+        """The other exchanges to ``key`` that overlapped ``flight``, in ms from its t0."""
+        d = self._by.get(key or "")
+        if not d:
+            return ()
+        t0, _, _, end = _stamps(flight)
+        out = []
+        for rid, v in list(d.items()):
+            if rid == flight.record.id:
+                continue
+            if isinstance(v, tuple):
+                s, h, f, e, n = v
+                if e is not None and end is not None and e < end - KEEP_S:
+                    del d[rid]
+                    continue
+            else:
+                s, h, f, e = _stamps(v)
+                r = v.record
+                n = r.engine_prompt_tokens or r.usage_prompt_tokens or r.prompt_tokens_est
+            if (end is not None and s >= end) or (e is not None and e <= t0):
+                continue
+
+            def ms(x: float | None) -> float | None:
+                return None if x is None else round((x - t0) * 1000.0, 1)
+
+            out.append(Span(rid, ms(s), ms(h), ms(f), ms(e), n))
+        return tuple(out)
