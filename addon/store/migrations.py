@@ -499,3 +499,15 @@ def m027_engine_report(db: sqlite_utils.Database) -> None:
     for name in ("engine_prompt_tokens", "engine_cached_tokens", "engine_decode_tokens"):
         t.add_column(name, int)
     t.add_column("engine_sources", str)
+
+
+@migration
+def m028_whole_answered(db: sqlite_utils.Database) -> None:
+    """The time to the whole answer is over the non-streamed model calls that got one
+    (``stats_queries.ANSWERED_NOT_STREAMED``: a 401 or a 404 is no answer, a probe is no model call);
+    its index holds the columns that rule reads, so `stats` still answers from it alone."""
+    db.execute("DROP INDEX IF EXISTS idx_requests_stats_whole")
+    db.execute("CREATE INDEX idx_requests_stats_whole ON requests (model, total_ms, conn_reused, connect_ms, stream, "
+               f"status, error, api, method) WHERE total_ms IS NOT NULL AND {M021_NOT_STREAMED_BARE}")
+
+

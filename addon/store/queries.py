@@ -22,17 +22,48 @@ BOOL_COLUMNS = ("stream", "conn_reused", "stream_done", "client_aborted", "token
 BODY_COLUMNS = ("request_body", "response_body")
 
 
+def _get(row: Any, k: str) -> Any:
+    return row.get(k) if isinstance(row, dict) else getattr(row, k, None)
+
+
+# ---- What is a model call: the one rule (every figure, error rate and model list asks it).
+#
+# A request to no model API (``api`` 'other') that carries no body to generate from (GET, HEAD,
+# OPTIONS) is not a model call: a readiness probe (``GET /``), a health check, ``GET /v1/models``,
+# a favicon. It is recorded and shown for what it is, and left out of model statistics and error
+# rates. A POST to a path that is no API (``/chat/completions`` without ``/v1``) is still a call.
+
+#: the methods that never carry a prompt
+NO_BODY_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def model_call_sql(alias: str = "") -> str:
+    """SQL true for a model call (a row from before ``method`` was known counts as one)."""
+    a = f"{alias}." if alias else ""
+    methods = ", ".join(f"'{m}'" for m in NO_BODY_METHODS)
+    return f"({a}api IS NOT 'other' OR upper(coalesce({a}method, 'POST')) NOT IN ({methods}))"
+
+
+#: the rule on the ``requests`` table's own columns
+MODEL_CALL = model_call_sql()
+
+
+def is_model_call(row: Any) -> bool:
+    """``MODEL_CALL`` for one row dict or Record (the same rule, for rows already in memory)."""
+    return _get(row, "api") != "other" or str(_get(row, "method") or "POST").upper() not in NO_BODY_METHODS
+
+
 # ---- What counts as an error: the one rule (live view counts, `stats`, `logs --status error`).
 
 def error_sql(alias: str = "") -> str:
-    """SQL true for a finished request that failed: HTTP status ≥ 400, an error-severity finding
+    """SQL true for a finished model call that failed: HTTP status ≥ 400, an error-severity finding
     (e.g. an error event inside a 200 stream), or no response at all / a transport error
     (``error``) unless the client itself hung up (a cancel or its own timeout is not the
     request failing: its ``client.aborted`` finding, and ``stream.stall`` when a stall made it
-    give up, say what happened)."""
+    give up, say what happened). A request that is no model call (``model_call_sql``) is never one."""
     a = f"{alias}." if alias else ""
-    return (f"({a}state IS 'done' AND (coalesce({a}status, 0) >= 400 OR {a}top_severity IS 'error' OR "
-            f"({a}client_aborted IS NOT 1 AND ({a}status IS NULL OR {a}error IS NOT NULL))))")
+    return (f"({a}state IS 'done' AND {model_call_sql(alias)} AND (coalesce({a}status, 0) >= 400 OR "
+            f"{a}top_severity IS 'error' OR ({a}client_aborted IS NOT 1 AND ({a}status IS NULL OR {a}error IS NOT NULL))))")
 
 
 #: the rule on the ``requests`` table's own columns
@@ -42,9 +73,9 @@ ERROR = error_sql()
 def is_error(row: Any) -> bool:
     """``ERROR`` for one row dict or Record (the same rule, for rows already in memory)."""
     def get(k: str) -> Any:
-        return row.get(k) if isinstance(row, dict) else getattr(row, k, None)
+        return _get(row, k)
 
-    if get("state") not in (None, "done"):
+    if get("state") not in (None, "done") or not is_model_call(row):
         return False
     status = get("status")
     if (status is not None and status >= 400) or get("top_severity") == "error":

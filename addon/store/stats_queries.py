@@ -16,7 +16,16 @@ import sqlite_utils
 
 from firsttoken.addon.diagnose.latency import NOT_PREFILL
 from firsttoken.addon.store.db import schema_current
-from firsttoken.addon.store.queries import ERROR, NOT_STREAMED, STREAMED, Filters, columns, decode_row, model_clause
+from firsttoken.addon.store.queries import (
+    ERROR,
+    MODEL_CALL,
+    NOT_STREAMED,
+    STREAMED,
+    Filters,
+    columns,
+    decode_row,
+    model_clause,
+)
 
 #: (name in output, column)
 METRICS: tuple[tuple[str, str], ...] = (
@@ -27,6 +36,9 @@ METRICS: tuple[tuple[str, str], ...] = (
 STREAMED_COLS = frozenset({"ttfb_ms", "ttft_ms", "gap_ms", "tpot_ms", "itl_p50_ms", "total_ms"})
 #: the metric of the non-streamed requests: their total, the time to the whole answer
 WHOLE = "whole"
+#: whose time ``whole`` is: non-streamed model calls that got an answer (a 401 or a 404 is no answer);
+#: its columns are all in ``idx_requests_stats_whole`` (migration m028)
+ANSWERED_NOT_STREAMED = f"({NOT_STREAMED} AND {MODEL_CALL} AND coalesce(status, 0) BETWEEN 100 AND 399 AND error IS NULL)"
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 WARM = "(conn_reused IS NOT 0 OR connect_ms IS NULL)"
 COLD = "(conn_reused = 0 AND connect_ms IS NOT NULL)"  # the negation of WARM, NULLs included
@@ -43,10 +55,11 @@ OUTLIER = "ttft_outlier"
 
 
 def population(name: str, expr: str) -> str | None:
-    """The SQL rule of the requests a metric is over: ``whole`` the non-streamed ones, the
-    latency columns the streamed ones, anything else (connect, prompt sizes) every request."""
+    """The SQL rule of the requests a metric is over: ``whole`` the non-streamed model calls that
+    were answered, the latency columns the streamed ones, anything else (connect, prompt sizes)
+    every request."""
     if name == WHOLE:
-        return NOT_STREAMED
+        return ANSWERED_NOT_STREAMED
     if expr in STREAMED_COLS:
         return STREAMED
     return None
@@ -240,7 +253,7 @@ UNCACHED = "(usage_prompt_tokens - usage_cached_tokens)"
 _CODE = "coalesce(top_code, CASE WHEN status IS NULL THEN 'no_response' ELSE 'http_' || status END)"
 _MS_NAMES = {name for name, _ in METRICS}
 #: the SQL the aggregates evaluate: a copy of the rows keeps every column of ``requests`` it names
-_READS = (ERROR, IN_FLIGHT, COLD, WARM, _CODE, PROMPT, STREAMED, NOT_STREAMED, UNCACHED, "ttft_ms", OUTLIER)
+_READS = (ERROR, MODEL_CALL, IN_FLIGHT, COLD, WARM, _CODE, PROMPT, STREAMED, NOT_STREAMED, UNCACHED, "ttft_ms", OUTLIER)
 
 
 @dataclass(frozen=True)
@@ -304,21 +317,32 @@ class _Rows:
             self.conn.execute(f"DROP TABLE IF EXISTS {_TEMP}")  # and its indexes
 
     def counts(self) -> tuple[dict[Any, list[int]], list[tuple]]:
-        """({group: [requests, in flight, cold, errors]}, [(group, code, failed requests)]). One query
-        each, so that ``requests`` answers from an index (count, in flight, cold), except the errors:
-        the rule is read off every row (``NOT INDEXED``: an index of every row's state is slower)."""
+        """({group: [requests, in flight, cold, errors]}, [(group, code, failed requests)]) of the model
+        calls, and {group: requests that are no model call} (``queries.MODEL_CALL``: left out). One
+        query each, so that ``requests`` answers from an index (count, in flight, cold), except the
+        errors and the calls that are none: both rules are read off every row, in one pass
+        (``NOT INDEXED``: an index of every row's state is slower)."""
         b, c = self.base, self.conn
         out = {g: [n, 0, 0, 0] for g, n in b.select(c, "count(*)")}
         for i, rule in ((1, IN_FLIGHT), (2, COLD)):
             for g, n in b.select(c, "count(*)", rule):
                 if g in out:  # (a group first written meanwhile is not counted yet)
                     out[g][i] = n
-        codes = _Source(f"{b.table} NOT INDEXED", b.group, b.where, b.params).select(
-            c, f"{_CODE} AS code, count(*)", ERROR, by="1, code")
-        for g, _, n in codes:
-            if g in out:
+        rows = _Source(f"{b.table} NOT INDEXED", b.group, b.where, b.params).select(
+            c, f"{_CODE} AS code, {MODEL_CALL} AS call, count(*), total({IN_FLIGHT}), total({COLD})",
+            f"({ERROR} OR NOT {MODEL_CALL})", by="1, code, call")
+        codes, other = [], {}
+        for g, code, call, n, flying, cold in rows:
+            if g not in out:
+                continue
+            if call:
                 out[g][3] += n
-        return out, codes
+                codes.append((g, code, n))
+            else:
+                for i, k in ((0, n), (1, int(flying)), (2, int(cold))):
+                    out[g][i] -= k
+                other[g] = other.get(g, 0) + n
+        return {g: v for g, v in out.items() if v[0] > 0}, codes, other
 
     def fits(self, include_cold: bool) -> tuple[list[tuple], list[tuple], dict[Any, dict[str, int]]]:
         """The sums of TTFT = a + b x prompt tokens per group, and of the same over uncached tokens
@@ -408,7 +432,7 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     direct = group_expr is None and not force_general and indexes_serve(filters, by, db)
     rows = _Rows(db, filters, gsql, metrics, direct)
     try:
-        counts, code_rows = rows.counts()
+        counts, code_rows, other = rows.counts()
         per_metric = {name: rows.percentiles(name, expr, qs, include_cold) for name, expr in metrics}
         fit_rows, uncached_rows, left_out = rows.fits(include_cold) if fit else ([], [], {})
     finally:
@@ -453,9 +477,18 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     return {
         "by": by if group_expr is None else group_expr, "include_cold": include_cold,
         "percentile": "linear interpolation between closest ranks (numpy default, PERCENTILE.INC)",
-        "indexed": rows.direct, "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
+        "indexed": rows.direct, "not_model_calls": sum(other.values()), "filters": {f.name: getattr(filters, f.name) for f in fields(filters) if getattr(filters, f.name)},
         "groups": groups,
     }
+
+
+def overall(db: sqlite_utils.Database, filters: Filters | None = None, qs=(50, 95), metrics=METRICS,
+            include_cold: bool = True) -> dict[str, Any] | None:
+    """Every matching model call as one group: ``compute``'s group entry (count, errors, in flight and
+    each metric's percentiles over its population), or None when no model call matches. The figures of
+    every summary (`run`'s, the live view's and the proxy's on exit, the report's header)."""
+    res = compute(db, filters, group_expr="'all'", include_cold=include_cold, qs=qs, metrics=metrics, fit=False)
+    return dict(res["groups"][0], not_model_calls=res["not_model_calls"]) if res["groups"] else None
 
 
 # ------------------------------------------------------------------ report helpers
@@ -487,9 +520,10 @@ def group_values(db: sqlite_utils.Database, filters: Filters, by: str, limit: in
 
 
 def finding_breakdown(db: sqlite_utils.Database, filters: Filters, total: int) -> list[dict[str, Any]]:
-    """Requests per finding code and severity (table ``findings``), most frequent first."""
+    """Model calls per finding code and severity (table ``findings``), most frequent first (a request that
+    is no model call, ``queries.MODEL_CALL``, is left out as ``compute`` leaves it out of ``total``)."""
     where, params = filters.where()
-    scope = f"WHERE f.request_id IN (SELECT id FROM requests{where}) " if where else ""
+    scope = f"WHERE f.request_id IN (SELECT id FROM requests{_and(where, MODEL_CALL)}) "
     sql = f"SELECT f.code, f.severity, count(*) FROM findings f {scope}GROUP BY f.code, f.severity ORDER BY 3 DESC, 1"
     return [{"code": c, "severity": s, "count": n, "share": n / total if total else None}
             for c, s, n in db.execute(sql, params).fetchall()]

@@ -58,9 +58,8 @@ def build(db, filters: Filters, include_cold: bool = True, top: int = 20, source
                if res["filters"] else "")
             + (f" · {H.esc(source)}" if source else ""))
     sections: list[tuple[str, str]] = []
-    overall = sq.compute(db, filters, group_expr="'all'", include_cold=include_cold, qs=(50, 75, 95),
-                         metrics=(("ttft", "ttft_ms"),), fit=False)["groups"]
-    ttft_all = overall[0]["ttft_ms"] if overall else {"n": 0, "p50": None, "p75": None, "p95": None}
+    overall = sq.overall(db, filters, include_cold=include_cold, qs=(50, 75, 95), metrics=(("ttft", "ttft_ms"),))
+    ttft_all = overall["ttft_ms"] if overall else {"n": 0, "p50": None, "p75": None, "p95": None}
     br = sq.finding_breakdown(db, filters, total)
     sections.append(("", _summary(groups, total, ttft_all, br, name, lang)))
     summary_rows = []

@@ -134,7 +134,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
     advice = [] if rows else no_request_advice(list(cmd), plan.client, {f: u.url for f, u in plan.upstreams.items()
                                                                           if f in plan.families},
                                                forward_used=bool(forward_reason), home=home_dir(env))
-    summary = summarize(run_id, rows)
+    summary = summarize(run_id, rows, _figures(db, run_id) if rows else None)
     _name_key_source(summary, plan)
     for line in render(summary, more, via=via, notes=mode_notes(plan, forward_reason), advice=advice):
         click.echo(line, err=True)
@@ -292,6 +292,18 @@ def _rows(db: str, run_id: str, settle: float) -> list[dict]:
             return list(reversed(rows))
         last = state
         time.sleep(0.25)
+
+
+def _figures(db: str, run_id: str) -> dict | None:
+    """The run's figures from the stats engine (what `firsttoken stats --run ID` prints)."""
+    from firsttoken.addon.store import queries
+    from firsttoken.addon.store import stats_queries as sq
+    from firsttoken.addon.store.db import open_db
+
+    try:
+        return sq.overall(open_db(db, write=False), queries.Filters(run_id=run_id))
+    except FileNotFoundError:
+        return None
 
 
 def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool, any_db: bool = False) -> list[str]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from firsttoken.addon.record import percentile
+from firsttoken.addon.record import prompt_count
+from firsttoken.addon.store.queries import is_model_call
 from firsttoken.cli import output
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -39,9 +40,11 @@ class Summary:
     errors: int = 0
     in_flight: int = 0
     models: list[tuple[str, int]] = field(default_factory=list)  # most used first
-    ttfb: tuple[float, float] | None = None  # (P50, P95) ms
+    ttfb: tuple[float, float] | None = None  # (P50, P95) ms, over the streamed requests (the stats engine's)
     ttft: tuple[float, float] | None = None
     gap: tuple[float, float] | None = None
+    whole: tuple[float, float] | None = None  # the non-streamed ones that were answered: time to the whole answer
+    not_model_calls: int = 0  # recorded, but no model call (a probe, a model list: queries.is_model_call)
     prompt_tokens: int = 0
     prompt_estimated: bool = False  # some prompts had no server usage: our estimate counted
     cached_tokens: int = 0
@@ -54,28 +57,28 @@ class Summary:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
 
 
-def is_error(row: dict[str, Any]) -> bool:
-    return (row.get("status") is None or (row.get("status") or 0) >= 400 or bool(row.get("error"))
-            or row.get("top_severity") == "error")
+def _pair_of(figure: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    if not figure or not figure.get("n") or figure.get("p50") is None:
+        return None
+    return figure["p50"], figure["p95"]
 
 
-def p50_p95(values: list[Any]) -> tuple[float, float] | None:
-    vals = sorted(float(v) for v in values if v is not None)
-    return (percentile(vals, 50), percentile(vals, 95)) if vals else None
-
-
-def summarize(run_id: str, rows: list[dict[str, Any]]) -> Summary:
-    s = Summary(run_id, count=len(rows))
-    s.errors = sum(1 for r in rows if r.get("state") != "in_flight" and is_error(r))
-    s.in_flight = sum(1 for r in rows if r.get("state") == "in_flight")
+def summarize(run_id: str, rows: list[dict[str, Any]], figures: Mapping[str, Any] | None = None) -> Summary:
+    """The run's summary: its model calls' counts and percentiles from ``figures``, the stats engine's
+    group of this run (``stats_queries.overall``: the figures `stats --run ID` prints); the models,
+    tokens and findings from its rows (those that are model calls)."""
+    calls = [r for r in rows if is_model_call(r)]
+    s = Summary(run_id, count=len(calls), not_model_calls=len(rows) - len(calls))
+    if figures:
+        s.count, s.errors, s.in_flight = figures["count"], figures["errors"], figures["in_flight"]
+        s.ttfb, s.ttft, s.gap, s.whole = (_pair_of(figures.get(k)) for k in ("ttfb_ms", "ttft_ms", "gap_ms", "whole_ms"))
+    rows = calls
     s.models = collections.Counter(r["model"] for r in rows if r.get("model")).most_common()
-    s.ttfb, s.ttft, s.gap = (p50_p95([r.get(k) for r in rows]) for k in ("ttfb_ms", "ttft_ms", "gap_ms"))
     for r in rows:
-        if r.get("usage_prompt_tokens") is not None:
-            s.prompt_tokens += r["usage_prompt_tokens"]
-        elif r.get("prompt_tokens_est") is not None:
-            s.prompt_tokens += r["prompt_tokens_est"]
-            s.prompt_estimated = True
+        n, reported, _ = prompt_count(r)
+        if n is not None:
+            s.prompt_tokens += n
+            s.prompt_estimated |= not reported
         s.cached_tokens += r.get("usage_cached_tokens") or 0
         out = r.get("usage_completion_tokens")
         if out is None and r.get("output_tokens_est") is not None:
@@ -178,16 +181,23 @@ def render(s: Summary, more: str, *, via: str | None = None, notes: list[str] | 
     ``advice`` what to do when nothing came through (:func:`no_request_advice`)."""
     head = f"firsttoken run {s.run_id}: "
     tail = [f"  note: {n}" for n in notes] + ([f"  via: {via}"] if via else [])
-    if not s.count:
+    other = (f"{s.not_model_calls} request{'s' if s.not_model_calls != 1 else ''} that {'is' if s.not_model_calls == 1 else 'are'} "
+             "no model call (a probe, a model list: left out of these figures)") if s.not_model_calls else ""
+    if not s.count and not other:
         return [head + "the command sent no request through firsttoken.", *(f"  {a}" for a in advice), *tail]
+    if not s.count:
+        return [head + f"no model call, only {other}.", *(f"  {a}" for a in advice), *tail, f"  more: {more}"]
     n = f"{s.count} request{'s' if s.count != 1 else ''}"
     extra = [f"{s.errors} error{'s' if s.errors != 1 else ''}"] if s.errors else []
     extra += [f"{s.in_flight} unfinished"] if s.in_flight else []
     if extra:
         n += f" ({', '.join(extra)})"
     models = ", ".join(f"{printable(m)} ×{c}" for m, c in s.models[:4]) + (" …" if len(s.models) > 4 else "")
-    lines = [head + n + (f" · {models}" if models else "")]
-    lines.append("  " + " · ".join(_pair(k, v) for k, v in (("TTFB", s.ttfb), ("TTFT", s.ttft), ("gap", s.gap))))
+    lines = [head + n + (f" · {models}" if models else "") + (f" · and {other}" if other else "")]
+    # the stats engine's populations: TTFB/TTFT/gap of the streamed requests, the whole answer of the others
+    pairs = [("TTFB", s.ttfb), ("TTFT", s.ttft), ("gap", s.gap)] if s.ttfb or s.ttft or not s.whole else []
+    pairs += [("not streamed: whole answer", s.whole)] if s.whole else []
+    lines.append("  " + " · ".join(_pair(k, v) for k, v in pairs))
     tok = f"  tokens: {'~' if s.prompt_estimated else ''}{s.prompt_tokens:,} in"
     if s.cached_share is not None:
         tok += f" ({s.cached_share:.0%} cached)"
