@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from firsttoken.addon import engines, hops, tokens
-from firsttoken.addon.apis import dialect_of, gemini, url_facts
+from firsttoken.addon.apis import dialect_of, gemini, ollama, url_facts
 from firsttoken.addon.conversations import ConversationIndex, divergence, prompt_parts
 from firsttoken.addon.diagnose import DiagnosisInput, diagnose, ttft_outlier
 from firsttoken.addon.diagnose.connectivity import INTERRUPTED_ERROR
@@ -469,6 +469,7 @@ _PARSE_FIELDS = (
     "id", "model", "stream", "max_tokens", "request_error", "tokenizer", "tokens_exact",
     "prompt_tokens_est", "system_tokens", "tools_tokens", "last_user_tokens", "messages",
     "images", "prefix_hash", "prefix_tokens", "prefix_seen_before", "conversation_id", "turn", "request_kind",
+    "num_ctx",
 )
 
 
@@ -553,6 +554,8 @@ def request_facts(raw: bytes | bytearray, content_encoding: str | None, api: str
     else:
         if (v := gemini.max_output_tokens(body)) is not None:
             out["max_tokens"] = v
+    if api in ollama.PATHS.values():  # Ollama: stream defaults to true, limits in ``options``
+        out.update(ollama.request_options(body))
     # what grouping into conversations and the cache rules need (count_tokens has the Messages shape)
     # Gemini, Anthropic on Vertex and Bedrock: the model and the stream flag are in the URL
     for k, v in url_facts("POST", api, path).items():

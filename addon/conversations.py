@@ -193,9 +193,12 @@ def prompt_parts(api: str, body: Any) -> Parts | None:
         inp = body.get("input")
         msgs = [{"role": "user", "content": inp}] if isinstance(inp, str) else inp if isinstance(inp, list) else []
         system = [_text(body.get("instructions"))] if body.get("instructions") else []
-    elif api in ("openai.chat", "anthropic.messages"):
+    elif api in ("openai.chat", "anthropic.messages", "ollama.chat"):
         msgs = body.get("messages") if isinstance(body.get("messages"), list) else []
         system = [_text(body.get("system"))] if api == "anthropic.messages" and body.get("system") else []
+    elif api == "ollama.generate":
+        msgs = [{"role": "user", "content": _text(body.get("prompt"))}]
+        system = [_text(body.get("system"))] if body.get("system") else []
     elif api == "gemini.generate":
         msgs = [_gemini_message(c) for c in body.get("contents") or [] if isinstance(c, dict)] \
             if isinstance(body.get("contents"), list) else []

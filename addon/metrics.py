@@ -40,9 +40,11 @@ OPERATION = {
     "bedrock.converse": "chat",
     "openai.completions": "text_completion",
     "gemini.generate": "generate_content",
+    "ollama.chat": "chat",
+    "ollama.generate": "text_completion",
 }
 #: any other known API: "openai" (its wire format); the clouds' APIs: their platform (gcp.vertex_ai, aws.bedrock)
-API_PROVIDER = {"anthropic.messages": "anthropic", **PLATFORM}
+API_PROVIDER = {"anthropic.messages": "anthropic", "ollama.chat": "ollama", "ollama.generate": "ollama", **PLATFORM}
 
 GENAI_LABELS = ("gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "server_address", "server_port")
 MAX_MODELS = 200  # distinct gen_ai_request_model values before the rest become "_OTHER"

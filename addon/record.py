@@ -27,10 +27,11 @@ class Record:
     method: str | None = None
     path: str | None = None  # the path the client sent
     upstream_url: str | None = None  # where it was forwarded (query string dropped)
-    api: str = "other"  # openai.* | anthropic.messages | anthropic.vertex | anthropic.bedrock | bedrock.converse | gemini.generate | other
+    api: str = "other"  # openai.* | anthropic.messages | anthropic.vertex | anthropic.bedrock | bedrock.converse | gemini.generate | ollama.chat | ollama.generate | other
     model: str | None = None
     stream: bool | None = None  # as requested in the body (Gemini: by the method, streamGenerateContent)
     max_tokens: int | None = None
+    num_ctx: int | None = None  # the context window the request asked the engine for (Ollama's options.num_ctx)
     experiment: str | None = None
     run_id: str | None = None  # the `firsttoken run` this request belonged to
     egress_proxy: str | None = None  # the proxy the upstream leg went through (scheme://host:port), None: direct

@@ -94,12 +94,13 @@ class StreamTap:
         """``decoder``: another framing with the SSE decoder's interface (``feed_one``, ``feed``,
         ``close``): a WebSocket turn's frames are its events (addon/websocket/frames.py)."""
         self.clock = clock
-        #: "sse", "eventstream" (addon/framing), "websocket" (a turn's frames: ``decoder``) or None: a plain body
+        #: "sse", "eventstream", "ndjson" (addon/framing), "websocket" (a turn's frames: ``decoder``) or None: a plain body
         self.framing = "websocket" if decoder is not None else framing_of(content_type)
         self.sse = self.framing is not None  # an event stream, whatever frames its events
         self.interp = make_interpreter(api) if api != "other" or self.sse else None
         if self.interp is None and self.sse:  # an unknown API's stream: the likeliest dialect of its framing
-            self.interp = BedrockInvoke() if self.framing == "eventstream" else make_interpreter("openai.chat")
+            self.interp = BedrockInvoke() if self.framing == "eventstream" else make_interpreter(
+                "ollama.chat" if self.framing == "ndjson" else "openai.chat")
         self.facts: ApiFacts = self.interp.facts if self.interp else ApiFacts()
         self.decoder = decoder if decoder is not None else decoder_for(content_type) if self.sse else None
         self.decode_error: str | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from firsttoken.addon.apis import gemini
+from firsttoken.addon.apis import gemini, ollama
 from firsttoken.addon.apis.anthropic_messages import AnthropicMessages, AnthropicVertex
 from firsttoken.addon.apis.base import ApiFacts, Delta, Interpreter, path_only
 from firsttoken.addon.apis.bedrock import BedrockConverse, BedrockInvoke
@@ -23,6 +23,8 @@ INTERPRETERS: dict[str, type] = {
     AnthropicVertex.api: AnthropicVertex,
     BedrockInvoke.api: BedrockInvoke,
     BedrockConverse.api: BedrockConverse,
+    ollama.OllamaChat.api: ollama.OllamaChat,
+    ollama.OllamaGenerate.api: ollama.OllamaGenerate,
 }
 
 __all__ = [
@@ -55,7 +57,8 @@ def detect_api(method: str, path: str) -> str:
     ``.../chat/completions`` -> openai.chat, ``.../completions`` -> openai.completions,
     ``.../responses`` -> openai.responses, ``.../messages`` -> anthropic.messages (but not
     OpenAI Assistants' ``.../threads/<id>/messages``), ``.../models/<m>:streamGenerateContent`` or
-    ``:generateContent`` -> gemini.generate (also on Vertex AI). Sub-resources such as
+    ``:generateContent`` -> gemini.generate (also on Vertex AI), Ollama's native ``.../api/chat`` ->
+    ollama.chat and ``.../api/generate`` -> ollama.generate. Sub-resources such as
     ``/v1/messages/count_tokens``, ``/v1/messages/batches`` or ``/v1/responses/<id>`` are "other".
     Anthropic on Vertex AI and Bedrock (and Bedrock's Converse): ``clouds.cloud_api``.
     """
@@ -71,6 +74,8 @@ def detect_api(method: str, path: str) -> str:
         return cloud
     p = "/" + p.strip("/").lower()
     if ":" in p and (found := gemini.detect(method, p)):  # Google's `…/models/{model}:method`
+        return found
+    if (found := ollama.detect(p)) is not None:
         return found
     if p.endswith("/chat/completions"):
         return "openai.chat"

@@ -511,3 +511,8 @@ def m028_whole_answered(db: sqlite_utils.Database) -> None:
                f"status, error, api, method) WHERE total_ms IS NOT NULL AND {M021_NOT_STREAMED_BARE}")
 
 
+@migration
+def m029_num_ctx(db: sqlite_utils.Database) -> None:
+    """The context window a request asked the engine for (Ollama's ``options.num_ctx``): what a prompt
+    longer than it is silently cut to (``request.truncated``)."""
+    db["requests"].add_column("num_ctx", int)

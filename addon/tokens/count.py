@@ -145,11 +145,37 @@ def _count_completions(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
     tc.prompt_tokens_est = tc.last_user_tokens = n
 
 
+def _ollama_images(c: ShapeCounter, items: list) -> None:
+    """Ollama's ``images`` (base64 strings beside the text): tallied, never counted as text."""
+    for m in items:
+        if isinstance(m, dict) and isinstance(m.get("images"), list):
+            c.images += len(m["images"])
+
+
+def _count_ollama_chat(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
+    """Ollama's ``/api/chat``: OpenAI's message shape (``content`` a string, ``tool_calls`` arguments
+    an object, ``images`` beside it); ``format`` is a grammar, not prompt text."""
+    _count_chat(c, {"messages": body.get("messages"), "tools": body.get("tools")}, tc)
+    _ollama_images(c, _as_list(body.get("messages")))
+
+
+def _count_ollama_generate(c: ShapeCounter, body: dict, tc: TokenCount) -> None:
+    """Ollama's ``/api/generate``: a ``system`` prompt and one ``prompt`` (the template's own
+    tokens are the server's, not counted)."""
+    items = [{"role": "user", "content": body.get("prompt")}]
+    per = [c.oa_message(items[0])]
+    system = body.get("system")
+    sys_tokens = c.oa_message({"role": "system", "content": system})[1] if isinstance(system, str) and system else 0
+    _conversation(tc, per, items, system=system or None, system_tokens=sys_tokens)
+    _ollama_images(c, [body])
+
+
 def count_request(api: str, body: object, model: str | None = None) -> TokenCount:
     """Estimate what the model is sent for one request body (any JSON value; never raises).
 
     ``api``: ``openai.chat`` | ``openai.completions`` | ``openai.responses`` |
-    ``anthropic.messages`` | ``gemini.generate`` | ``other`` (every string leaf of the body is counted).
+    ``anthropic.messages`` | ``gemini.generate`` | ``ollama.chat`` | ``ollama.generate`` | ``other`` (every
+    string leaf of the body is counted).
     ``model`` defaults to the body's ``model``. See the module docstring for what is counted.
     The stable prefix is system + tools + every message before the last ``role: user`` message
     (all messages when there is none); the last user message's tokens are ``last_user_tokens``;
@@ -181,6 +207,10 @@ def count_request(api: str, body: object, model: str | None = None) -> TokenCoun
             _count_completions(c, body, tc)
         elif isinstance(body, dict) and api == "gemini.generate":
             _count_gemini(c, body, tc)
+        elif isinstance(body, dict) and api == "ollama.chat":
+            _count_ollama_chat(c, body, tc)
+        elif isinstance(body, dict) and api == "ollama.generate":
+            _count_ollama_generate(c, body, tc)
         else:
             tc.prompt_tokens_est = tc.last_user_tokens = c.leaves(body)
             if isinstance(body, dict) and isinstance(body.get("messages"), list):

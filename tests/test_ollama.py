@@ -1,0 +1,119 @@
+"""Ollama's native wire through the proxy: the PyPI ``ollama`` client and the openai SDK against the loopback
+Ollama of tests/ollama_upstream.py (written from Ollama's API reference and server source). Every exchange is
+timed within what the upstream and the client saw, counted, split into load / prefill / decode from the final
+object, and a cold load is a finding with its fix."""
+
+from __future__ import annotations
+
+import time
+
+import ollama
+import openai
+import pytest
+from conftest import findings, has, rows
+from ollama_upstream import REPLY, OllamaUpstream
+
+from firsttoken.cli.proxy.server import ProxyServer
+
+
+@pytest.fixture
+def served(tmp_path):
+    def start(**kw):
+        up = OllamaUpstream(**kw).__enter__()
+        db = tmp_path / "ft.db"
+        proxy = ProxyServer([up.url], str(db), port=0).__enter__()
+        opened.append((proxy, up))
+        return up, proxy, db
+
+    opened: list = []
+    yield start
+    for proxy, up in reversed(opened):
+        proxy.__exit__(None, None, None)
+        up.__exit__(None, None, None)
+
+
+def done_rows(proxy, db, n):
+    for _ in range(100):
+        proxy.flush()
+        rs = rows(db, "WHERE state = 'done'")
+        if len(rs) >= n:
+            return rs
+        time.sleep(0.05)
+    raise AssertionError(f"expected {n} rows, got {len(rows(db))}")
+
+
+def test_streamed_chat_is_timed_counted_and_split(served):
+    up, proxy, db = served(load_s=0.0)
+    client = ollama.Client(host=proxy.url)
+    t0 = time.perf_counter()
+    first = None
+    parts, final = [], None
+    for ch in client.chat(model="llama3.2", messages=[{"role": "user", "content": "What is the capital of France?"}],
+                          stream=True):
+        if ch.message.content and first is None:
+            first = time.perf_counter() - t0
+        parts.append(ch.message.content or "")
+        if ch.done:
+            final = ch
+    assert "".join(parts) == "".join(REPLY) and final is not None
+    (r,) = done_rows(proxy, db, 1)
+    ex = up.log[-1]
+    assert r["api"] == "ollama.chat" and r["stream"] == 1 and r["status"] == 200 and r["stream_done"] == 1
+    assert r["finish_reason"] == "stop"
+    # TTFT: at least what the upstream took to its first line, at most what the client waited
+    upstream_first = (ex.sent_at[0] - ex.received_at) * 1000
+    assert upstream_first - 5 <= r["ttft_ms"] <= first * 1000 + 5, (upstream_first, r["ttft_ms"], first)
+    # the engine's own report, from the final object (nanoseconds), as the client got it
+    assert r["engine"] == "ollama"
+    assert r["engine_prefill_ms"] == pytest.approx(final.prompt_eval_duration / 1e6, abs=0.01)
+    assert r["engine_decode_ms"] == pytest.approx(final.eval_duration / 1e6, abs=0.01)
+    assert r["engine_prompt_tokens"] == final.prompt_eval_count == r["usage_prompt_tokens"]
+    assert r["engine_decode_tokens"] == final.eval_count
+    assert r["prompt_tokens_est"] and r["prompt_tokens_est"] > 0
+    assert not [f for f in findings(r) if f["severity"] == "error"]
+
+
+def test_whole_generate_and_thinking(served):
+    up, proxy, db = served()
+    client = ollama.Client(host=proxy.url)
+    out = client.generate(model="llama3.2", prompt="hello", stream=False)
+    assert out.response == "".join(REPLY)
+    (r,) = done_rows(proxy, db, 1)
+    assert r["api"] == "ollama.generate" and r["stream"] == 0 and r["status"] == 200
+    assert r["engine"] == "ollama" and r["engine_prompt_tokens"] == out.prompt_eval_count
+    assert r["total_ms"] >= out.total_duration / 1e6 - 5
+
+
+def test_a_cold_load_is_found_with_ollamas_fix(served):
+    up, proxy, db = served(load_s=1.5)
+    client = ollama.Client(host=proxy.url)
+    msgs = [{"role": "user", "content": "hi"}]
+    list(client.chat(model="llama3.2", messages=msgs, stream=True))  # loads the model first
+    list(client.chat(model="llama3.2", messages=msgs, stream=True))  # loaded: no load this time
+    cold, warm = done_rows(proxy, db, 2)
+    f = has(cold, "engine.cold_load", "warn")
+    assert cold["engine_load_ms"] == pytest.approx(up.load_s * 1000, rel=0.1) and "keep_alive" in f["hint"], f
+    assert cold["ttfb_ms"] >= up.load_s * 1000  # the load comes before the headers
+    assert "latency.network" not in [x["code"] for x in findings(cold)]
+    assert "engine.cold_load" not in [x["code"] for x in findings(warm)] and not warm["engine_load_ms"]
+
+
+def test_an_unknown_model_is_ollamas_404(served):
+    up, proxy, db = served()
+    client = ollama.Client(host=proxy.url)
+    with pytest.raises(ollama.ResponseError) as e:
+        client.chat(model="nosuch", messages=[{"role": "user", "content": "x"}])
+    assert e.value.status_code == 404
+    (r,) = done_rows(proxy, db, 1)
+    assert r["status"] == 404 and "not found" in (r["upstream_error"] or "")
+    has(r, "model.not_found", "error")
+
+
+def test_openai_compatible_v1_through_the_proxy(served):
+    up, proxy, db = served()
+    c = openai.OpenAI(base_url=proxy.url + "/v1", api_key="ollama", max_retries=0)
+    text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(
+        model="llama3.2", messages=[{"role": "user", "content": "hi"}], stream=True) if ch.choices)
+    assert text == "".join(REPLY)
+    (r,) = done_rows(proxy, db, 1)
+    assert r["api"] == "openai.chat" and r["status"] == 200 and r["ttft_ms"] is not None
