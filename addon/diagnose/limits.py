@@ -47,7 +47,7 @@ _CONTEXT_LIMIT = (
     r"available context size \((\d[\d,]*) tokens\)",
 )
 _CONTEXT_USED = (r"resulted in\s+(\d[\d,]*)\s*tokens", r"prompt is too long:\s*(\d[\d,]*)", r"requested\s+(\d[\d,]*)\s*tokens",
-                 r"request \((\d[\d,]*) tokens\) exceeds")
+                 r"request \((\d[\d,]*) tokens\) exceeds", r"at least\s+(\d[\d,]*)\s+input tokens")
 _RETRY = re.compile(r"(?:try again|retry)(?: after| in)?\s+((?:\d+h)?(?:\d+m(?!s))?(?:\d+(?:\.\d+)?(?:ms|s))?)", re.IGNORECASE)
 _RATE_KIND = re.compile(r"\((RPM|TPM|RPD|TPD|IPM|ITPM|OTPM)\)")
 

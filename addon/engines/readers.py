@@ -110,11 +110,8 @@ def read_headers(headers: dict[str, Any] | None, report: EngineReport) -> None:
         v = num(name)
         if v is not None:
             report.set(what, v, f"tgi {name}", scale=scale)
-    per, n, inference = num("x-time-per-token"), num("x-generated-tokens"), num("x-inference-time")
-    if per is not None and n is not None:
-        report.set("decode_ms", per * n, "tgi x-time-per-token × x-generated-tokens")
-        if inference is not None:
-            report.set("prefill_ms", max(0.0, inference - per * n), "tgi x-inference-time − decode")
+    # TGI's x-time-per-token is x-inference-time / generated tokens (its router), the prefill included:
+    # it splits nothing, so neither prefill nor decode is set from it (the queue and the counts are TGI's own)
 
 
 #: a response's Server header naming the engine that answered (lower-case prefix -> engine)

@@ -45,7 +45,9 @@ def infer_wait_from_fit(rec: Any, fit: Any, others: int) -> None:
     if rec.engine_queue_ms is not None or rec.engine_prefill_ms is not None or fit is None or others < 1:
         return
     first = _before_first_token(rec)
-    tokens = rec.engine_prompt_tokens or rec.usage_prompt_tokens or rec.prompt_tokens_est
+    # the fit is over firsttoken's own estimates (hops.fit_of_route): apply it to the same count, never to the
+    # server's (a tokenizer that counts 0.75 as many would make the predicted prefill a third too long)
+    tokens = rec.prompt_tokens_est
     if first is None or not tokens or rec.status != 200:
         return
     expected = max(0.0, fit.intercept_ms) + fit.prefill_ms(tokens)
