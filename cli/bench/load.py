@@ -64,13 +64,14 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def _request(port: int, body: bytes, tag: str) -> bytes:
+def _request(port: int, body: bytes, tag: str, headers: str = "") -> bytes:
+    """``headers``: more header lines, each ending with CRLF (e.g. the simulator's ``x-sim-fault``)."""
     return (f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\ncontent-type: application/json\r\n"
-            f"authorization: Bearer sk-bench-load-000000000000000000\r\n{TAG_HEADER}: {tag}\r\n"
+            f"authorization: Bearer sk-bench-load-000000000000000000\r\n{TAG_HEADER}: {tag}\r\n{headers}"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
 
 
-async def _stream(port: int, body: bytes, tag: str, go: asyncio.Event) -> dict[str, Any]:
+async def stream_request(port: int, body: bytes, tag: str, go: asyncio.Event) -> dict[str, Any]:
     """One streaming request: client TTFT (first content event) and the gaps between reads after it."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     try:
@@ -101,6 +102,23 @@ async def _stream(port: int, body: bytes, tag: str, go: asyncio.Event) -> dict[s
         writer.close()
 
 
+async def answer(port: int, body: bytes, tag: str, headers: str, status: int, go: asyncio.Event) -> int:
+    """One request read to its end on a new connection (a JSON answer, an error): its bytes; raises
+    unless the status is ``status``."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        req = _request(port, body, tag, headers)
+        await go.wait()
+        writer.write(req)
+        data = await reader.read()
+        head = data.split(b"\r\n", 1)[0]
+        if not head.startswith(f"HTTP/1.1 {status} ".encode()):
+            raise RuntimeError(f"expected {status}, got {head[:80]!r}")
+        return len(data)
+    finally:
+        writer.close()
+
+
 async def together(clients: list[Callable[[asyncio.Event], Awaitable[Any]]], settle: float, what: str) -> list[Any]:
     """Run the clients as one burst: each connects, waits for ``go`` (set after ``settle`` s, when
     every connection is in), then sends. ``what`` names them in the error if any fails."""
@@ -116,7 +134,7 @@ async def together(clients: list[Callable[[asyncio.Event], Awaitable[Any]]], set
 
 
 async def stream_burst(port: int, body: bytes, n: int, tags: list[str]) -> list[dict[str, Any]]:
-    clients = [functools.partial(_stream, port, body, tags[i]) for i in range(n)]
+    clients = [functools.partial(stream_request, port, body, tags[i]) for i in range(n)]
     return await together(clients, 0.1 + n * 0.005, f"streams to port {port}")
 
 
@@ -159,9 +177,11 @@ def plan(concurrency: int, target: int) -> int:
 
 
 @contextlib.contextmanager
-def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float) -> Iterator[tuple[dict[str, int], dict[str, int], Path]]:
-    """The simulated upstream, bare mitmproxy and firsttoken (recording into a temporary database),
-    each in its own process: yields the ports by path, the proxies' pids and the database."""
+def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float, bare: bool = True,
+                proxy_args: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, int], dict[str, int], Path]]:
+    """The simulated upstream, bare mitmproxy (unless not ``bare``) and firsttoken (recording into a
+    temporary database, ``proxy_args`` added to its command), each in its own process: yields the
+    ports by path, the proxies' pids and the database."""
     sp, bp, fp = free_port(), free_port(), free_port()
     sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5", "--prefill-base-ms", str(prefill_ms),
                       "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
@@ -171,9 +191,13 @@ def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float) -> Iterat
         db = Path(tmp) / "bench.db"
         bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
                      "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
-        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db)]
-        with process(sim_argv, sp), process(bare_argv, bp) as bare, process(ft_argv, fp) as ft:
-            yield {"direct": sp, "bare mitmproxy": bp, "firsttoken": fp}, {"bare mitmproxy": bare.pid, "firsttoken": ft.pid}, db
+        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db), *proxy_args]
+        with process(sim_argv, sp), (process(bare_argv, bp) if bare else contextlib.nullcontext()) as mitm, \
+                process(ft_argv, fp) as ft:
+            ports, pids = {"direct": sp, "firsttoken": fp}, {"firsttoken": ft.pid}
+            if mitm is not None:
+                ports["bare mitmproxy"], pids["bare mitmproxy"] = bp, mitm.pid
+            yield ports, pids, db
 
 
 def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,

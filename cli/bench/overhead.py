@@ -71,9 +71,17 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
 @click.option("--pairs", type=click.IntRange(1, 200), default=7, show_default=True, help="With --wrapper: pairs of runs.")
 @click.option("--client-startup-ms", type=click.FloatRange(0, 60000), default=1500.0, show_default=True,
               help="With --wrapper: the stand-in client's own start-up before its request (Claude Code, Codex: 1-2 s).")
+@click.option("--soak", "soak", type=click.IntRange(1, 10_000_000), default=None, metavar="N",
+              help="Measure memory instead: N requests through one long-running proxy (a new connection each, "
+                   "--concurrency at a time [default: 40]), its RSS at several points and the rows written.")
+@click.option("--mix", default=None, metavar="KIND=N,...",
+              help="With --soak: the weights of stream, json, 401 and ws (a WebSocket connection of --turns turns) "
+                   "[default: stream=8,json=1,401=2,ws=1].")
+@click.option("--save-bodies", is_flag=True, help="With --soak: run the proxy with --save-bodies.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 @json_option("summary")
 def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int = 5, wrapper: bool = False, pairs: int = 7, client_startup_ms: float = 1500.0,
+          soak: int | None = None, mix: str | None = None, save_bodies: bool = False,
           cmd: tuple[str, ...] = (), as_json: bool = False) -> None:
     """Measure the proxy's own overhead on loopback (prints numbers).
 
@@ -84,6 +92,10 @@ def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int =
     client's. With --websocket as well: N connections per level, each running --turns
     Responses turns over a WebSocket, and the proxies' CPU per frame.
 
+    With --soak N: N requests (streams, JSON answers, 401s and WebSocket turns, --mix) through one
+    firsttoken proxy while its live feed is read, the proxy's RSS after each tenth, the rows written
+    and the KB per request past the first 5,000 (a third of a shorter soak).
+
     With --wrapper: pairs of runs of a client with and without `firsttoken run` (a stand-in client
     that starts up for --client-startup-ms then streams one request, or `-- CMD`), the medians of
     their wall times and of what `run` added, and whether a first request waited for the proxy.
@@ -91,6 +103,22 @@ def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int =
     if websocket and concurrency is None:
         raise click.UsageError("--websocket measures under load: give the connections per level, e.g. "
                                "firsttoken bench --websocket --concurrency 10,50")
+    if (mix is not None or save_bodies) and soak is None:
+        raise click.UsageError("--mix and --save-bodies go with --soak N, e.g. firsttoken bench --soak 100000 --mix stream=8,401=2")
+    if soak is not None:
+        from firsttoken.cli.bench import load
+        from firsttoken.cli.bench import soak as soak_bench
+
+        conc = load.parse_levels(concurrency)[0] if concurrency is not None else 40
+        weights = soak_bench.parse_mix(mix or soak_bench.DEFAULT_MIX)
+        err = Console(highlight=False, stderr=True)
+        res = soak_bench.run(soak, conc, weights, turns=turns, save_bodies=save_bodies,
+                             progress=lambda m: err.print(f"[dim]{m}[/]"))
+        if as_json:
+            click.echo(json.dumps(res, indent=2))
+        else:
+            soak_bench.report(res, Console(highlight=False))
+        return
     if cmd and not wrapper:
         raise click.UsageError("a command is measured only with --wrapper: firsttoken bench --wrapper -- CMD ARGS...")
     if wrapper:

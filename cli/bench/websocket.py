@@ -132,7 +132,7 @@ class _Client:
         self.sock.close()
 
 
-async def _session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[str, Any]:
+async def ws_session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[str, Any]:
     """One connection: ``turns`` turns in a row; per turn the client's TTFT (first text delta after
     it sent the frame) and the gaps between the frames after it."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -169,7 +169,7 @@ async def _session(port: int, tag: str, turns: int, go: asyncio.Event) -> dict[s
 
 async def burst(port: int, n: int, turns: int, tags: list[str]) -> list[dict[str, Any]]:
     """N connections upgraded at once, then their turns (every upgrade in before the first turn)."""
-    clients = [functools.partial(_session, port, tags[i], turns) for i in range(n)]
+    clients = [functools.partial(ws_session, port, tags[i], turns) for i in range(n)]
     return await together(clients, 0.2 + n * 0.01, f"WebSocket sessions to port {port}")
 
 
