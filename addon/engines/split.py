@@ -1,11 +1,7 @@
-"""The time to the first token split into the engine's own terms (docs/record.md "Engine").
-
-What the proxy saw (TTFB, then the gap to the first token) holds, on a model server that reports its
-clock, the wait before the engine began, a model load, the prefill and the first decode step; what is
-left is the network and the proxy: measured as the difference, never reported. A term the engine did
-not report is inferred (``engine_sources`` says how), and says so. Pure: a record or a row dict in,
-terms out; `show` draws them, `stats` takes their medians per route and model.
-"""
+"""The time to the first token split into the engine's own terms (docs/record.md "Engine"): the wait
+before the engine began, a model load, the prefill, the first decode step, and the rest (network and
+proxy: the difference, never reported). A term the engine did not report is inferred and says so.
+Pure: a record or a row dict in, terms out; `show` draws them."""
 
 from __future__ import annotations
 
