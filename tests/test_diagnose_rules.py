@@ -98,6 +98,9 @@ def buffered_offsets():
 LLAMA = dict(engine="llama.cpp", upstream="http://127.0.0.1:8080", upstream_url="http://127.0.0.1:8080/v1/chat/completions",
              server="llama.cpp", conn_reused=True)
 ENGINE_CASES = [
+    ("engine-truncated", dict(engine="ollama", upstream="http://127.0.0.1:11434", server=None, api="ollama.chat",
+                              prompt_tokens_est=6000, engine_prompt_tokens=2048, usage_prompt_tokens=2048, num_ctx=2048),
+     "engine.prompt_truncated", "warn"),
     ("engine-queued", dict(LLAMA, ttfb_ms=5200.0, first_token_ms=6000.0, ttft_ms=6000.0, gap_ms=800.0, total_ms=6200.0,
                            engine_prefill_ms=790.0, engine_prompt_tokens=1416, engine_cached_tokens=0,
                            usage_prompt_tokens=1416, prompt_tokens_est=1300, engine_queue_ms=5210.0,
@@ -533,6 +536,17 @@ def test_an_engines_context_error_carries_that_engines_fix():
     vllm = _run(with_(ERR, status=400, engine="vllm", upstream="http://127.0.0.1:8000", upstream_error_type="BadRequestError",
                      upstream_error="This model's maximum context length is 2048 tokens. However, you requested 3000 tokens."))
     assert "--max-model-len" in vllm[0]["hint"]
+
+
+def test_a_cut_prompt_is_told_apart_from_a_tokenizer_that_counts_differently():
+    base = dict(engine="ollama", upstream="http://127.0.0.1:11434", api="ollama.chat")
+    cut = _run(dict(base, prompt_tokens_est=6000, engine_prompt_tokens=3000))
+    assert "engine.prompt_truncated" in codes(cut) and "OLLAMA_CONTEXT_LENGTH" in cut[0]["hint"]
+    for fine in (dict(prompt_tokens_est=6000, engine_prompt_tokens=4500),  # a third fewer: another tokenizer
+                 dict(prompt_tokens_est=700, engine_prompt_tokens=300),  # too few tokens to tell
+                 dict(prompt_tokens_est=6000, engine_prompt_tokens=1000, engine_cached_tokens=5000),
+                 dict(prompt_tokens_est=6000, engine_prompt_tokens=2048, num_ctx=8192)):  # it fitted: not cut
+        assert "engine.prompt_truncated" not in codes(_run(dict(base, **fine))), fine
 
 
 def test_context_length_anthropic_uses_counted_tokens():

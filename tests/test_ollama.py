@@ -98,6 +98,18 @@ def test_a_cold_load_is_found_with_ollamas_fix(served):
     assert "engine.cold_load" not in [x["code"] for x in findings(warm)] and not warm["engine_load_ms"]
 
 
+def test_a_prompt_longer_than_num_ctx_is_cut_silently_and_found(served):
+    up, proxy, db = served()
+    client = ollama.Client(host=proxy.url)
+    prompt = "the quick brown fox jumps over the lazy dog " * 400  # ~3,600 tokens
+    out = client.chat(model="llama3.2", messages=[{"role": "user", "content": prompt}], options={"num_ctx": 1024})
+    assert out.prompt_eval_count == 1024  # a 200 OK: the only tell is the count
+    (r,) = done_rows(proxy, db, 1)
+    assert r["status"] == 200 and r["num_ctx"] == 1024 and r["engine_prompt_tokens"] == 1024
+    f = has(r, "engine.prompt_truncated", "warn", variant="num_ctx")
+    assert f["params"]["sent"] == r["prompt_tokens_est"] > 3000 and "num_ctx" in f["hint"], f
+
+
 def test_an_unknown_model_is_ollamas_404(served):
     up, proxy, db = served()
     client = ollama.Client(host=proxy.url)

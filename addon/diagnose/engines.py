@@ -106,7 +106,21 @@ def rule_cache_hit(rec: Any, c: Ctx) -> None:
           knob=knobs.knob(knobs.CACHE, rec.engine))
 
 
-RULES = (rule_cold_load, rule_queued, rule_decode_paused, rule_cache_hit)
+def rule_prompt_truncated(rec: Any, c: Ctx) -> None:
+    """A 200 whose engine evaluated far fewer prompt tokens than were sent: the prompt was cut to the
+    context (Ollama does it silently), not a tokenizer counting differently."""
+    n, sent = rec.engine_prompt_tokens, rec.prompt_tokens_est
+    if n is None or not sent or rec.status != 200 or c.errors() or engines.is_inferred(rec, "prompt_tokens") \
+            or rec.engine_cached_tokens:  # a count with a cached part is no tell
+        return
+    ctx = getattr(rec, "num_ctx", None)
+    if n > engines.TRUNCATED_SHARE * sent or sent - n < engines.TRUNCATED_MIN_TOKENS or (ctx and (n > ctx or sent <= ctx)):
+        return
+    c.add("engine.prompt_truncated", "warn", variant="num_ctx" if ctx else "count", **_params(rec, c), sent=sent,
+          evaluated=n, num_ctx=ctx or "-", knob=knobs.knob(knobs.CONTEXT, rec.engine))
+
+
+RULES = (rule_cold_load, rule_queued, rule_decode_paused, rule_prompt_truncated, rule_cache_hit)
 
 
 # ---- The ``engines`` family of the finding catalog, in English and Chinese.
@@ -147,6 +161,18 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
                "引擎报告在这个请求之前至少花了 {ENGINE_COLD_LOAD_MS:.0f} 毫秒加载模型（Ollama 的 load_duration）：启动后的第一个请求，或模型因空闲被卸载之后；加载至少占首 token 时间的一半时为警告。",
                "{engine} 在开始之前花了 {load_ms:,.0f} 毫秒加载 {model}（首 token 在 {first_ms:,.0f} 毫秒）。",
                "模型当时没有加载：{knob}。"),
+    }),
+    ("engine.prompt_truncated", "engines", _W, (), {
+        "en": ("The engine cut the prompt (silent truncation)",
+               "A 200 whose engine reported evaluating at most {ENGINE_TRUNCATED_SHARE:.0%} of the prompt tokens firsttoken counted, and at least {ENGINE_TRUNCATED_MIN_TOKENS} fewer: more than tokenizers differ by. Ollama cuts a prompt longer than its context this way with no error (ollama/ollama#3839); the model never saw the start of the conversation.",
+               {"num_ctx": "{engine} evaluated {evaluated:,} prompt tokens of about {sent:,} sent: the request's num_ctx is {num_ctx:,}, so the rest was cut without an error, and the model answered without it.",
+                "count": "{engine} evaluated {evaluated:,} prompt tokens of about {sent:,} sent: far fewer than a different tokenizer would count, so the prompt was most likely cut to the engine's context without an error (or the engine counted only what it did not take from its cache)."},
+               "Give the request a context that holds the prompt: {knob}; or send less (old turns, large tool results)."),
+        "zh": ("引擎截断了提示词（静默截断）",
+               "返回 200，但引擎报告评估的提示词 token 至多为 firsttoken 计数的 {ENGINE_TRUNCATED_SHARE:.0%}，且至少少 {ENGINE_TRUNCATED_MIN_TOKENS} 个：超出了分词器之间的差异。Ollama 会这样无报错地截断超出上下文的提示词（ollama/ollama#3839）；模型根本没看到对话的开头。",
+               {"num_ctx": "{engine} 只评估了约 {sent:,} 个已发送提示词 token 中的 {evaluated:,} 个：请求的 num_ctx 为 {num_ctx:,}，其余部分被无报错地截掉，模型在没有它们的情况下作答。",
+                "count": "{engine} 只评估了约 {sent:,} 个已发送提示词 token 中的 {evaluated:,} 个：远少于分词器差异所能解释的，提示词很可能被无报错地截断到引擎的上下文（或者引擎只计入了未从缓存读取的部分）。"},
+               "给请求一个能容纳提示词的上下文：{knob}；或者少发一些（旧的对话轮次、过大的工具结果）。"),
     }),
     ("engine.cache_hit", "engines", _I, (), {
         "en": ("Served from the engine's own prefix cache",

@@ -13,6 +13,8 @@ from firsttoken.addon.engines import COLD_LOAD_MS as ENGINE_COLD_LOAD_MS
 from firsttoken.addon.engines import PAUSE_SHARE as ENGINE_PAUSE_SHARE
 from firsttoken.addon.engines import QUEUE_MS as ENGINE_QUEUE_MS
 from firsttoken.addon.engines import QUEUE_SHARE as ENGINE_QUEUE_SHARE
+from firsttoken.addon.engines import TRUNCATED_MIN_TOKENS as ENGINE_TRUNCATED_MIN_TOKENS
+from firsttoken.addon.engines import TRUNCATED_SHARE as ENGINE_TRUNCATED_SHARE
 from firsttoken.addon.hops.held import (
     FIT_MIN_SAMPLES,
     FIT_MIN_SPAN,
@@ -121,6 +123,8 @@ THRESHOLDS: list[tuple[str, Any, str, str]] = [
     ("ENGINE_QUEUE_SHARE", ENGINE_QUEUE_SHARE, "engine.queued: ... and at least this share of the time to the first token", "engine.queued：……且至少占首 token 时间的这个比例"),
     ("ENGINE_PAUSE_SHARE", ENGINE_PAUSE_SHARE, "engine.decode_paused: share of the longest silence during which the engine prefilled other requests", "engine.decode_paused：最长静默中引擎在为其他请求做 prefill 的时间比例"),
     ("ENGINE_COLD_LOAD_MS", ENGINE_COLD_LOAD_MS, "engine.cold_load: the engine's model load before the request (ms)", "engine.cold_load：请求之前引擎加载模型的时间（毫秒）"),
+    ("ENGINE_TRUNCATED_SHARE", ENGINE_TRUNCATED_SHARE, "engine.prompt_truncated: the engine evaluated at most this share of the prompt firsttoken counted ...", "engine.prompt_truncated：引擎评估的提示词至多为 firsttoken 计数的这个比例……"),
+    ("ENGINE_TRUNCATED_MIN_TOKENS", ENGINE_TRUNCATED_MIN_TOKENS, "engine.prompt_truncated: ... and at least this many tokens fewer", "engine.prompt_truncated：……且至少少这么多 token"),
     ("ENGINE_CACHE_HIT_TOKENS", ENGINE_CACHE_HIT_TOKENS, "engine.cache_hit: prompt tokens the engine served from its own cache", "engine.cache_hit：引擎从自身缓存提供的提示词 token 数"),
     ("--warn-prompt-tokens", 0, "prompt.large: a fixed limit instead (0: automatic); proxy option, default shown", "prompt.large：改用固定阈值（0 表示自动）；代理选项，此处为默认值"),
 ]

@@ -15,6 +15,8 @@ from firsttoken.addon.engines.report import (
     PAUSE_SHARE,
     QUEUE_MS,
     QUEUE_SHARE,
+    TRUNCATED_MIN_TOKENS,
+    TRUNCATED_SHARE,
     EngineReport,
     infer,
     is_inferred,
@@ -24,6 +26,6 @@ from firsttoken.addon.engines.split import Term, ttft_terms
 from firsttoken.addon.engines.timing import infer_wait, infer_wait_from_fit
 from firsttoken.addon.engines.window import Span, Window
 
-__all__ = ["CACHE_HIT_TOKENS", "COLD_LOAD_MS", "COLUMNS", "FIELDS", "INFERRED", "PAUSE_SHARE", "QUEUE_MS", "QUEUE_SHARE", "TGI_ALL", "EngineReport", "Span", "Term", "Window", "engine_of_error", "engine_of_server", "infer",
+__all__ = ["CACHE_HIT_TOKENS", "COLD_LOAD_MS", "COLUMNS", "FIELDS", "INFERRED", "PAUSE_SHARE", "QUEUE_MS", "QUEUE_SHARE", "TGI_ALL", "TRUNCATED_MIN_TOKENS", "TRUNCATED_SHARE", "EngineReport", "Span", "Term", "Window", "engine_of_error", "engine_of_server", "infer",
            "infer_wait", "infer_wait_from_fit", "is_inferred", "is_local", "knobs", "prefilled_tokens", "read_headers",
            "read_object", "read_ollama", "ttft_terms"]

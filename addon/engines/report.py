@@ -31,6 +31,12 @@ COLD_LOAD_MS = 1000.0
 #: engine.cache_hit: the engine served at least this many prompt tokens from its own cache
 CACHE_HIT_TOKENS = 1024
 
+#: engine.prompt_truncated: the engine evaluated at most this share of the prompt firsttoken counted (tokenizers
+#: differ by a third at most: Llama's and tiktoken's on the same text), ...
+TRUNCATED_SHARE = 0.6
+#: ... and at least this many tokens fewer
+TRUNCATED_MIN_TOKENS = 512
+
 #: an inferred value's source starts with this (the views label it so)
 INFERRED = "inferred: "
 
