@@ -118,7 +118,8 @@ def test_an_unknown_model_is_ollamas_404(served):
     assert e.value.status_code == 404
     (r,) = done_rows(proxy, db, 1)
     assert r["status"] == 404 and "not found" in (r["upstream_error"] or "")
-    has(r, "model.not_found", "error")
+    f = has(r, "model.not_found", "error", variant="ollama")
+    assert "ollama pull nosuch" in f["hint"] and "/api/tags" in f["hint"], f
 
 
 def test_openai_compatible_v1_through_the_proxy(served):

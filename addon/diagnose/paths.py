@@ -98,7 +98,11 @@ def rule_model_not_found(rec: Any, c: Ctx) -> None:
         models_url = upstream + ("/models" if routing.has_version(prefix) else "/v1beta/models")
     else:
         models_url = upstream + ("/models" if routing.has_version(prefix) else "/v1/models")
-    c.add("model.not_found", "error", variant=family if family in ("anthropic", "gemini") else "openai", **c.common(),
+    # Ollama's own text ("model \"x\" not found, try pulling it first"), on its native API or its /v1
+    ollama = rec.engine == "ollama" or (rec.api or "").startswith("ollama.") or "try pulling it" in low
+    if ollama:
+        models_url = upstream + "/api/tags"
+    c.add("model.not_found", "error", variant="ollama" if ollama else family if family in ("anthropic", "gemini") else "openai", **c.common(),
           model=rec.model or "?", server=server_text(rec), models_url=models_url)
 
 
@@ -232,13 +236,15 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
         "en": ("Unknown model",
                "404/400 whose error names the model or says it does not exist.",
                "{host} does not know the model \u201c{model}\u201d ({status}: \u201c{server}\u201d).",
-               {"openai": "Use the exact model id (case, hyphens, date suffix, provider prefix such as openai/...); list the ids this key can use: curl {models_url} -H \"Authorization: Bearer $OPENAI_API_KEY\".",
+               {"ollama": "Pull it on the machine that runs Ollama: ollama pull {model}; ollama list (or curl {models_url}) shows the models it has, each with its tag (llama3.2:latest).",
+                "openai": "Use the exact model id (case, hyphens, date suffix, provider prefix such as openai/...); list the ids this key can use: curl {models_url} -H \"Authorization: Bearer $OPENAI_API_KEY\".",
                 "anthropic": "Use the exact model id (case, hyphens, date suffix); list the ids this key can use: curl {models_url} -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\".",
                 "gemini": "Use a model id the Gemini API serves for this method (e.g. gemini-2.5-flash; no models/ prefix in a client's model setting); list them: curl {models_url} -H \"x-goog-api-key: $GEMINI_API_KEY\". On Vertex AI, check that the model is offered in the location named in the URL."}),
         "zh": ("模型不存在",
                "404/400 且错误信息提到了模型名或说模型不存在。",
                "{host} 不认识模型\u201c{model}\u201d（{status}：\u201c{server}\u201d）。",
-               {"openai": "使用准确的模型 ID（大小写、连字符、日期后缀、如 openai/... 的服务商前缀）；列出该密钥可用的模型：curl {models_url} -H \"Authorization: Bearer $OPENAI_API_KEY\"。",
+               {"ollama": "在运行 Ollama 的机器上拉取它：ollama pull {model}；ollama list（或 curl {models_url}）列出它已有的模型及标签（如 llama3.2:latest）。",
+                "openai": "使用准确的模型 ID（大小写、连字符、日期后缀、如 openai/... 的服务商前缀）；列出该密钥可用的模型：curl {models_url} -H \"Authorization: Bearer $OPENAI_API_KEY\"。",
                 "anthropic": "使用准确的模型 ID（大小写、连字符、日期后缀）；列出该密钥可用的模型：curl {models_url} -H \"x-api-key: $ANTHROPIC_API_KEY\" -H \"anthropic-version: 2023-06-01\"。",
                 "gemini": "使用 Gemini API 为该方法提供的模型 ID（如 gemini-2.5-flash；客户端的模型设置里不要带 models/ 前缀）；列出可用模型：curl {models_url} -H \"x-goog-api-key: $GEMINI_API_KEY\"。在 Vertex AI 上，确认该模型在 URL 中的地区（location）提供。"}),
     }),
