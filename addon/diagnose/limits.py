@@ -111,9 +111,10 @@ def rule_context_length(rec: Any, c: Ctx) -> None:
             excess = counted + rec.max_tokens - limit
         excess = excess if excess > 0 else None
     label, tokens = largest_part(rec)
-    engine = rec.engine or (None if not engines.is_local(rec.upstream) else "")
-    engine_fix = {} if engine is None else dict(engine=engines.knobs.name(engine or None),
-                                                 engine_fix=engines.knobs.knob(engines.knobs.CONTEXT, engine or None))
+    # only an engine that named itself: a loopback gateway (LiteLLM) in front of a cloud keeps the cloud's advice
+    engine = rec.engine
+    engine_fix = {} if engine is None else dict(engine=engines.knobs.name(engine),
+                                                 engine_fix=engines.knobs.knob(engines.knobs.CONTEXT, engine))
     c.add("request.context_length", "error", variant="engine" if engine_fix else "cloud", **engine_fix, **c.common(),
           server=server_text(rec), model=rec.model or "?",
           limit=limit, server_tokens=used, prompt_tokens=rec.prompt_tokens_est,
