@@ -330,7 +330,7 @@ class Analyzer:
         neighbours = self.engine_window.around(rec.upstream, flight)
         self.engine_window.finished(rec.upstream, flight)
         engines.infer_wait(rec)
-        if rec.engine_queue_ms is None and neighbours and (rec.engine or engines.is_local(rec.upstream)):
+        if rec.engine_queue_ms is None and neighbours and engines.is_engine_side(rec):
             first = rec.first_token_ms if rec.first_token_ms is not None else rec.ttft_ms
             ahead = sum(1 for n in neighbours if first is not None and n.start_ms < first
                         and (n.end_ms is None or n.end_ms > 0))  # the engine was busy with it before our first token

@@ -59,3 +59,12 @@ def test_ttft_terms_in_order_rest_first_inferred_labelled():
     whole = ttft_terms(rec(engine_prefill_ms=100.0, engine_decode_ms=400.0, total_ms=600.0))
     assert [(t.key, t.ms) for t in whole] == [("rest", 100.0), ("prefill", 100.0), ("decode", 400.0)]
     assert ttft_terms(rec(ttft_ms=100.0)) == []
+
+
+def test_a_loopback_gateway_is_not_an_engine():
+    local = "http://127.0.0.1:4000"
+    assert engines.is_engine_side(SimpleNamespace(engine=None, upstream=local, hop=None))
+    # a LiteLLM proxy on loopback in front of a cloud: its queue and its cache are not an engine's
+    assert not engines.is_engine_side(SimpleNamespace(engine=None, upstream=local, hop="litellm"))
+    assert engines.is_engine_side(SimpleNamespace(engine="vllm", upstream="https://gpu.example.com", hop=None))
+    assert not engines.is_engine_side(SimpleNamespace(engine=None, upstream="https://api.openai.com", hop=None))

@@ -17,7 +17,7 @@ from firsttoken.addon.store.queries import is_streamed
 
 def _engine_side(rec: Any) -> bool:
     """A model server of the user's own answered: one that reported itself, or a local upstream."""
-    return bool(rec.engine) or engines.is_local(rec.upstream)
+    return engines.is_engine_side(rec)
 
 
 def _first_ms(rec: Any) -> float | None:

@@ -106,7 +106,7 @@ def rule_prefill(rec: Any, c: Ctx) -> None:
     if gap < PREFILL_GAP_MS or gap <= 0.5 * rec.ttft_ms or tokens < PREFILL_MIN_TOKENS:
         return
     label, part = largest_part(rec)
-    local = bool(rec.engine) or engines.is_local(rec.upstream)  # cache advice for the engine, not a cloud's
+    local = engines.is_engine_side(rec)  # cache advice for the engine, not a cloud's
     c.add("latency.prefill", "warn", variant="local" if local else "gap", **c.common(), gap_ms=gap, ttft_ms=rec.ttft_ms,
           prompt_tokens=tokens, ms_per_1k=round(gap / (tokens / 1000.0), 1), largest=label, largest_tokens=part,
           knob=engines.knobs.knob(engines.knobs.CACHE, rec.engine) if local else None)

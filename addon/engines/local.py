@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 from urllib.parse import urlsplit
 
 from firsttoken.addon.egress.rules import is_loopback
@@ -23,3 +24,9 @@ def is_local(upstream: str | None) -> bool:
     except ValueError:
         return False
     return ip.is_private or ip.is_link_local
+
+
+def is_engine_side(rec: Any) -> bool:
+    """A model server of the user's own answered: one that named itself (its report, Server header or
+    error type), or a loopback / LAN upstream that no known hop (a LiteLLM proxy, a gateway) answered for."""
+    return bool(getattr(rec, "engine", None)) or (is_local(getattr(rec, "upstream", None)) and not getattr(rec, "hop", None))
