@@ -21,6 +21,7 @@ from conftest import rows
 from runkit import FT, NODE_BIN, SIM_TEXT, base_env, ft_run
 
 from firsttoken.addon.record import percentile
+from firsttoken.addon.store import queries
 from firsttoken.cli import output
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.proxy.state import clear_state, write_state
@@ -39,9 +40,14 @@ def check_summary(stderr: str, rs: list[dict]) -> str:
     """Every record is under the run the summary names, and the summary's numbers are the records'."""
     run_id = run_id_of(stderr)
     assert rs and all(r["run_id"] == run_id for r in rs), [r["run_id"] for r in rs]
-    assert f"{run_id}: {len(rs)} request{'s' if len(rs) != 1 else ''}" in stderr
+    # the model calls are counted (a probe or a model list is said apart), their latency over the streamed ones:
+    # the stats engine's populations, the figures `stats --run ID` prints
+    calls = [r for r in rs if queries.is_model_call(r)]
+    assert f"{run_id}: {len(calls)} request{'s' if len(calls) != 1 else ''}" in stderr
+    others = len(rs) - len(calls)
+    assert (f"and {others} request{'s' if others != 1 else ''} that" in stderr) == bool(others), stderr
     for name, col in (("TTFB", "ttfb_ms"), ("TTFT", "ttft_ms"), ("gap", "gap_ms")):
-        vals = sorted(r[col] for r in rs if r[col] is not None)
+        vals = sorted(r[col] for r in calls if r[col] is not None and queries.is_streamed(r))
         if vals:
             assert f"{name} P50 {output.ms(percentile(vals, 50))} P95 {output.ms(percentile(vals, 95))}" in stderr
     prompt = sum(r["usage_prompt_tokens"] or 0 for r in rs)
