@@ -8,14 +8,11 @@ import hashlib
 import json
 import os
 import shutil
-import signal
-import subprocess
 import sysconfig
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+from engine_process import EngineProcess
 
 from firsttoken.cli.loopback import free_port
 
@@ -163,10 +160,12 @@ def model(tmpdir: Path | str, **changes) -> Path:
     return path
 
 
-class LlamaServer:
+class LlamaServer(EngineProcess):
     """``llama-server`` on 127.0.0.1 (a free port) while in a with-block: ``parallel`` slots sharing
     ``ctx_size`` tokens (each slot gets ctx_size / parallel), 2 threads, no web UI, never the network.
     ``.url``; ``.log_text()`` is its log (a failing assertion shows it)."""
+
+    WHAT, START_S, POLL_S, STOP_S = "llama-server", 120.0, 0.1, 15.0
 
     def __init__(self, exe: str, model_path: Path | str, log_path: Path | str, *, parallel: int = 2,
                  ctx_size: int = 8192, threads: int = 2, extra: tuple[str, ...] = ()):
@@ -177,45 +176,9 @@ class LlamaServer:
                      "--parallel", str(parallel), "--ctx-size", str(ctx_size), "--threads", str(threads),
                      "--threads-http", "8", "--no-webui", "--offline", "--metrics", "--slots", "--no-warmup",
                      "--log-timestamps", *extra]
-        self.proc: subprocess.Popen | None = None
 
-    def log_text(self, tail: int = 6000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-tail:]
-        except OSError:
-            return ""
-
-    def __enter__(self) -> LlamaServer:
+    def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
         env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(Path(self.args[0]).parent),
                                                               env.get("LD_LIBRARY_PATH")]))
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 120
-            while True:
-                assert self.proc.poll() is None, f"llama-server exited ({self.proc.returncode}):\n{self.log_text()}"
-                try:
-                    if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                        return self
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, f"llama-server not healthy within 120 s:\n{self.log_text()}"
-                time.sleep(0.1)
-        except BaseException:
-            self._stop(kill=True)
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self._stop(kill=exc[0] is not None)
-
-    def _stop(self, kill: bool) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+        return env

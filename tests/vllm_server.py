@@ -9,13 +9,12 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from engine_process import EngineProcess
 from llama_server import CACHE, CHAT_TEMPLATE, PARAMS, SPECIAL, train_tokenizer
 
 from firsttoken.cli.loopback import free_port
@@ -95,10 +94,12 @@ def metrics(url: str) -> dict[str, float]:
     return out
 
 
-class VllmServer:
+class VllmServer(EngineProcess):
     """vLLM's OpenAI server on 127.0.0.1 (a free port) while in a with-block, serving ``model_path`` as
     ``name``: prefix caching on, cache hits reported in usage, ``max_num_seqs`` at once, eager mode (starts
     in ~40 s on 2 cores). ``.url``; ``.log_text()`` is its log."""
+
+    WHAT, START_S, POLL_S, STOP_S = "vLLM", 300.0, 0.5, 30.0
 
     def __init__(self, exe: str, model_path: Path | str, log_path: Path | str, *, name: str = "random",
                  max_num_seqs: int = 2, max_model_len: int = 2048, extra: tuple[str, ...] = ()):
@@ -110,44 +111,8 @@ class VllmServer:
                      "--served-model-name", name, "--host", "127.0.0.1", "--port", str(self.port),
                      "--enable-prompt-tokens-details", "--enable-prefix-caching", "--max-num-seqs", str(max_num_seqs),
                      "--max-model-len", str(max_model_len), "--enforce-eager", "--dtype", "bfloat16", *extra]
-        self.proc: subprocess.Popen | None = None
 
-    def log_text(self, tail: int = 6000) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-tail:]
-        except OSError:
-            return ""
-
-    def __enter__(self) -> VllmServer:
+    def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         env.update(OFFLINE, VLLM_CPU_KVCACHE_SPACE="1", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=env, start_new_session=True)
-        try:
-            deadline = time.monotonic() + 300
-            while True:
-                assert self.proc.poll() is None, f"vLLM exited ({self.proc.returncode}):\n{self.log_text()}"
-                try:
-                    if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                        return self
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, f"vLLM not healthy within 300 s:\n{self.log_text()}"
-                time.sleep(0.5)
-        except BaseException:
-            self._stop(kill=True)
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self._stop(kill=exc[0] is not None)
-
-    def _stop(self, kill: bool) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        os.killpg(self.proc.pid, signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(5)
+        return env
