@@ -160,6 +160,11 @@ def _tokenizer(name: str, lang: str) -> str:
     return label(lang, "show.fallback", enc=m.group(1), name=m.group(2)) if m else name
 
 
+def _n(v: int | None) -> str | None:
+    """A token count with separators (``96,006``), or None so the pair is left out."""
+    return None if v is None else output.num(v)
+
+
 def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     """One request for a ``width``-column terminal, every label in ``lang`` (the findings as
     given: ``output.localize`` them into the same language)."""
@@ -214,7 +219,7 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
     for c in ("", "prompt", "output", "cached", "reasoning_tok"):
         tok.add_column(L(c) if c else "", justify="right" if c else "left", no_wrap=True)
     exact = r.get("tokens_exact")
-    tok.add_row(L("estimate") if exact or not r.get("tokenizer") else L("estimate_approx"), output.num(r.get("prompt_tokens_est"), est=not exact), output.num(r.get("output_tokens_est"), est=True), "", "")
+    tok.add_row(L("estimate"), output.num(r.get("prompt_tokens_est"), est=not exact), output.num(r.get("output_tokens_est"), est=True), "", "")
     tok.add_row(L("server"), output.num(r.get("usage_prompt_tokens")), output.num(r.get("usage_completion_tokens")),
                 output.num(r.get("usage_cached_tokens")), output.num(r.get("usage_reasoning_tokens")))
     parts.append(tok)
@@ -223,8 +228,8 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
         (L("ratio"), _factor(r.get("usage_ratio"))),
         (L("calibrated"), L("calibrated_v", n=f"{r['prompt_tokens_calibrated']:,}", f=_factor(r.get("calibration_factor")))
          if r.get("prompt_tokens_calibrated") else None),
-        (L("system"), r.get("system_tokens")), (L("tools"), r.get("tools_tokens")),
-        (L("last_user"), r.get("last_user_tokens")), (L("messages"), r.get("messages")), (L("images"), r.get("images") or None),
+        (L("system"), _n(r.get("system_tokens"))), (L("tools"), _n(r.get("tools_tokens"))),
+        (L("last_user"), _n(r.get("last_user_tokens"))), (L("messages"), r.get("messages")), (L("images"), r.get("images") or None),
         (L("prefix"), L("prefix_v" if r.get("prefix_seen_before") else "prefix_new", n=r.get("prefix_tokens"),
                         k=r.get("prefix_seen_before")) if r.get("prefix_hash") else None),
     ]), width)
