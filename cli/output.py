@@ -35,9 +35,10 @@ def localize(findings: list[dict[str, Any]] | None, lang: str) -> list[dict[str,
             for f in findings or []]
 
 
-def api_short(api: str | None) -> str:
-    """``oai.chat``, ``ant.messages``: the API column's short form in every table."""
-    return (api or "other").replace("openai.", "oai.").replace("anthropic.", "ant.")
+def api_name(api: str | None) -> str:
+    """``openai.chat``, ``anthropic.messages``: an API as every view names it (``logs``, ``show``,
+    ``live``, ``sessions``), the same name ``--api`` takes; ``other`` when the request matched no API."""
+    return api or "other"
 
 
 def more_findings_en(n: int) -> str:
@@ -51,7 +52,7 @@ def request_cells(r: dict[str, Any]) -> dict[str, str]:
         "id": (r.get("id") or "")[:8],
         "route": r.get("route") or "–",
         "model": r.get("model") or "–",
-        "api": api_short(r.get("api")),
+        "api": api_name(r.get("api")),
         "st": status_text(r),
         "prompt": prompt_tokens(r),
         "ttfb": ms(r.get("ttfb_ms")),

@@ -59,7 +59,7 @@ def _secs(ms: float | None) -> str:
 
 
 def _api(apis: list[str]) -> str:
-    return ",".join(a.replace("openai.", "oai.").replace("anthropic.", "ant.") for a in apis) or "–"
+    return ",".join(output.api_name(a) for a in apis) or "–"
 
 
 def _columns(cols: list[Col], lang: str) -> list[Col]:

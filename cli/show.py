@@ -181,7 +181,7 @@ def render(r: dict[str, Any], width: int = 100, lang: str = "en") -> Group:
         head.append(f"  →\u00a0{r['upstream_url']}", style="dim")  # the arrow stays with the URL
     parts += output.wrap(head, width)
     parts += output.wrap(_kv([
-        (L("route"), r.get("route")), (L("api"), r.get("api")), (L("model"), r.get("model")),
+        (L("route"), r.get("route")), (L("api"), output.api_name(r.get("api"))), (L("model"), r.get("model")),
         (L("stream_q"), yes_no.get(r.get("stream"))), (L("status"), output.status_text(r)),
         (L("content_type"), r.get("content_type")), (L("experiment"), r.get("experiment")),
     ]), width)

@@ -47,3 +47,17 @@ def test_logs_shows_the_servers_prompt_count(db):
     add(db, prompt_tokens_est=96009, usage_prompt_tokens=96006, tokens_exact=0)
     out = CliRunner(env={"COLUMNS": "160"}).invoke(logs, ["--db", _path(db)]).output
     assert "96,006" in out and "96,009" not in out, out
+
+
+# ---- 5. one name per API in every view ------------------------------------------------------------
+def test_logs_and_show_name_the_api_alike_and_as_api_takes_it(db):
+    """`logs` said `oai.chat`, `show` said `openai.chat`; `--api` takes `openai.chat`."""
+    from firsttoken.cli.logs import logs
+    from firsttoken.cli.show import show
+
+    rid = add(db, api="anthropic.messages", model="claude-x")
+    run = CliRunner(env={"COLUMNS": "160"})
+    shown = run.invoke(show, [rid[:8], "--db", _path(db)]).output
+    listed = run.invoke(logs, ["--db", _path(db), "--api", "anthropic.messages"]).output
+    for out in (shown, listed):
+        assert "anthropic.messages" in out and "ant.messages" not in out.replace("anthropic.messages", ""), out

@@ -56,7 +56,7 @@ def scroll_entry(r: dict[str, Any], width: int, lang: str = "en") -> Group:
         (100, Text((r.get("id") or "")[:8], style="dim")),
         (3, Text(r.get("route") or "–")),
         (100, Text(r.get("model") or "–")),
-        (1, Text(output.api_short(r.get("api")))),
+        (1, Text(output.api_name(r.get("api")))),
         (100, Text(st, style="red" if is_error(r) else "green")),
         (9, Text(f"{L('ttfb')} {output.ms(r.get('ttfb_ms'))}")),
         (100, Text(f"{L('ttft')} {output.ms(r.get('ttft_ms'))}", style="bold")),

@@ -103,7 +103,7 @@ def _flight_cells(f: FlightView, lang: str) -> dict[str, str]:
         "id": f.id[:8],
         "route": f.route or "–",
         "model": f.model or "–",
-        "api": output.api_short(f.api),
+        "api": output.api_name(f.api),
         "phase": phase_label(f.phase, lang),
         "ttfb": output.ms(f.ttfb_ms),
         "prompt": output.num(f.prompt_tokens_est, est=True),
