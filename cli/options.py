@@ -125,11 +125,12 @@ def filter_options(fn):
 
 def make_filters(kw: dict[str, Any]) -> Filters:
     """Filters from the options' values (checked: an unknown --code or --status is an error)."""
+    from firsttoken.addon.diagnose import finding_codes
     from firsttoken.addon.store.queries import Filters
 
     f = Filters(**{k: kw.get(k) for k in FILTER_NAMES})
     try:
-        f.validate()
+        f.validate(finding_codes())
     except ValueError as e:
         raise click.UsageError(str(e)) from None
     return f

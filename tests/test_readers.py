@@ -14,9 +14,10 @@ import openai
 import pytest
 from click.testing import CliRunner
 
+from firsttoken.addon.diagnose import finding_codes
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.db import open_reader
-from firsttoken.addon.store.queries import Filters, finding_codes, is_error, recent
+from firsttoken.addon.store.queries import Filters, is_error, recent
 from firsttoken.cli.live.db import DbSource
 from firsttoken.cli.main import cli
 

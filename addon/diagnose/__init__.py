@@ -11,16 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, DiagnosisInput
-from firsttoken.addon.diagnose.engine import CATALOG, render, render_finding, title
+from firsttoken.addon.diagnose.engine import CATALOG, finding_codes, render, render_finding, run_rules, title
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
 from firsttoken.addon.diagnose.latency import NOT_PREFILL, ttft_outlier
 
-__all__ = ["CATALOG", "NOT_PREFILL", "SEVERITY_ORDER", "DiagnosisInput", "diagnose", "render", "render_finding",
-           "resolve_lang", "title", "ttft_outlier"]
+__all__ = ["CATALOG", "NOT_PREFILL", "SEVERITY_ORDER", "DiagnosisInput", "diagnose", "finding_codes", "render",
+           "render_finding", "resolve_lang", "title", "ttft_outlier"]
 
 
 def diagnose(rec, inp: DiagnosisInput) -> list[dict[str, Any]]:
     """Findings for one finished record, most severe first."""
-    from firsttoken.addon.diagnose.engine import run_rules
-
     return run_rules(rec, inp)

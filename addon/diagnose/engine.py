@@ -16,6 +16,7 @@ from typing import Any
 
 from firsttoken.addon.diagnose import auth, cache, connectivity, engines, latency, limits, paths, streams, websocket
 from firsttoken.addon.diagnose.context import SEVERITY_ORDER, Ctx, DiagnosisInput
+from firsttoken.addon.diagnose.thresholds import THRESHOLDS
 from firsttoken.addon.hops import HOP_LABELS
 from firsttoken.addon.secrets import KEY_FACT_TEXT
 
@@ -105,6 +106,11 @@ def _build() -> dict[str, Entry]:
 
 
 CATALOG: dict[str, Entry] = _build()
+
+
+def finding_codes() -> list[str]:
+    """Every finding code of the catalog, sorted (what ``--code`` accepts)."""
+    return sorted(CATALOG)
 
 
 class _Lenient(string.Formatter):
@@ -218,8 +224,6 @@ def _format(tmpl: str, params: dict[str, Any]) -> str:
 
 def when(code: str, lang: str = "en") -> str:
     """When the code fires, with the thresholds filled in."""
-    from firsttoken.addon.diagnose.thresholds import THRESHOLDS
-
     values = {name: value for name, value, _, _ in THRESHOLDS}
     return _FMT.format(template(code, "when", lang), **values)
 

@@ -11,7 +11,7 @@ import datetime as _dt
 import json
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,12 +161,6 @@ def model_clause(pattern: str, exact: bool = False) -> tuple[str, list[Any]]:
     return "instr(lower(model), lower(?)) > 0", [pattern]
 
 
-def finding_codes() -> list[str]:
-    from firsttoken.addon.diagnose import CATALOG
-
-    return sorted(CATALOG)
-
-
 @dataclass
 class Filters:
     model: str | None = None
@@ -187,11 +181,12 @@ class Filters:
         """The filters in use, by name (for JSON output and a baseline's memory)."""
         return {k: v for k, v in vars(self).items() if v not in (None, "", False)}
 
-    def validate(self) -> None:
-        """Reject values that could only ever match nothing, naming what would work."""
+    def validate(self, codes: Collection[str]) -> None:
+        """Reject values that could only ever match nothing, naming what would work. ``codes`` are the
+        finding codes there are (``diagnose.finding_codes()``: the catalog is diagnose's, not the store's)."""
         self.where()
-        if self.code and self.code not in finding_codes():
-            raise ValueError(f"--code {self.code!r} is not a finding code; use one of: {', '.join(finding_codes())} "
+        if self.code and self.code not in codes:
+            raise ValueError(f"--code {self.code!r} is not a finding code; use one of: {', '.join(sorted(codes))} "
                              "(`firsttoken diagnoses` explains each)")
 
     def where(self) -> tuple[str, list[Any]]:
