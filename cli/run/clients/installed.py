@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from firsttoken.cli.run.clients.base import Plan
+from firsttoken.cli.run.clients.launchers import SCRIPT_RUNNERS, program
 
 Version = tuple[int, ...]
 
@@ -32,15 +33,13 @@ def npm_version(plan: Plan, env: Mapping[str, str], cwd: Path, packages: tuple[s
         for pkg in packages:
             if word.lower().startswith(pkg + "@"):
                 return parse(word[len(pkg) + 1:]) if re.match(r"^\d+\.\d+\.\d+$", word[len(pkg) + 1:]) else None
-    from firsttoken.cli.run.clients.registry import SCRIPT_RUNNERS  # (registry imports the adapters)
-
     if len(launcher) == 1:
-        program = launcher[0]
-    elif re.sub(r"\.exe$", "", Path(launcher[0]).name.lower()) in SCRIPT_RUNNERS:
-        program = launcher[-1]  # node …/@openai/codex/bin/codex.js
+        target = launcher[0]
+    elif program(launcher[0]) in SCRIPT_RUNNERS:
+        target = launcher[-1]  # node …/@openai/codex/bin/codex.js
     else:
         return None  # a package runner resolving a name: whichever version it fetches is not ours to know
-    path = _resolve(program, env, cwd)
+    path = _resolve(target, env, cwd)
     return _package_version(path, packages) if path else None
 
 

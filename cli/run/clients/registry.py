@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from firsttoken.cli.run.clients.aider import Aider
 from firsttoken.cli.run.clients.base import Client
@@ -14,6 +13,14 @@ from firsttoken.cli.run.clients.codex import Codex
 from firsttoken.cli.run.clients.gemini import GeminiCli
 from firsttoken.cli.run.clients.kilo import Kilo
 from firsttoken.cli.run.clients.kimi import KimiCli
+from firsttoken.cli.run.clients.launchers import (
+    PACKAGE_OPTIONS,
+    PACKAGE_RUNNER_VALUE_OPTIONS,
+    PACKAGE_RUNNERS,
+    SCRIPT_RUNNER_VALUE_OPTIONS,
+    SCRIPT_RUNNERS,
+    program,
+)
 from firsttoken.cli.run.clients.llm import Llm
 from firsttoken.cli.run.clients.opencode import Opencode
 from firsttoken.cli.run.clients.qwen import QwenCode
@@ -24,19 +31,6 @@ ADAPTERS: tuple[Client, ...] = (ClaudeCode(), Codex(), Cline(), Opencode(), Qwen
                                 Kilo(), KimiCli(),
                                 GeminiCli())
 FALLBACK: Client = Sdk()
-
-#: package runners: the program that runs a package's bin, with the words before the package
-PACKAGE_RUNNERS = {("npx",), ("bunx",), ("pnpx",), ("pnpm", "dlx"), ("yarn", "dlx"), ("bun", "x"), ("uvx",),
-                   ("uv", "tool", "run"), ("pipx", "run")}
-PACKAGE_RUNNER_VALUE_OPTIONS = ("-p", "--package", "--registry", "--cache", "--prefix", "--userconfig",
-                                "--from", "--spec", "--python", "--with", "--index-url", "--pip-args")
-#: the options of a runner that name the package whose bin runs next (npx -p PKG BIN, uvx --from PKG BIN)
-PACKAGE_OPTIONS = ("-p", "--package", "--from", "--spec")
-#: script runners: the program that runs a script file (node …/cli.js), and their options that take a value
-SCRIPT_RUNNERS = ("node", "nodejs", "bun")
-SCRIPT_RUNNER_VALUE_OPTIONS = ("-r", "--require", "--import", "--loader", "--experimental-loader", "-C",
-                               "--conditions", "--env-file", "--title", "--stack-size", "--max-old-space-size")
-
 
 #: clients `env` prints settings for that `run` wraps as any other command: the SDKs and curl
 OTHER_CLIENTS = ("openai", "anthropic", "google-genai", "curl")
@@ -58,7 +52,7 @@ def client_name(word: str) -> str | None:
     w = (word or "").strip().lower()
     if w in client_names():
         return w
-    found = _by_program(w) or _by_package(w)
+    found = _byprogram(w) or _by_package(w)
     return found.name if found else None
 
 
@@ -70,22 +64,18 @@ def unknown_client(word: str) -> str:
             "(the program's name works too); any other program: `firsttoken run -- PROGRAM …`")
 
 
-def _program(word: str) -> str:
-    return re.sub(r"\.(exe|cmd|js|mjs|cjs)$", "", Path(word).name.lower())
-
-
 def _package(word: str) -> str:  # @scope/name@1.2 -> @scope/name, name@latest -> name, name==1.2 -> name
     at = word.find("@", 1)
     word = word[:at] if at > 0 else word
     return re.split(r"[=<>!~\[]", word, maxsplit=1)[0].lower()
 
 
-def _by_program(word: str) -> Client | None:
-    return next((a for a in ADAPTERS if _program(word) in a.programs), None)
+def _byprogram(word: str) -> Client | None:
+    return next((a for a in ADAPTERS if program(word) in a.programs), None)
 
 
 def _by_package(word: str) -> Client | None:
-    return next((a for a in ADAPTERS if _package(word) in a.packages), None) or _by_program(_package(word))
+    return next((a for a in ADAPTERS if _package(word) in a.packages), None) or _byprogram(_package(word))
 
 
 def client_of(argv: list[str]) -> tuple[Client, int]:
@@ -100,10 +90,10 @@ def client_of(argv: list[str]) -> tuple[Client, int]:
     """
     if not argv:
         return FALLBACK, 1
-    found = _by_program(argv[0])
+    found = _byprogram(argv[0])
     if found:
         return found, 1
-    name = _program(argv[0])
+    name = program(argv[0])
     runner = next((r for r in PACKAGE_RUNNERS if [name, *argv[1:len(r)]] == list(r)), None)
     if runner is not None:
         i, pkgs = len(runner), []
@@ -138,6 +128,6 @@ def client_of(argv: list[str]) -> tuple[Client, int]:
         for a in ADAPTERS:
             if any(f"node_modules/{pkg}/" in script for pkg in a.packages):
                 return a, i + 1
-        found = _by_program(script)
+        found = _byprogram(script)
         return (found, i + 1) if found else (FALLBACK, 1)
     return FALLBACK, 1
