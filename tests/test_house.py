@@ -53,46 +53,63 @@ def test_no_module_imports_a_private_name_from_another():
 
 
 def module_imports(tree: ast.Module, known: dict[str, pathlib.Path]) -> set[str]:
-    """The project modules a module imports when it loads (its top level, `if` blocks such as
-    TYPE_CHECKING, `try` bodies), not the lazy imports inside functions."""
+    """The project modules a module imports, wherever the import stands: its top level, `if` blocks
+    such as TYPE_CHECKING, and inside functions too (an import moved into a function to dodge a
+    circle is still the circle). ``from pkg import sub`` is an edge to the submodule ``pkg.sub``;
+    ``from pkg import NAME`` is an edge to the package's facade (its ``__init__``)."""
     out: set[str] = set()
-
-    def visit(nodes):
-        for n in nodes:
-            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("firsttoken"):
-                out.add(n.module)
-                out.update(f"{n.module}.{a.name}" for a in n.names if f"{n.module}.{a.name}" in known)
-            elif isinstance(n, ast.Import):
-                out.update(a.name for a in n.names if a.name.startswith("firsttoken"))
-            elif isinstance(n, ast.If):
-                visit(n.body)
-                visit(n.orelse)
-            elif isinstance(n, ast.Try):
-                visit(n.body)
-
-    visit(tree.body)
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("firsttoken"):
+            out.update(f"{n.module}.{a.name}" if f"{n.module}.{a.name}" in known else n.module for a in n.names)
+        elif isinstance(n, ast.Import):
+            out.update(a.name for a in n.names if a.name.startswith("firsttoken"))
     return out
 
 
-def test_no_import_circles_between_modules():
-    """Two modules that import each other (even only for type hints) are one concept split in two, or
-    a missing interface. A package's facade (`__init__` re-exporting its modules) is not a circle."""
-    known = modules()
-    graph = {name: {m for m in module_imports(ast.parse(path.read_text()), known)
-                    if m in known and m != name and known[m].name != "__init__.py"}
-             for name, path in known.items()}
+def import_circles(graph: dict[str, set[str]]) -> list[str]:
+    """One line per circle: each module on it, and a path that leads from it back to itself."""
     circles = []
-    for start in graph:
+    for start in sorted(graph):
         stack, seen = [(start, [start])], set()
         while stack:
             node, trail = stack.pop()
-            for nxt in graph[node]:
+            for nxt in sorted(graph[node]):
                 if nxt == start:
                     circles.append(" -> ".join([*trail, start]))
-                elif nxt not in seen:
+                    stack.clear()
+                    break
+                if nxt not in seen:
                     seen.add(nxt)
                     stack.append((nxt, [*trail, nxt]))
-    assert not circles, "\n".join(sorted(set(circles)))
+    return circles
+
+
+def test_no_import_circles_between_modules():
+    """Two modules that import each other (even only for type hints, even inside a function) are one
+    concept split in two, or a missing interface. A package's facade (its ``__init__``) importing its
+    own modules is one way; a module that imports names back from its package's facade, or a facade
+    reached through another module, closes a circle and is caught."""
+    known = modules()
+    graph = {name: {m for m in module_imports(ast.parse(path.read_text()), known) if m in known and m != name}
+             for name, path in known.items()}
+    circles = import_circles(graph)
+    assert not circles, "\n".join(circles)
+
+
+def test_circle_check_sees_lazy_and_facade_imports():
+    """The check itself: a function-level import and an import through a package's facade are edges."""
+    known = {"firsttoken.p": ROOT, "firsttoken.p.a": ROOT, "firsttoken.p.b": ROOT, "firsttoken.q": ROOT}
+    lazy = ast.parse("def f():\n    from firsttoken.q import X\n")
+    facade = ast.parse("from firsttoken.p import NAME, b\n")
+    assert module_imports(lazy, known) == {"firsttoken.q"}
+    assert module_imports(facade, known) == {"firsttoken.p", "firsttoken.p.b"}
+    back = module_imports(ast.parse("def f():\n    from firsttoken.p import NAME\n"), known)
+    graph = {"firsttoken.p": {"firsttoken.p.a"}, "firsttoken.p.a": {"firsttoken.q"}, "firsttoken.p.b": set(),
+             "firsttoken.q": back}
+    assert import_circles(graph) == ["firsttoken.p -> firsttoken.p.a -> firsttoken.q -> firsttoken.p",
+                                     "firsttoken.p.a -> firsttoken.q -> firsttoken.p -> firsttoken.p.a",
+                                     "firsttoken.q -> firsttoken.p -> firsttoken.p.a -> firsttoken.q"]
+    assert not import_circles({"firsttoken.p": {"firsttoken.p.a"}, "firsttoken.p.a": set()})
 
 
 def test_tests_import_public_names_only():
