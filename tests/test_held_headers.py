@@ -135,6 +135,15 @@ def test_the_fit_recovers_what_a_held_ttfb_hides():
     assert fit_of_route(big, mixed) == route_fit([(n, t) for n, _, t in THROUGH])
 
 
+def test_streams_on_new_connections_count_less_their_connect():
+    """A client that opens a connection per request (the SDKs through a proxy) still gets a route fit: each
+    new connection's TTFT counts less its connect, so the fit is the one of the same streams on a warm one."""
+    fresh = [rec(i, n, b + 40, t + 40, conn_reused=False, connect_ms=40.0) for i, (n, b, t) in enumerate(THROUGH)]
+    big = rec(99, 40_000, 2420.0, 2421.0)
+    assert fit_of_route(big, fresh) == route_fit([(n, t) for n, _, t in THROUGH]) != fit_of_route(
+        big, [rec(i, n, b + 40, t + 40) for i, (n, b, t) in enumerate(THROUGH)])
+
+
 # -- diagnosis ------------------------------------------------------------------------------------------
 
 def test_a_40k_prompt_through_a_held_route_is_prefill_not_network():

@@ -262,7 +262,7 @@ def test_four_long_prompts_on_two_seqs(proxied):
               f"{r['proxy_delay_ms'] or 0:5.0f} {' '.join(x['code'] for x in findings(r))}")
         if r["engine_queue_ms"] is not None:
             print(f"    {json.loads(r['engine_sources'])['queue_ms']}")
-    unnamed = []  # waited, but the proxy inferred no wait (the known gap below)
+    unnamed = []  # waited, but the proxy inferred no wait
     for i, s in seen.items():
         r = row(proxy, db, f"c{i}")
         codes = [x["code"] for x in findings(r)]
@@ -279,5 +279,4 @@ def test_four_long_prompts_on_two_seqs(proxied):
         elif waited[i] < 200:  # served at once: no wait to name
             assert "engine.queued" not in codes, (i, codes, r["engine_queue_ms"])
     assert any(w >= 1000 for w in waited.values()), waited  # two at a time: some of the four waited
-    if unnamed:  # open in issue 35: on real vLLM the fit-based inference names no wait yet
-        pytest.xfail(f"requests that waited for vLLM got no inferred wait (request, waited ms, engine_queue_ms): {unnamed}")
+    assert not unnamed, f"requests that waited for vLLM got no inferred wait (request, waited ms, engine_queue_ms): {unnamed}"

@@ -188,13 +188,15 @@ def route_fit(points: Iterable[tuple[Any, Any]]) -> Fit | None:
 
 
 def fit_of_route(rec: Any, earlier: Iterable[Any] = ()) -> Fit | None:
-    """The fit over the route's (and model's) recent timed streams, this one excluded."""
+    """The fit over the route's (and model's) recent timed streams, this one excluded. A stream on a new
+    connection counts with its TTFT less the connect (a client that opens one per request, as SDKs behind a
+    proxy do, has no other kind); what uses the fit takes a new connection's connect off the same way."""
     pts = []
     for r in reversed(list(earlier)):
         if _timed(r) and _same_route(r, rec) and getattr(r, "model", None) == rec.model \
-                and getattr(r, "conn_reused", None) is not False \
                 and (getattr(r, "engine_queue_ms", None) or 0.0) < ENGINE_QUEUE_MS:  # a queued TTFT is no prefill
-            pts.append((getattr(r, "prompt_tokens_est", None), r.ttft_ms))
+            connect = (getattr(r, "connect_ms", None) or 0.0) if getattr(r, "conn_reused", None) is False else 0.0
+            pts.append((getattr(r, "prompt_tokens_est", None), r.ttft_ms - connect))
             if len(pts) >= ROUTE_LOOKBACK:
                 break
     return route_fit(pts)
