@@ -15,9 +15,12 @@ from collections.abc import Callable
 from typing import Any
 
 from firsttoken.addon.apis import BedrockInvoke, make_interpreter
-from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta
+from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta, error_of, load_json, set_error
 from firsttoken.addon.framing import decoder_for, framing_of
 from firsttoken.addon.record import Clock
+
+#: how much of a body no API interprets is kept, to quote the error object it may hold
+OTHER_BODY_COPY = 8 * 1024
 
 #: a non-streaming body is parsed when complete; larger bodies are passed through unparsed
 MAX_BODY_COPY = 16 * 1024 * 1024
@@ -243,6 +246,8 @@ class StreamTap:
                 self.body += data
             else:
                 self.body_truncated = True
+        elif len(self.body) < OTHER_BODY_COPY:  # a path no API knows: enough to quote its error object
+            self.body += data[: OTHER_BODY_COPY - len(self.body)]
 
     def _sse(self, data: bytes, now: float) -> None:
         ev = self.decoder.feed_one(data)  # the common case: one whole event per chunk
@@ -256,8 +261,8 @@ class StreamTap:
         """Whether anything still reads the decoded body (analysis, or the --save-bodies copy)."""
         if self.keep_body and len(self.saved) < self.keep_body:
             return True
-        if self.interp is None:
-            return False
+        if self.interp is None:  # a path no API knows: only the start, for its error object
+            return self.decoder is None and len(self.body) < OTHER_BODY_COPY
         return self.decoder is not None or not self.body_truncated
 
     def finish(self) -> None:
@@ -292,8 +297,22 @@ class StreamTap:
             if self.decoder is None and self.interp is not None and self.body and not self.body_truncated:
                 self._deltas(self.interp.on_body(bytes(self.body)), None)
                 self.body = bytearray()
+            elif self.decoder is None and self.interp is None and self.body:
+                self._other_error()
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
+
+    def _other_error(self) -> None:
+        """A path no API knows (``GET /``, a typo): the error object its JSON body holds, so a finding
+        quotes what the upstream said (``Invalid URL (GET /)``), not a placeholder."""
+        try:
+            obj = load_json(bytes(self.body).decode("utf-8", "replace").strip())
+        except ValueError:
+            obj = None
+        self.body = bytearray()
+        said = error_of(obj, plain=True) if isinstance(obj, dict) else None
+        if said:
+            set_error(self.facts, *said)
 
     def _event(self, ev, now: float) -> None:
         if ev.truncated:

@@ -1105,3 +1105,11 @@ def test_bedrock_exception_frame_is_a_finding(db_path):
     row, = rows(db_path)
     f = has(row, "stream.bedrock_exception", "error", variant="unavailable")
     assert "serviceUnavailableException" in f["message"] and "another region" in f["hint"]
+
+
+def test_unknown_endpoint_quotes_what_the_upstream_said(proxy, db_path):
+    """A GET to a path no API knows: the finding quoted “-” where the upstream said why (issue 36, 6)."""
+    r = httpx.get(proxy.url + "/v1/nothing-here", timeout=10)
+    said = r.json()["error"]["message"]
+    f = has(one(proxy, db_path), "path.not_found", "error")
+    assert "“-”" not in f["message"] and said[:40] in f["message"], (said, f["message"])
