@@ -96,7 +96,10 @@ LABELS: dict[str, dict[str, str]] = {
         "cmp.failed": "[yellow]warning:[/] {n} request(s) through {r} failed; the first: {text}",
         "cmp.rows_tagged": "rows tagged {e}: firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
                            "--by route",
-        "no_rows": "No requests recorded yet (with these filters). Point a client at `firsttoken proxy`, or try `firsttoken demo`.",
+        "no_rows": "No requests recorded yet. Point a client at `firsttoken proxy`, or try `firsttoken demo`.",
+        "no_match": "{n} requests are recorded, but none match these filters ({filters}). See which models are "
+                    "recorded with `firsttoken stats` (routes: `firsttoken stats --by route`), then change or drop "
+                    "a filter.",
         "conv.line": "conversation {cid} · turn {turn} · {requests}", "conv.requests": "{n} requests",
         "conv.requests.1": "{n} request", "conv.side": " ({n} by the client itself: titles, summaries, sub-tasks)", "conv.cached": " · cached {pct}%",
         "show.phase": "phase", "show.starts": "starts at", "show.took": "took", "show.connect": "connect",
@@ -325,7 +328,9 @@ LABELS: dict[str, dict[str, str]] = {
         "cmp.failed": "[yellow]警告：[/] 经 {r} 的 {n} 个请求失败；第一个：{text}",
         "cmp.rows_tagged": "标记为 {e} 的行：firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
                            "--by route",
-        "no_rows": "还没有记录到请求（在这些筛选条件下）。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",
+        "no_rows": "还没有记录到请求。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",
+        "no_match": "已记录 {n} 个请求，但没有一个符合这些筛选条件（{filters}）。用 `firsttoken stats` 查看记录了哪些模型"
+                    "（路由：`firsttoken stats --by route`），再修改或去掉筛选条件。",
         "conv.line": "会话 {cid} · 第 {turn} 轮 · {requests}", "conv.requests": "{n} 个请求",
         "conv.requests.1": "{n} 个请求", "conv.side": "（其中 {n} 个是客户端自己的辅助请求：标题、摘要、子任务）", "conv.cached": " · 缓存 {pct}%",
         "show.phase": "阶段", "show.starts": "开始于", "show.took": "耗时", "show.connect": "建立连接",

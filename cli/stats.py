@@ -243,7 +243,7 @@ def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     con = console()
     code = resolve_lang(lang)
     if not res["groups"]:
-        con.print(label(code, "no_rows"))
+        con.print(output.no_rows(db, filters, code), markup=False)
         return
     con.print(render(res, width=con.width, lang=code))
     if plot_:

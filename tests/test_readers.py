@@ -221,3 +221,25 @@ def test_findings_are_rendered_in_the_readers_language(demo_db):
 def test_every_code_in_the_catalog_is_accepted_by_code(demo_db):
     for code in finding_codes()[:5]:
         assert run("logs", "--db", demo_db, "--code", code).exit_code == 0
+
+
+# ---- issue 36 item 14: a filter that matches nothing is not an empty database ---------------------
+
+def test_a_filter_matching_nothing_says_how_many_are_recorded_and_what_to_do(demo_db, tmp_path):
+    total = sqlite3.connect(demo_db).execute("SELECT count(*) FROM requests").fetchone()[0]
+    assert total > 0
+    for cmd in ("logs", "stats"):
+        r = subprocess.run([*FT, cmd, "--db", demo_db, "--model", "nosuch"], capture_output=True, text=True,
+                           timeout=60, env={**_env(), "FIRSTTOKEN_LANG": "en", "COLUMNS": "200"})
+        assert r.returncode == 0, r.stderr
+        out = " ".join(r.stdout.split())
+        assert "recorded yet" not in out, (cmd, out)
+        assert f"{total:,} requests are recorded, but none match these filters (--model nosuch)" in out, (cmd, out)
+        assert "`firsttoken stats`" in out and "drop a filter" in out, (cmd, out)
+    empty = tmp_path / "empty.db"
+    from firsttoken.addon.store.db import open_db
+
+    open_db(str(empty)).conn.close()
+    r = subprocess.run([*FT, "logs", "--db", str(empty), "--model", "nosuch"], capture_output=True, text=True,
+                       timeout=60, env={**_env(), "FIRSTTOKEN_LANG": "en", "COLUMNS": "200"})
+    assert "No requests recorded yet. Point a client at `firsttoken proxy`" in r.stdout, r.stdout + r.stderr
