@@ -251,3 +251,19 @@ def test_forward_settings(tmp_path):
     corp = E.plan_for("openai", t, env={"HTTP_PROXY": "http://corp:3128", "NO_PROXY": "localhost"}, home=tmp_path)
     assert dict(corp.exports)["HTTP_PROXY"] == "http://127.0.0.1:8080" and "HTTP_PROXY" in " ".join(corp.notes)
     assert "HTTP_PROXY" not in dict(E.plan_for("openai", t, env={}, home=tmp_path).exports)
+
+
+def test_env_help_lists_every_client_of_the_registry():
+    """issue 36 item 14: `env --help` left out gemini-cli and google-genai; its list is the registry's."""
+    import subprocess
+    import sys
+
+    from firsttoken.cli.run.clients import registry
+
+    r = subprocess.run([sys.executable, "-c", "from firsttoken.cli.main import cli; cli()", "env", "--help"],
+                       capture_output=True, text=True, timeout=60, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    for name in registry.client_names():
+        assert name in text, (name, text)
+    assert "gemini-cli" in text and "google-genai" in text

@@ -120,7 +120,9 @@ class ClientName(click.ParamType):
         return [CompletionItem(n) for n in CLIENTS if n.startswith(incomplete)]
 
 
-@click.command("env")
+@click.command("env", help="Print what to set so CLIENT goes through the proxy.\n\nCLIENT: "
+               + ", ".join(CLIENTS) + ": a client's name or its program's (claude, qwen). Keys are never printed: "
+               "clients keep their own and the proxy forwards them unchanged.")
 @click.argument("client", type=ClientName())
 @click.option("--port", "-p", type=PORT, default=None, help="The proxy's port (default: the running proxy's, else 8787).")
 @click.option("--host", default=None, help="The proxy's address (default 127.0.0.1).")
@@ -133,12 +135,6 @@ class ClientName(click.ParamType):
 @click.option("--powershell", "fmt", flag_value="powershell", help="Only `$env:X = \"…\"` lines.")
 @db_option
 def env(client, port, host, route_name, upstreams, model, forward_mode, fmt, db_path):
-    """Print what to set so CLIENT goes through the proxy.
-
-    CLIENT: claude-code (or claude), codex, cline, opencode, qwen-code (or qwen), aider, llm, cn,
-    kilo, kimi, openai (Python/Node SDK), anthropic (SDK) or curl: a client's name or its program's.
-    Keys are never printed: clients keep their own and the proxy forwards them unchanged.
-    """
     target = resolve_target(upstreams=upstreams, port=port, host=host, db_path=db_path, forward=forward_mode)
     plan = plan_for(client, target, route_name=route_name, model=model)
     plan.notes += egress_notes(target, os.environ)
