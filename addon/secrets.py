@@ -60,7 +60,7 @@ def mask(key: str) -> str:
     """A short, non-reversible label: the key's prefix (up to 3 chars) and last 4 chars."""
     core = key.strip().strip("\"'")
     if len(core) < 12:
-        return f"…({len(core)} chars)"
+        return "…"  # too short to show any of it; every view gives the key's length beside this
     head = core[:3]
     for known in ("sk-ant-", "sk-proj-", "sk-or-", "sk-"):
         if core.startswith(known):

@@ -243,3 +243,14 @@ def test_a_filter_matching_nothing_says_how_many_are_recorded_and_what_to_do(dem
     r = subprocess.run([*FT, "logs", "--db", str(empty), "--model", "nosuch"], capture_output=True, text=True,
                        timeout=60, env={**_env(), "FIRSTTOKEN_LANG": "en", "COLUMNS": "200"})
     assert "No requests recorded yet. Point a client at `firsttoken proxy`" in r.stdout, r.stdout + r.stderr
+
+
+def test_show_says_a_short_keys_length_once(proxy, db_path):
+    """issue 36 item 13: `show` printed a short key as `Bearer …(6 chars) (6 chars)`."""
+    httpx.post(f"{proxy.url}/v1/chat/completions", headers={"Authorization": "Bearer abcdef"}, timeout=30,
+               json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]})
+    proxy.flush()
+    r = subprocess.run([*FT, "show", "--db", str(db_path)], capture_output=True, text=True, timeout=60,
+                       env={**_env(), "FIRSTTOKEN_LANG": "en", "COLUMNS": "200"})
+    line = next(x for x in r.stdout.splitlines() if "Bearer" in x)
+    assert line.count("6 chars") == 1 and "abcdef" not in line, line
