@@ -773,7 +773,7 @@ def test_prompt_large_is_relative_to_the_context_window(model, tokens, fires):
 def test_prompt_large_fixed_limit_wins_when_set():
     rec = healthy(model="claude-sonnet-4-5", prompt_tokens_est=21_000, system_tokens=20_000, last_user_tokens=500)
     (f,) = [f for f in diagnose(rec, ctx(warn_prompt_tokens=8000)) if f["code"] == "prompt.large"]
-    assert f["params"]["limit"] == 8000 and "(limit 8,000)" in f["message"]
+    assert f["params"]["limit"] == 8000 and "above the 8,000 tokens firsttoken warns at" in f["message"] and "limit" not in f["message"]
 
 
 def test_no_unknown_value_placeholder_leaks_into_a_message():

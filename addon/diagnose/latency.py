@@ -360,13 +360,13 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("prompt.large", "latency", _W, (), {
         "en": ("Large prompt",
                "The counted prompt exceeds {PROMPT_WINDOW_SHARE:.0%} of the model's context window ({PROMPT_LARGE_FLOOR:,} tokens when the window is not known), or --warn-prompt-tokens when set.",
-               {"window": "The prompt is {prompt_tokens:,} tokens, {share}% of {model}'s {window:,}-token context window (limit {limit:,}): system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages.",
-                "fixed": "The prompt is {prompt_tokens:,} tokens (limit {limit:,}): system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages."},
+               {"window": "The prompt is {prompt_tokens:,} tokens, {share}% of {model}'s {window:,}-token context window, above the {limit:,} tokens firsttoken warns at: system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages.",
+                "fixed": "The prompt is {prompt_tokens:,} tokens, above the {limit:,} tokens firsttoken warns at: system {system_tokens:,}, tools {tools_tokens:,}, last user message {last_user_tokens:,}, {messages} messages."},
                "The largest part is {largest} ({largest_tokens:,} tokens): trim it, summarise old turns, or cache the stable prefix; raise --warn-prompt-tokens if this size is expected."),
         "zh": ("提示词过大",
                "统计出的提示词超过模型上下文窗口的 {PROMPT_WINDOW_SHARE:.0%}（窗口未知时为 {PROMPT_LARGE_FLOOR:,} token），或超过设置的 --warn-prompt-tokens。",
-               {"window": "提示词有 {prompt_tokens:,} token，占 {model} 的 {window:,} token 上下文窗口的 {share}%（阈值 {limit:,}）：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。",
-                "fixed": "提示词有 {prompt_tokens:,} token（阈值 {limit:,}）：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。"},
+               {"window": "提示词有 {prompt_tokens:,} token，占 {model} 的 {window:,} token 上下文窗口的 {share}%，超过 firsttoken 的提醒阈值 {limit:,} token：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。",
+                "fixed": "提示词有 {prompt_tokens:,} token，超过 firsttoken 的提醒阈值 {limit:,} token：系统 {system_tokens:,}，工具 {tools_tokens:,}，最后一条用户消息 {last_user_tokens:,}，共 {messages} 条消息。"},
                "最大的部分是{largest}（{largest_tokens:,} token）：精简它、总结旧的对话轮次，或缓存稳定前缀；如果这个大小是预期的，调大 --warn-prompt-tokens。"),
     }),
     ("prompt.repeated_prefix", "latency", _I, (), {
