@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import pathlib
@@ -43,6 +44,34 @@ def sim():
 @pytest.fixture
 def db_path(tmp_path) -> pathlib.Path:
     return tmp_path / "ft.db"
+
+
+_ADDED = itertools.count(1)
+
+
+def add_request(db, **kw) -> str:
+    """Insert one finished row (a streamed 200 from gpt-4o-mini on the default route unless ``kw`` says
+    otherwise, each a second after the one before) into an open store and commit; its id."""
+    n = next(_ADDED)
+    row = {"id": f"t{n:07d}-0000-0000-0000-000000000000",
+           "started_at": f"2026-12-03T{10 + n // 3600 % 10:02d}:{n // 60 % 60:02d}:{n % 60:02d}.000+00:00",
+           "state": "done", "model": "gpt-4o-mini", "route": "default", "api": "openai.chat",
+           "status": 200, "conn_reused": 1, "stream": 1, **kw}
+    db["requests"].insert(row, alter=False)
+    db.conn.commit()
+    return row["id"]
+
+
+@pytest.fixture
+def db(tmp_path):
+    """An empty store of the current schema, open."""
+    from firsttoken.addon.store.db import open_db
+    return open_db(tmp_path / "t.db")
+
+
+def db_file(db) -> str:
+    """The file an open store lives in (for a command's --db)."""
+    return db.execute("PRAGMA database_list").fetchone()[2]
 
 
 @pytest.fixture

@@ -9,30 +9,11 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from conftest import add_request, db_file
 
 from firsttoken.addon.store.db import open_db
 
-N = 0
-
-
-def add(db, **kw) -> str:
-    global N
-    N += 1
-    row = {"id": f"f{N:07d}-0000-0000-0000-000000000000", "started_at": f"2026-12-03T10:00:{N % 60:02d}.000+00:00",
-           "state": "done", "model": "gpt-4o-mini", "route": "default", "api": "openai.chat",
-           "status": 200, "conn_reused": 1, "stream": 1, **kw}
-    db["requests"].insert(row, alter=False)
-    db.conn.commit()
-    return row["id"]
-
-
-@pytest.fixture
-def db(tmp_path):
-    return open_db(tmp_path / "f.db")
-
-
-def _path(db) -> str:
-    return db.execute("PRAGMA database_list").fetchone()[2]
+add = add_request
 
 
 # ---- 5. no negative zero ----------------------------------------------------------------------------
@@ -51,7 +32,7 @@ def test_show_of_a_buffered_stream_has_no_negative_zero(db):
     rid = add(db, connect_ms=0.7, conn_reused=0, ttfb_ms=72.9, ttft_ms=573.2, gap_ms=500.3, total_ms=573.17,
               events=32, event_offsets="[573.2]",
               findings='[{"code": "stream.buffered", "severity": "warn", "params": {"variant": "tail_at_once"}}]')
-    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", _path(db)]).output
+    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", db_file(db)]).output
     assert "stream ×32" in out and "-0.0" not in out, out
 
 
@@ -192,7 +173,7 @@ def test_show_says_its_terms_in_plain_words(db, lang):
     rid = add(db, ttfb_ms=70.0, ttft_ms=110.0, gap_ms=40.0, total_ms=600.0, tpot_ms=15.0, prompt_tokens_est=18,
               prompt_tokens_calibrated=15, calibration_factor=0.8333333, usage_ratio=0.8333333,
               prefix_hash="abc", prefix_tokens=8, prefix_seen_before=8, tokenizer="cl100k_base", tokens_exact=0)
-    out = " ".join(CliRunner(env={"COLUMNS": "200"}).invoke(show, [rid[:8], "--db", _path(db), "--lang", lang]).output.split())
+    out = " ".join(CliRunner(env={"COLUMNS": "200"}).invoke(show, [rid[:8], "--db", db_file(db), "--lang", lang]).output.split())
     assert "0.8333" not in out and "learned" not in out and "8× before" not in out, out
     assert "0.83" in out
     for key in ("calibrated", "prefix", "ratio", "ttfb", "gap", "tpot"):  # each term shown is explained

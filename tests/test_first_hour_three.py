@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 from click.testing import CliRunner
+from conftest import add_request, db_file
 
-from firsttoken.addon.store.db import open_db
-
-
-def add(db, **kw) -> str:
-    row = {"id": "e3600000-0000-0000-0000-000000000000", "started_at": "2026-12-07T10:00:00.000+00:00",
-           "state": "done", "model": "gpt-4o-mini", "route": "default", "api": "openai.chat",
-           "status": 200, "conn_reused": 1, "stream": 1, **kw}
-    db["requests"].insert(row, alter=False)
-    db.conn.commit()
-    return row["id"]
-
-
-@pytest.fixture
-def db(tmp_path):
-    return open_db(tmp_path / "t.db")
-
-
-def _path(db) -> str:
-    return db.execute("PRAGMA database_list").fetchone()[2]
+add = add_request
 
 
 # ---- 2. one count per view, numbers with separators, the estimate labelled once ----------------------
@@ -34,7 +16,7 @@ def test_show_prints_token_counts_with_separators_and_one_tilde(db):
     rid = add(db, prompt_tokens_est=96009, output_tokens_est=12, usage_prompt_tokens=96006,
               usage_completion_tokens=12, tokenizer="o200k_base", tokens_exact=0,
               last_user_tokens=96006, system_tokens=1234, messages=2)
-    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", _path(db)]).output
+    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", db_file(db)]).output
     assert "96006" not in out and "96,006" in out, out
     assert "1,234" in out, out
     assert "~96,009" in out, out
@@ -45,7 +27,7 @@ def test_logs_shows_the_servers_prompt_count(db):
     from firsttoken.cli.logs import logs
 
     add(db, prompt_tokens_est=96009, usage_prompt_tokens=96006, tokens_exact=0)
-    out = CliRunner(env={"COLUMNS": "160"}).invoke(logs, ["--db", _path(db)]).output
+    out = CliRunner(env={"COLUMNS": "160"}).invoke(logs, ["--db", db_file(db)]).output
     assert "96,006" in out and "96,009" not in out, out
 
 
@@ -57,7 +39,7 @@ def test_logs_and_show_name_the_api_alike_and_as_api_takes_it(db):
 
     rid = add(db, api="anthropic.messages", model="claude-x")
     run = CliRunner(env={"COLUMNS": "160"})
-    shown = run.invoke(show, [rid[:8], "--db", _path(db)]).output
-    listed = run.invoke(logs, ["--db", _path(db), "--api", "anthropic.messages"]).output
+    shown = run.invoke(show, [rid[:8], "--db", db_file(db)]).output
+    listed = run.invoke(logs, ["--db", db_file(db), "--api", "anthropic.messages"]).output
     for out in (shown, listed):
         assert "anthropic.messages" in out and "ant.messages" not in out.replace("anthropic.messages", ""), out

@@ -6,31 +6,13 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from conftest import add_request, db_file
 
 from firsttoken.addon.store import stats_queries as sq
-from firsttoken.addon.store.db import open_db
-
-N = 0
 
 
-def add(db, **kw):
-    global N
-    N += 1
-    row = {"id": f"s{N:06d}-0000-0000-0000-000000000000", "started_at": f"2026-11-29T10:00:{N % 60:02d}.000+00:00",
-           "state": "done", "model": "claude-sonnet-4-5", "route": "default", "api": "anthropic.messages",
-           "status": 200, "conn_reused": 1, "stream": 1, **kw}
-    db["requests"].insert(row, alter=False)
-    db.conn.commit()
-    return row["id"]
-
-
-@pytest.fixture
-def db(tmp_path):
-    return open_db(tmp_path / "s.db")
-
-
-def _path(db) -> str:
-    return db.execute("PRAGMA database_list").fetchone()[2]
+def add(db, **kw) -> str:
+    return add_request(db, **{"model": "claude-sonnet-4-5", "api": "anthropic.messages", **kw})
 
 
 def test_show_never_prints_a_negative_duration(db):
@@ -38,7 +20,7 @@ def test_show_never_prints_a_negative_duration(db):
     from firsttoken.cli.show import show
 
     rid = add(db, connect_ms=50.04, conn_reused=0, ttfb_ms=50.0, ttft_ms=120.0, gap_ms=70.0, total_ms=200.0)
-    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", _path(db)]).output
+    out = CliRunner(env={"COLUMNS": "120"}).invoke(show, [rid[:8], "--db", db_file(db)]).output
     assert "TTFB (headers)" in out and not re.search(r"-\d+(\.\d+)?ms", out), out
 
 
@@ -58,7 +40,7 @@ def test_baseline_skip_message_counts_one_request(db):
         runner = CliRunner(mix_stderr=False)  # click < 8.2
     except TypeError:
         runner = CliRunner()  # click >= 8.2 keeps stderr apart
-    r = runner.invoke(baseline, ["save", "b1", "--db", _path(db)])
+    r = runner.invoke(baseline, ["save", "b1", "--db", db_file(db)])
     assert "only 1 request with a TTFT" in r.stderr and "1 requests" not in r.stderr
 
 
@@ -72,7 +54,7 @@ def test_stats_at_80_columns_keeps_names_and_codes_whole(db):
     for _ in range(3):
         add(db, status=404, top_code="path.double_v1", top_severity="error", ttfb_ms=20.0)
         add(db, model="gpt-4o-mini", status=429, top_code="upstream.server_error", top_severity="error", ttfb_ms=20.0)
-    out = CliRunner(env={"COLUMNS": "80"}).invoke(stats, ["--db", _path(db)]).output
+    out = CliRunner(env={"COLUMNS": "80"}).invoke(stats, ["--db", db_file(db)]).output
     assert max(len(ln) for ln in out.splitlines()) <= 80
     summary = out.split("Latency percentiles")[0]
     for word in ("claude-sonnet-4-5", "path.double_v1", "upstream.server_error", "gpt-4o-mini"):
@@ -84,7 +66,7 @@ def test_baseline_save_at_80_columns_keeps_model_and_date_whole(db):
 
     for i in range(6):
         add(db, ttfb_ms=40.0 + i, ttft_ms=140.0 + i, gap_ms=100.0, usage_prompt_tokens=1000, max_tokens=1024)
-    r = CliRunner(env={"COLUMNS": "80"}).invoke(baseline, ["save", "nightly", "--db", _path(db)])
+    r = CliRunner(env={"COLUMNS": "80"}).invoke(baseline, ["save", "nightly", "--db", db_file(db)])
     assert r.exit_code == 0, r.output
     assert max(len(ln) for ln in r.output.splitlines()) <= 80
     assert re.search(r"\bclaude-sonnet-4-5\b", r.output) and re.search(r"\b\d{4}-\d\d-\d\d\b", r.output), r.output
