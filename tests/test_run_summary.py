@@ -104,6 +104,7 @@ def test_mode_notes_is_the_one_rule(tmp_path):
     [note] = mode_notes(plan, None)
     assert note.startswith("ANTHROPIC_BASE_URL is not set") and note.endswith("records them through HTTPS_PROXY")
     assert mode_notes(plan, "--forward") == []
+    assert mode_notes(plan, None, recorded=True) == []  # a run that recorded its calls: no word on the unset one
     plan.unrecorded.append(("a provider at http://10.0.0.5:8000/v1 is not recorded", "http://10.0.0.5:8000/v1"))
     assert "--forward" not in mode_notes(plan, None)[-1]
     assert mode_notes(plan, "--forward") == ["a provider at http://10.0.0.5:8000/v1 is not recorded (forward mode "

@@ -136,7 +136,8 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
                                                forward_used=bool(forward_reason), home=home_dir(env))
     summary = summarize(run_id, rows, _figures(db, run_id) if rows else None)
     _name_key_source(summary, plan)
-    for line in render(summary, more, via=via, notes=mode_notes(plan, forward_reason), advice=advice):
+    for line in render(summary, more, via=via, notes=mode_notes(plan, forward_reason, recorded=bool(rows)),
+                       advice=advice):
         click.echo(line, err=True)
     sys.stdout.flush()
     sys.stderr.flush()

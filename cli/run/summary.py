@@ -115,19 +115,21 @@ def forward_can_help(upstream_url: str) -> bool:
     return u.scheme == "https" and bool(u.hostname) and not is_loopback(u.hostname)
 
 
-def mode_notes(plan: Any, forward_reason: str | None) -> list[str]:
+def mode_notes(plan: Any, forward_reason: str | None, recorded: bool = False) -> list[str]:
     """The plan's notes for the mode the run is in: the one rule for whether a note suggests a mode.
 
     Redirected (reverse mode), the notes about the redirect, then what it leaves unrecorded, each with
     `firsttoken run --forward` when forward mode would record it (:func:`forward_can_help`). In forward
     mode (chosen by the adapter, or ``--forward``; its reason is said with `via:`) nothing is redirected,
     so the redirect's notes do not apply and no note suggests forward mode: only what it cannot carry
-    either (plain HTTP, this machine)."""
+    either (plain HTTP, this machine). ``recorded``: the run is over and recorded requests, so the
+    variables it left unset (``plan.unset``) are not mentioned: the calls went by the ones that were set."""
+    unrecorded = ([] if recorded else list(plan.unset)) + list(plan.unrecorded)
     if forward_reason:
         return [f"{text} (forward mode cannot carry {url} either: plain HTTP or this machine)"
-                for text, url in plan.unrecorded if not forward_can_help(url)]
+                for text, url in unrecorded if not forward_can_help(url)]
     return list(plan.notes) + [text + ("; `firsttoken run --forward` records them through HTTPS_PROXY"
-                                       if forward_can_help(url) else "") for text, url in plan.unrecorded]
+                                       if forward_can_help(url) else "") for text, url in unrecorded]
 
 
 def claude_first_run(home: Path) -> bool:

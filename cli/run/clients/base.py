@@ -79,6 +79,10 @@ class Plan:
     #: (what, the URL those requests go to): requests the redirect leaves unrecorded; whether forward mode is
     #: suggested for them is decided once, by the run's mode (cli/run/summary.py mode_notes)
     unrecorded: list[tuple[str, str]] = field(default_factory=list)
+    #: (what, the URL): base-URL variables left unset, so requests that would read them go unrecorded; said
+    #: before a run and after one that recorded nothing, never after one that recorded its calls (those used
+    #: the variables that were set: an OpenAI-only script needs no word on ANTHROPIC_BASE_URL)
+    unset: list[tuple[str, str]] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)  # the adapter's own findings, for redirect()
 
     @property

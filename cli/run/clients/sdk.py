@@ -44,7 +44,7 @@ class Sdk(Client):
             if unset:
                 it = "it" if len(unset) == 1 else "them"
                 defaults = [DEFAULTS[fam] for fam, names in VARIABLES.items() if names[0] in unset]
-                plan.unrecorded.append((f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so "
+                plan.unset.append((f"{', '.join(unset)} {'is' if len(unset) == 1 else 'are'} not set, so "
                                         f"firsttoken leaves {it} unset (setting one could change where a client "
                                         f"goes): requests that would read {it} are not recorded", defaults[0]))
 
