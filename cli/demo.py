@@ -104,7 +104,8 @@ def summary(rows: list[dict]) -> Table:
               help="Where to record the demo (default: demo.db next to the default database).")
 @click.option("--rounds", type=int, default=1, show_default=True, help="How many times to run the scenarios.")
 @click.option("--slower", is_flag=True,
-              help=f"The same mix from a model three times slower to its first token (prefill {SLOWER['prefill_base_ms']:g} ms "
+              help=f"The same mix from a model three times slower to prefill: the gap triples, not the whole TTFT "
+                   f"(prefill {SLOWER['prefill_base_ms']:g} ms "
                    f"+ {SLOWER['prefill_ms_per_1k_tokens']:g} ms per 1k prompt tokens instead of 40 + 30), tagged "
                    f"--experiment {SLOWER_EXPERIMENT}: a second round for `firsttoken baseline check`.")
 def demo(db_path, rounds, slower):
