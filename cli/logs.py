@@ -78,7 +78,7 @@ def logs(db_path, limit, as_json, as_csv, lang, **kw):
     """The newest requests, oldest first so the newest is last (by your prompt); each request's top
     finding and its fix on the indented lines under it."""
     from firsttoken.addon.store import queries
-    from firsttoken.cli.options import console, fail, make_filters, reader, resolve_lang
+    from firsttoken.cli.options import console, fail, filter_flags, make_filters, reader, resolve_lang
 
     filters = make_filters(kw)
     db = reader(db_path)
@@ -93,7 +93,7 @@ def logs(db_path, limit, as_json, as_csv, lang, **kw):
     if as_json or as_csv:
         output.write_rows(rows, "json" if as_json else "csv")
     elif not rows:
-        console().print(output.no_rows(db, filters, code), markup=False)
+        console().print(output.no_rows(db, filter_flags(filters), code), markup=False)
     else:
         c = console()
         c.print(table(rows, width=c.width, lang=code))

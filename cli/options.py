@@ -102,6 +102,16 @@ def db_option(fn):
 FILTER_NAMES = ("model", "route", "api", "status", "code", "since", "until", "experiment", "slow_ttft", "run_id")
 
 
+def filter_flags(filters: Filters | None) -> str:
+    """The active filters as they are typed (``--model nosuch --run ab12``): the options of
+    :func:`filter_options`, whose names are the fields' but for ``--run``."""
+    import shlex
+
+    names = {"run_id": "run"}
+    return " ".join(f"--{names.get(k, k).replace('_', '-')} {shlex.quote(str(v))}"
+                    for k, v in (filters.active() if filters else {}).items())
+
+
 def filter_options(fn):
     """The request filters shared by logs / stats / export / report / baseline save."""
     opts = [

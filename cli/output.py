@@ -85,21 +85,16 @@ def top_finding(r: dict[str, Any], hint: bool = True,
     return None, None
 
 
-def no_rows(db, filters, lang: str) -> str:
+def no_rows(db, flags: str, lang: str) -> str:
     """What a reading command says when no request matched: an empty database is told how to record
     one; a filtered one how many requests it holds, that none match, and what to try (the one wording
-    of `logs` and `stats`)."""
+    of `logs` and `stats`); ``flags``: the filters as typed (``options.filter_flags``)."""
     from firsttoken.cli.labels import label
 
     total = db["requests"].count if db["requests"].exists() else 0
     if not total:
         return label(lang, "no_rows")
-    import shlex
-
-    names = {"run_id": "run"}  # the option a filter is typed as, where it differs from the field
-    return label(lang, "no_match", n=f"{total:,}", filters=" ".join(
-        f"--{names.get(k, k).replace('_', '-')} {shlex.quote(str(v))}"
-        for k, v in (filters.active() if filters else {}).items()))
+    return label(lang, "no_match", n=f"{total:,}", filters=flags)
 
 
 # ---- rows as CSV or JSON Lines -------------------------------------------------------------------

@@ -229,7 +229,7 @@ def plot(res: dict[str, Any], width: int = 48, columns: int | None = None, lang:
 @lang_option
 def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     """Percentiles (P50/P90/P95/P99) of TTFB, TTFT, gap, TPOT, ITL and total; error rates; TTFT vs prompt size."""
-    from firsttoken.cli.options import console, fail, reader, resolve_lang
+    from firsttoken.cli.options import console, fail, filter_flags, reader, resolve_lang
 
     filters = make_filters(kw)
     db = reader(db_path)
@@ -243,7 +243,7 @@ def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     con = console()
     code = resolve_lang(lang)
     if not res["groups"]:
-        con.print(output.no_rows(db, filters, code), markup=False)
+        con.print(output.no_rows(db, filter_flags(filters), code), markup=False)
         return
     con.print(render(res, width=con.width, lang=code))
     if plot_:

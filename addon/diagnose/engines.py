@@ -15,11 +15,6 @@ from firsttoken.addon.record import prompt_count
 from firsttoken.addon.store.queries import is_streamed
 
 
-def _engine_side(rec: Any) -> bool:
-    """A model server of the user's own answered: one that reported itself, or a local upstream."""
-    return engines.is_engine_side(rec)
-
-
 def _first_ms(rec: Any) -> float | None:
     """When the engine's first token reached the proxy; a whole answer: its end."""
     for v in (rec.first_token_ms, rec.ttft_ms):
@@ -39,7 +34,7 @@ def _params(rec: Any, c: Ctx) -> dict[str, Any]:
 
 def rule_queued(rec: Any, c: Ctx) -> None:
     wait = rec.engine_queue_ms
-    if wait is None or rec.status != 200 or c.errors() or not _engine_side(rec):
+    if wait is None or rec.status != 200 or c.errors() or not engines.is_engine_side(rec):
         return
     first = _first_ms(rec)
     if first is None or wait < engines.QUEUE_MS or wait < engines.QUEUE_SHARE * first:
@@ -63,7 +58,7 @@ def _silence(rec: Any) -> tuple[float, float] | None:
 
 
 def rule_decode_paused(rec: Any, c: Ctx) -> None:
-    if rec.itl_max_ms is None or rec.itl_max_ms <= c.stall_ms or not c.neighbours or not _engine_side(rec):
+    if rec.itl_max_ms is None or rec.itl_max_ms <= c.stall_ms or not c.neighbours or not engines.is_engine_side(rec):
         return
     window = _silence(rec)
     if window is None:

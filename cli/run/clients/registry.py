@@ -52,7 +52,7 @@ def client_name(word: str) -> str | None:
     w = (word or "").strip().lower()
     if w in client_names():
         return w
-    found = _byprogram(w) or _by_package(w)
+    found = _by_program(w) or _by_package(w)
     return found.name if found else None
 
 
@@ -70,12 +70,12 @@ def _package(word: str) -> str:  # @scope/name@1.2 -> @scope/name, name@latest -
     return re.split(r"[=<>!~\[]", word, maxsplit=1)[0].lower()
 
 
-def _byprogram(word: str) -> Client | None:
+def _by_program(word: str) -> Client | None:
     return next((a for a in ADAPTERS if program(word) in a.programs), None)
 
 
 def _by_package(word: str) -> Client | None:
-    return next((a for a in ADAPTERS if _package(word) in a.packages), None) or _byprogram(_package(word))
+    return next((a for a in ADAPTERS if _package(word) in a.packages), None) or _by_program(_package(word))
 
 
 def client_of(argv: list[str]) -> tuple[Client, int]:
@@ -90,7 +90,7 @@ def client_of(argv: list[str]) -> tuple[Client, int]:
     """
     if not argv:
         return FALLBACK, 1
-    found = _byprogram(argv[0])
+    found = _by_program(argv[0])
     if found:
         return found, 1
     name = program(argv[0])
@@ -128,6 +128,6 @@ def client_of(argv: list[str]) -> tuple[Client, int]:
         for a in ADAPTERS:
             if any(f"node_modules/{pkg}/" in script for pkg in a.packages):
                 return a, i + 1
-        found = _byprogram(script)
+        found = _by_program(script)
         return (found, i + 1) if found else (FALLBACK, 1)
     return FALLBACK, 1
