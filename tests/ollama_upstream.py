@@ -14,13 +14,14 @@ What real Ollama does silently, on purpose: a prompt longer than the context (``
 server's ``ctx``) is cut to it with a 200 OK and a small ``prompt_eval_count``; a model not loaded (the first
 request, or after its ``keep_alive`` expired) is loaded first: ``load_s`` before the response headers, reported as
 ``load_duration``. ``log`` keeps each request: (path, body, received_at, headers_at, sent_at[...]) in
-``time.perf_counter()``, each line's time taken just before it is written.
+``time.perf_counter()``, each line's time taken just before it is written, and ``wire``, the body's bytes.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ class Exchange:
     received_at: float
     headers_at: float | None = None
     sent_at: list[float] = field(default_factory=list)
+    wire: bytearray = field(default_factory=bytearray)  # the body as written (chunk framing removed)
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -77,6 +79,10 @@ class OllamaUpstream(LoopbackServer):
 
             def log_message(self, *a):
                 pass
+
+            def setup(self):
+                super().setup()  # Go's net/http sets TCP_NODELAY: a line is not held for the ACK of the headers
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def do_GET(self):
                 outer._route(self)
@@ -317,12 +323,14 @@ def _json(h: BaseHTTPRequestHandler, status: int, obj: dict, ex: Exchange, text:
     h.end_headers()
     ex.headers_at = time.perf_counter()
     ex.sent_at.append(ex.headers_at)
+    ex.wire += data
     h.wfile.write(data)
     h.wfile.flush()
 
 
 def _raw(h: BaseHTTPRequestHandler, data: bytes, ex: Exchange) -> None:
     ex.sent_at.append(time.perf_counter())
+    ex.wire += data
     h.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
     h.wfile.flush()
 

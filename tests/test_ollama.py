@@ -5,13 +5,15 @@ object, and a cold load is a finding with its fix."""
 
 from __future__ import annotations
 
+import json
 import time
 
+import httpx
 import ollama
 import openai
 import pytest
 from conftest import findings, has, rows
-from ollama_upstream import REPLY, OllamaUpstream
+from ollama_upstream import MIDSTREAM_ERROR, MIDSTREAM_TEXT, REPLY, THOUGHT, OllamaUpstream
 
 from firsttoken.cli.proxy.server import ProxyServer
 
@@ -130,3 +132,92 @@ def test_openai_compatible_v1_through_the_proxy(served):
     assert text == "".join(REPLY)
     (r,) = done_rows(proxy, db, 1)
     assert r["api"] == "openai.chat" and r["status"] == 200 and r["ttft_ms"] is not None
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                            "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                           "required": ["city"]}}}
+
+
+def _since(ex, i: int) -> float:
+    """ms from the upstream's receipt of the request to its writing line ``i``."""
+    return (ex.sent_at[i] - ex.received_at) * 1000
+
+
+def test_thinking_is_the_first_token_and_the_content_the_ttft(served):
+    up, proxy, db = served()
+    client = ollama.Client(host=proxy.url)
+    t0 = time.perf_counter()
+    first_thought = first_text = None
+    thinking, content = [], []
+    for ch in client.chat(model="llama3.2", messages=[{"role": "user", "content": "Where is Paris?"}], think=True,
+                          stream=True):
+        now = time.perf_counter() - t0
+        if ch.message.thinking:
+            first_thought = now if first_thought is None else first_thought
+            thinking.append(ch.message.thinking)
+        if ch.message.content:
+            first_text = now if first_text is None else first_text
+            content.append(ch.message.content)
+    assert "".join(thinking) == "".join(THOUGHT) and "".join(content) == "".join(REPLY)
+    (r,) = done_rows(proxy, db, 1)
+    ex = up.log[-1]
+    assert ex.body["think"] is True
+    # the first thinking line starts first_token_ms, the first content line (after len(THOUGHT) of them) the TTFT
+    assert _since(ex, 0) - 5 <= r["first_token_ms"] <= first_thought * 1000 + 5, (r["first_token_ms"], first_thought)
+    assert _since(ex, len(THOUGHT)) - 5 <= r["ttft_ms"] <= first_text * 1000 + 5, (r["ttft_ms"], first_text)
+    assert r["ttft_ms"] - r["first_token_ms"] >= (ex.sent_at[len(THOUGHT)] - ex.sent_at[0]) * 1000 - 10
+    assert r["reasoning_chars"] == len("".join(THOUGHT)) and r["output_chars"] == len("".join(REPLY))
+    assert r["events"] == len(THOUGHT) + len(REPLY) and r["stream_done"] == 1 and r["finish_reason"] == "stop"
+    assert not [f for f in findings(r) if f["severity"] == "error"]
+
+
+def test_a_tool_call_is_visible_output_with_its_arguments_an_object(served):
+    up, proxy, db = served()
+    client = ollama.Client(host=proxy.url)
+    t0 = time.perf_counter()
+    calls, first = [], None
+    for ch in client.chat(model="llama3.2", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                          tools=[WEATHER], stream=True):
+        if ch.message.tool_calls:
+            first = time.perf_counter() - t0 if first is None else first
+            calls += ch.message.tool_calls
+    (call,) = calls
+    assert call.function.name == "get_weather" and call.function.arguments == {"city": "Paris"}
+    (r,) = done_rows(proxy, db, 1)
+    ex = up.log[-1]
+    line = json.loads(bytes(ex.wire).split(b"\n")[0])
+    sent = line["message"]["tool_calls"][0]["function"]
+    assert type(sent["arguments"]) is dict  # Ollama's arguments are a JSON object, not a string
+    # the call is the answer: it stops the TTFT clock, its name and its arguments are the visible output
+    assert _since(ex, 0) - 5 <= r["ttft_ms"] <= first * 1000 + 5, (r["ttft_ms"], first)
+    assert r["first_token_ms"] == r["ttft_ms"] and r["reasoning_chars"] == 0
+    assert r["output_chars"] == len(sent["name"]) + len(json.dumps(sent["arguments"], separators=(",", ":")))
+    assert r["events"] == 1 and r["stream_done"] == 1
+    assert r["tools_tokens"] and r["tools_tokens"] > 0  # the tool's schema is part of the prompt sent
+    assert not [f for f in findings(r) if f["severity"] == "error"]
+
+
+def test_an_error_line_inside_a_200_stream_is_an_error_and_reaches_the_client_unchanged(served):
+    up, proxy, db = served()
+    body = json.dumps({"model": MIDSTREAM_ERROR, "messages": [{"role": "user", "content": "hi"}]}).encode()
+    with httpx.Client(timeout=10) as http, http.stream("POST", proxy.url + "/api/chat", content=body,
+                                                       headers={"content-type": "application/json"}) as resp:
+        got = b"".join(resp.iter_bytes())
+        assert resp.status_code == 200 and resp.headers["content-type"] == "application/x-ndjson"
+    ex = up.log[-1]
+    assert ex.done.wait(5)
+    assert got == bytes(ex.wire)  # every line forwarded as the upstream wrote it, the error line too
+    lines = [json.loads(x) for x in got.splitlines()]
+    assert lines[-1] == {"error": MIDSTREAM_TEXT} and len(lines) == 3
+    (r,) = done_rows(proxy, db, 1)
+    assert r["status"] == 200 and r["upstream_error"] == MIDSTREAM_TEXT
+    assert r["stream_done"] == 0 and r["events"] == 2
+    assert r["output_chars"] == sum(len(x["message"]["content"]) for x in lines[:-1])
+    f = has(r, "stream.error_event", "error")
+    assert MIDSTREAM_TEXT in f["message"] and f["params"]["events"] == 2, f
+    # the ollama client fails the same call with Ollama's text
+    with pytest.raises(ollama.ResponseError) as e:
+        list(ollama.Client(host=proxy.url).chat(model=MIDSTREAM_ERROR, messages=[{"role": "user", "content": "hi"}],
+                                                stream=True))
+    assert MIDSTREAM_TEXT in str(e.value)
