@@ -18,12 +18,12 @@ from firsttoken.addon import forward as fwd
 from firsttoken.addon import routing
 from firsttoken.addon.routing import Route
 from firsttoken.cli.env.target import EnvError, Target, pick_route
-from firsttoken.cli.run.clients import cloud, registry
+from firsttoken.cli.run.clients import cloud, copilot, registry
 
 #: every client's one name (the registry's rule: `env claude` is `env claude-code`)
 CLIENTS = registry.client_names()
 #: the clients with a plan of their own here; the others get their own setting, from their `run` adapter
-PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl", "gemini-cli", "google-genai")
+PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl", "gemini-cli", "google-genai", "copilot")
 
 
 @dataclass
@@ -158,6 +158,8 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
         return _curl_plan(plan, target, route_name, model)
     if client in ("gemini-cli", "google-genai"):
         return _gemini_plan(plan, target, route_name, env)
+    if client == "copilot":
+        return _copilot_plan(plan, target, route_name, env, model)
     return _own_setting_plan(plan, target, route_name)
 
 
@@ -215,6 +217,44 @@ def _gemini_plan(plan: Plan, target: Target, route_name: str | None, env: Mappin
             "Gemini's OpenAI-compatible endpoint works too: `firsttoken env openai` with the route to "
             "https://generativelanguage.googleapis.com/v1beta/openai.",
         ]
+    return plan
+
+
+def _copilot_plan(plan: Plan, target: Target, route_name: str | None, env: Mapping[str, str],
+                  model: str | None) -> Plan:
+    """GitHub Copilot CLI's bring-your-own-key provider: COPILOT_PROVIDER_BASE_URL (it ignores OPENAI_BASE_URL),
+    shaped by COPILOT_PROVIDER_TYPE as its `run` adapter reads it (cli/run/clients/copilot.py)."""
+    kind: str | None = (env.get("COPILOT_PROVIDER_TYPE") or "").strip().lower()
+    if kind not in copilot.FAMILIES:
+        if kind:
+            plan.warnings.append(f"COPILOT_PROVIDER_TYPE = {kind!r} is not one of openai, azure, anthropic: Copilot "
+                                 "CLI would not start with it; the settings below are for the route's API.")
+        kind = None
+    route = pick_route(target, "anthropic" if kind == "anthropic" else "openai", route_name)
+    if kind is None:  # unset (openai to Copilot): the route's API says which
+        kind = "anthropic" if route is not None and routing.looks_like(route, "anthropic") else "openai"
+    family = copilot.FAMILIES[kind]
+    base = routing.client_base_url(target.url, route, family)
+    plan.title = f"copilot: {_route_label(target, route)}"
+    plan.warnings += routing.base_url_warnings(route, family)
+    if family == "openai":
+        _version_note(plan, route)
+    plan.exports.append((copilot.VARIABLE, base))
+    plan.exports.append(("COPILOT_PROVIDER_TYPE", kind))
+    if model:
+        plan.exports.append(("COPILOT_MODEL", model))
+    elif not (env.get("COPILOT_MODEL") or "").strip():
+        plan.placeholders.append(("COPILOT_MODEL", "<a model the upstream serves>"))
+    path = {"openai": "/chat/completions (or /responses)", "anthropic": "/v1/messages",
+            "azure": "/openai/v1/chat/completions"}[kind]
+    plan.notes += [
+        f"Copilot CLI reads {copilot.VARIABLE} (bring your own key), never OPENAI_BASE_URL; it appends {path} "
+        "itself. Without it Copilot uses GitHub's own model service, which firsttoken does not record.",
+        "Keep COPILOT_PROVIDER_API_KEY (or COPILOT_PROVIDER_BEARER_TOKEN) as it is: the proxy forwards it "
+        "unchanged. BYOK needs a model: COPILOT_MODEL or --model.",
+        "`firsttoken run -- copilot …` does this for one run, keeping COPILOT_PROVIDER_TYPE and the real upstream "
+        f"from {copilot.VARIABLE}.",
+    ]
     return plan
 
 

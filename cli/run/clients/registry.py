@@ -10,6 +10,7 @@ from firsttoken.cli.run.clients.claude import ClaudeCode
 from firsttoken.cli.run.clients.cline import Cline
 from firsttoken.cli.run.clients.cn import ContinueCli
 from firsttoken.cli.run.clients.codex import Codex
+from firsttoken.cli.run.clients.copilot import CopilotCli
 from firsttoken.cli.run.clients.gemini import GeminiCli
 from firsttoken.cli.run.clients.kilo import Kilo
 from firsttoken.cli.run.clients.kimi import KimiCli
@@ -29,7 +30,7 @@ from firsttoken.cli.run.clients.sdk import Sdk
 #: every known client, then the SDK environment fallback for any other command
 ADAPTERS: tuple[Client, ...] = (ClaudeCode(), Codex(), Cline(), Opencode(), QwenCode(), Aider(), Llm(), ContinueCli(),
                                 Kilo(), KimiCli(),
-                                GeminiCli())
+                                GeminiCli(), CopilotCli())
 FALLBACK: Client = Sdk()
 
 #: clients `env` prints settings for that `run` wraps as any other command: the SDKs and curl
