@@ -12,6 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from firsttoken.addon.engines import knobs
 from firsttoken.addon.safe_text import printable, printable_data, printable_json
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.cli import output
@@ -132,7 +133,7 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
     fixed = [_widest(h, [r[i] for r in rows]) for h, i in heads3]
     # a name and an error code stay whole (only the fit's words wrap) while the terminal has room for them
     group_names = [_group_name(g["group"], by, lang) for g in groups]
-    code_w = max([cell_len(C("codes").split()[0])] + [cell_len(w) for r in rows for w in r[3].split()])
+    code_w = max([max(cell_len(w) for w in C("codes").split())] + [cell_len(w) for r in rows for w in r[3].split()])
     name_w = max([cell_len(by_head)] + [n.cell_len for n in group_names])
     summary, boxed = _table(label(lang, "stats.summary", by=by_head), width, fixed + [name_w, code_w], 1)
     if not boxed:  # the count above its share: each stays whole
@@ -140,7 +141,7 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
         fixed = [_widest(h, [r[i] for r in rows]) for h, i in heads3]
     avail = None if width is None else width - _chrome(boxed, 6) - sum(fixed)  # for the name, the codes and the fit
     if avail is not None and avail < name_w + code_w + MIN_FOLD:  # too narrow: the codes fold, the name takes its share
-        code_w = max(cell_len(C("codes").split()[0]), min(code_w, (avail - MIN_FOLD) // 2))
+        code_w = max(max(cell_len(w) for w in C("codes").split()), min(code_w, (avail - MIN_FOLD) // 2))
     name_w, name_lines = _name_lines(group_names, by_head, None if avail is None else max(1, avail - MIN_FOLD - code_w))
     for c, j, wraps in ((by_head, "left", False), (C("requests"), "right", False), (C("errors"), "right", False),
                         (C("codes"), "left", True), (C("cold"), "right", False),
@@ -172,7 +173,93 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
             pct.add_row(*row)
     note = output.Wrapped(Text(label(lang, "stats.note") + label(lang, "stats.note_population")
                                + label(lang, "stats.note_cold" if res["include_cold"] else "stats.note_warm"), style="dim"))
-    return Group(summary, pct, note)
+    parts = [summary, pct, note]
+    if any(g.get("engine") for g in groups):
+        parts += engine_tables(res, width, lang)
+    return Group(*parts)
+
+
+#: above/below these times the engine's own prefill per token, TTFT's slope says more than prefill grows
+SLOPE_AGREES = (0.8, 1.25)
+
+
+def engine_reading(g: dict[str, Any], lang: str = "en") -> str | None:
+    """A group's line of the engine's own prefill per 1k tokens beside TTFT's fit slope, and what the two
+    say together; None when the engine reported no prefill to fit."""
+    L = lambda k, **kw: label(lang, f"stats.eng.{k}", **kw)  # noqa: E731
+    e = g["engine"]
+    f = e["prefill_fit"]
+    if f["slope_ms_per_1k"] is None:
+        if not f["n"]:
+            return None
+        return L("own_none", n=f"{f['n']:,}", mean=output.ms(f["ms_per_1k_mean"]) if f["ms_per_1k_mean"] else "–")
+    own = f["slope_ms_per_1k"]
+    text = L("own", b=f"{own:,.0f}", r2=f"{f['r2']:.2f}", n=f"{f['n']:,}")
+    u = g.get("uncached_fit") or {}
+    use_uncached = g.get("better_fit") == "uncached" and u.get("ttft_slope_ms_per_1k") is not None
+    ttft = u["ttft_slope_ms_per_1k"] if use_uncached else g.get("ttft_slope_ms_per_1k")
+    if ttft is None:
+        return text + L("no_ttft")
+    text += L("ttft_uncached" if use_uncached else "ttft", b=f"{ttft:,.0f}")
+    ratio = ttft / own if own > 0 else None
+    if ratio is None:
+        return text
+    if ratio > SLOPE_AGREES[1]:
+        return text + L("faster", x=f"{ratio:.1f}")
+    if ratio < SLOPE_AGREES[0]:
+        return text + L("slower", x=f"{ratio:.1f}")
+    return text + L("agrees")
+
+
+def engine_tables(res: dict[str, Any], width: int | None = None, lang: str = "en") -> list[Any]:
+    """The engine's own clock per group: TTFT split into its terms (P50, P95 and n of each; how many
+    of a term's values the proxy inferred), then its prefill per 1k tokens beside TTFT's slope and its
+    cache hits. Numbers never wrap; a group name folds; the lines below wrap by words."""
+    by = res["by"]
+    groups = [g for g in res["groups"] if g.get("engine")]
+    C = lambda k: label(lang, f"col.{k}")  # noqa: E731
+    L = lambda k, **kw: label(lang, f"stats.eng.{k}", **kw)  # noqa: E731
+    by_head = C(f"by.{by}")
+    figures = []
+    for g in groups:
+        rs = []
+        for key in sq.ENGINE_TERMS:
+            t = g["engine"]["terms"].get(key)
+            if t is None:
+                continue
+            name = label(lang, f"show.eng.{key}").strip()
+            if t.get("inferred"):
+                name += L("inferred", n=f"{t['inferred']:,}")
+            rs.append([name, f"{t['n']:,}", output.ms(t.get("p50")), output.ms(t.get("p95"))])
+        figures.append(rs)
+    heads = [L("term"), C("n"), "P50", "P95"]
+    fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
+    t, boxed = _table(L("title"), width, fixed, 1)
+    room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
+    name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head, room)
+    t.add_column(by_head, width=name_w, no_wrap=True)
+    for i, h in enumerate(heads):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for gi, (lines, rs) in enumerate(zip(names, figures)):
+        if gi:
+            t.add_section()
+        for row in _beside(lines, rs):
+            t.add_row(*row)
+    out: list[Any] = [t]
+    for g in groups:
+        e = g["engine"]
+        said = [engine_reading(g, lang)]
+        c = e["cache"]
+        if c["hits"]:
+            said.append(L("cache", hits=f"{c['hits']:,}", n=f"{c['requests']:,}", cached=f"{c['cached_tokens']:,}",
+                          prompt=f"{c['prompt_tokens']:,}"))
+        said = [x for x in said if x]
+        if said:
+            head = printable(str(g["group"])) if g["group"] is not None else label(lang, "stats.none")
+            engine = ", ".join(knobs.name(x) for x in e["engines"]) or L("unnamed")
+            out.append(output.Wrapped(Text(L("group", group=head, engine=engine) + " ".join(said))))
+    out.append(output.Wrapped(Text(L("note"), style="dim")))
+    return out
 
 
 def bar(parts: list[tuple], scale: float, width: int) -> Text:
@@ -234,7 +321,7 @@ def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     filters = make_filters(kw)
     db = reader(db_path)
     try:
-        res = sq.compute(db, filters, by=by, include_cold=include_cold is not False)
+        res = sq.compute(db, filters, by=by, include_cold=include_cold is not False, engine=True)
     except ValueError as e:
         fail(str(e))
     if as_json:

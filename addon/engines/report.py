@@ -92,3 +92,7 @@ def prefilled_tokens(rec: Any) -> int | None:
     if p is None:
         return None
     return max(0, p - (getattr(rec, "engine_cached_tokens", None) or 0))
+
+
+#: ``prefilled_tokens`` over a row of ``requests`` (`stats`' fit of the engine's own prefill)
+PREFILLED_SQL = "CASE WHEN engine_prompt_tokens IS NOT NULL THEN max(0, engine_prompt_tokens - coalesce(engine_cached_tokens, 0)) END"

@@ -69,3 +69,50 @@ def ttft_terms(rec: Any) -> list[Term]:
         out.append(Term(key, round(ms, 3), how, src, round(at, 3)))
         at += ms
     return out
+
+
+# ------------------------------------------------------------------ the same terms in SQL
+# `stats` splits every matching row at once, in SQLite: these expressions over a row of ``requests``
+# are ``ttft_terms``' rule written once more where the rows are (tests/test_engines.py holds the two
+# equal on every kind of row); NULL where the term is not there.
+
+#: the engine reported (or the proxy inferred) at least one of the terms before the first token
+REPORTED_SQL = "(engine_queue_ms IS NOT NULL OR engine_load_ms IS NOT NULL OR engine_prefill_ms IS NOT NULL)"
+#: a row an engine said anything of, or whose wait the proxy inferred (vLLM may name no engine): the
+#: WHERE of the index ``idx_requests_engine`` (migration m030), word for word, so that a query uses it
+ENGINE_ROWS_SQL = ("(engine IS NOT NULL OR engine_queue_ms IS NOT NULL OR engine_load_ms IS NOT NULL "
+                   "OR engine_prefill_ms IS NOT NULL)")
+_WHOLE = "(first_token_ms IS NULL AND ttft_ms IS NULL)"
+_FIRST = "coalesce(first_token_ms, ttft_ms, total_ms)"
+_SPLIT = f"({REPORTED_SQL} AND {_FIRST} IS NOT NULL)"
+
+
+def source_sql(key: str) -> str:
+    """The SQL of where the engine's ``key`` value (``queue_ms``, ``prefill_ms`` …) came from ('' if unsaid)."""
+    return (f"coalesce(CASE WHEN json_valid(engine_sources) THEN json_extract(engine_sources, '$.{key}') END, '')")
+
+
+def inferred_sql(key: str) -> str:
+    """True where the value of ``key`` is the proxy's inference, not the engine's report."""
+    return f"(substr({source_sql(key)}, 1, {len(INFERRED)}) = '{INFERRED}')"
+
+
+# a wait inferred from the engine's own prefill holds the first decode already (see ttft_terms)
+_WAIT_HOLDS_DECODE = f"({inferred_sql('queue_ms')} AND instr({source_sql('queue_ms')}, 'less the engine''s') > 0)"
+_FIRST_DECODE = (f"CASE WHEN NOT {_WHOLE} AND engine_decode_ms IS NOT NULL AND engine_decode_tokens > 0 "
+                 f"AND NOT {_WAIT_HOLDS_DECODE} THEN engine_decode_ms * 1.0 / engine_decode_tokens END")
+_WHOLE_DECODE = f"CASE WHEN {_WHOLE} THEN engine_decode_ms END"
+_REST = (f"max(0.0, {_FIRST} - coalesce(engine_queue_ms, 0) - coalesce(engine_load_ms, 0) - coalesce(engine_prefill_ms, 0)"
+         f" - coalesce({_FIRST_DECODE}, 0) - coalesce({_WHOLE_DECODE}, 0))")
+
+#: each term of ``ttft_terms`` (key -> SQL of its ms), ``decode`` being a whole answer's
+TERMS_SQL: dict[str, str] = {
+    "rest": f"CASE WHEN {_SPLIT} THEN {_REST} END",
+    "wait": f"CASE WHEN {_SPLIT} THEN engine_queue_ms END",
+    "load": f"CASE WHEN {_SPLIT} THEN engine_load_ms END",
+    "prefill": f"CASE WHEN {_SPLIT} THEN engine_prefill_ms END",
+    "first_decode": f"CASE WHEN {_SPLIT} THEN {_FIRST_DECODE} END",
+    "decode": f"CASE WHEN {_SPLIT} THEN {_WHOLE_DECODE} END",
+}
+#: whose value is inferred, per term with a source of its own
+INFERRED_SQL: dict[str, str] = {k: inferred_sql(SOURCE_KEY[k]) for k in ("wait", "load", "prefill")}

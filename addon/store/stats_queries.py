@@ -14,7 +14,9 @@ from typing import Any
 
 import sqlite_utils
 
+from firsttoken.addon import engines
 from firsttoken.addon.diagnose.latency import NOT_PREFILL
+from firsttoken.addon.record import percentile
 from firsttoken.addon.store.db import schema_current
 from firsttoken.addon.store.queries import (
     ERROR,
@@ -419,12 +421,13 @@ def _offset_percentiles(conn, src: str, gcol: str, col: str, cond: str, counts: 
 
 def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str | None = "model",
             include_cold: bool = True, qs=PERCENTILES, metrics=METRICS, fit: bool = True,
-            force_general: bool = False, group_expr: str | None = None) -> dict[str, Any]:
+            force_general: bool = False, group_expr: str | None = None, engine: bool = False) -> dict[str, Any]:
     """The numbers behind `firsttoken stats` (see the module docstring).
 
     ``metrics``: (name, column or SQL expression) pairs; ``group_expr`` groups by any SQL
     expression instead of ``by`` (e.g. ``prompt_tokens_est`` for a sweep); ``force_general``
-    reads a copy of the rows even where ``requests``' indexes would serve (the tests compare)."""
+    reads a copy of the rows even where ``requests``' indexes would serve (the tests compare); ``engine``
+    adds each group's split of TTFT into an engine's own terms where one reported them (``engine_split``)."""
     filters = filters or Filters()
     if group_expr is None and by not in GROUPS:
         raise ValueError(f"--by {by!r}: use one of {', '.join(GROUPS)}")
@@ -438,6 +441,7 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
     finally:
         rows.close()
 
+    split = engine_split(db, filters, gsql, include_cold) if engine else {}
     code_map: dict[Any, list] = {}
     for g, code, n in code_rows:
         code_map.setdefault(g, []).append((code, n))
@@ -465,6 +469,8 @@ def compute(db: sqlite_utils.Database, filters: Filters | None = None, by: str |
                 r2_all, r2_unc = entry.get("ttft_fit_r2"), uncached[g].get("ttft_fit_r2")
                 if r2_all is not None and r2_unc is not None:
                     entry["better_fit"] = "uncached" if r2_unc > r2_all else "all"
+        if g in split:
+            entry["engine"] = split[g]
         groups.append(entry)
     if by == "hour" and group_expr is None:
         groups.sort(key=lambda e: str(e["group"]))
@@ -489,6 +495,68 @@ def overall(db: sqlite_utils.Database, filters: Filters | None = None, qs=(50, 9
     every summary (`run`'s, the live view's and the proxy's on exit, the report's header)."""
     res = compute(db, filters, group_expr="'all'", include_cold=include_cold, qs=qs, metrics=metrics, fit=False)
     return dict(res["groups"][0], not_model_calls=res["not_model_calls"]) if res["groups"] else None
+
+
+# ------------------------------------------------------------------ the engine's own clock
+
+#: the terms `stats` splits TTFT into (``engines.ttft_terms``' keys), in the order they happen
+ENGINE_TERMS = ("wait", "load", "prefill", "first_decode", "decode", "rest")
+
+
+def _terms_of(values: list[float | None], inferred: list[int] | None, qs) -> dict[str, Any] | None:
+    got = sorted(v for v in values if v is not None)
+    if not got:
+        return None
+    out: dict[str, Any] = {"n": len(got), **{f"p{q:g}": round(percentile(got, q), 3) for q in qs}}
+    if inferred is not None:
+        out["inferred"] = sum(1 for v, i in zip(values, inferred) if v is not None and i)
+    return out
+
+
+def engine_split(db: sqlite_utils.Database, filters: Filters | None = None, group: str = "model",
+                 include_cold: bool = True, qs=(50, 95)) -> dict[Any, dict[str, Any]]:
+    """Per group (``group``: its SQL), the answered model calls an engine reported on, their TTFT split
+    into the engine's terms (``engines.TERMS_SQL``: P50/P95 of each, and how many of a term's values the
+    proxy inferred), and the engine's own prefill as a line, prefill ms = a + b x tokens it prefilled
+    (its reported prefill only: an inferred one is the route's fit again), with its cache hits. {} when no
+    row has an engine's report (answered from ``idx_requests_engine``, not a scan)."""
+    filters = filters or Filters()
+    where, params = filters.where()
+    rows_sql = _and(where, engines.ENGINE_ROWS_SQL, MODEL_CALL, "status BETWEEN 200 AND 299", "error IS NULL",
+                    "" if include_cold else WARM)
+    if db.conn.execute(f"SELECT 1 FROM requests{_and('', engines.ENGINE_ROWS_SQL)} LIMIT 1").fetchone() is None:
+        return {}
+    terms = [engines.TERMS_SQL[k] for k in ENGINE_TERMS]
+    flags = [engines.INFERRED_SQL.get(k, "0") for k in ENGINE_TERMS]
+    x, y = engines.PREFILLED_SQL, "engine_prefill_ms"
+    sql = (f"SELECT {group}, engine, {', '.join(terms)}, {', '.join(flags)}, "
+           f"CASE WHEN {y} IS NOT NULL AND NOT {engines.INFERRED_SQL['prefill']} AND {x} > 0 THEN {x} END, {y}, "
+           f"engine_prompt_tokens, engine_cached_tokens FROM requests{rows_sql}")
+    per: dict[Any, list[tuple]] = {}
+    for row in db.conn.execute(sql, params):
+        per.setdefault(row[0], []).append(row[1:])
+    out: dict[Any, dict[str, Any]] = {}
+    k = len(ENGINE_TERMS)
+    for g, rows in per.items():
+        split = {}
+        for i, key in enumerate(ENGINE_TERMS):
+            t = _terms_of([r[1 + i] for r in rows], [r[1 + k + i] for r in rows] if key in engines.INFERRED_SQL else None, qs)
+            if t is not None:
+                split[key] = t
+        pts = [(r[1 + 2 * k], r[2 + 2 * k]) for r in rows if r[1 + 2 * k] is not None]
+        sx, sy = sum(p for p, _ in pts), sum(m for _, m in pts)
+        fit = fit_from_sums(len(pts), sx, sy, sum(p * m for p, m in pts), sum(p * p for p, _ in pts),
+                            sum(m * m for _, m in pts))
+        prompts = [(r[3 + 2 * k], r[4 + 2 * k] or 0) for r in rows if r[3 + 2 * k] is not None]
+        out[g] = {
+            "n": len(rows), "engines": sorted({r[0] for r in rows if r[0]}), "terms": split,
+            "prefill_fit": {"slope_ms_per_1k": fit["ttft_slope_ms_per_1k"], "intercept_ms": fit["ttft_intercept_ms"],
+                            "r2": fit["ttft_fit_r2"], "n": fit["ttft_fit_n"], "notes": fit["ttft_fit_notes"],
+                            "ms_per_1k_mean": round(sy * 1000 / sx, 3) if sx else None},
+            "cache": {"requests": len(prompts), "hits": sum(1 for _, c in prompts if c > 0),
+                      "cached_tokens": sum(c for _, c in prompts), "prompt_tokens": sum(p for p, _ in prompts)},
+        }
+    return out
 
 
 # ------------------------------------------------------------------ report helpers
