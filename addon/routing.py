@@ -143,6 +143,8 @@ def looks_like(route: Route, family: str) -> bool:
         and not route.prefix.lower().rstrip("/").endswith("/openai")
     if family == "gemini":
         return gemini
+    if family == "ollama":  # Ollama's native API, at the server's root (OLLAMA_HOST)
+        return "ollama" in name or "ollama" in host or route.port == 11434
     anthropic = bool(re.search(r"anth|claude", name) or "anthropic" in host or route.prefix.lower().endswith("/anthropic"))
     return anthropic if family == "anthropic" else not anthropic and not gemini
 
@@ -183,9 +185,9 @@ def client_base_url(proxy_url: str, route: Route | None, family: str) -> str:
 
     ``route`` None means one route at the proxy's root whose upstream path holds no version."""
     base = proxy_url.rstrip("/") + (route.mount if route else "")
-    # their clients add /v1/messages, /v1beta/models/... themselves; cloud: a base URL the client
-    # appends its whole path to (Bedrock, Vertex)
-    if family in ("anthropic", "gemini", "cloud"):
+    # their clients add /v1/messages, /v1beta/models/..., /api/chat themselves; cloud: a base URL the client
+    # appends its whole path to (Bedrock, Vertex); ollama: OLLAMA_HOST, the server's root (/api/chat)
+    if family in ("anthropic", "gemini", "cloud", "ollama"):
         return base
     return base if route is not None and has_version(route.prefix) else base + "/v1"
 
@@ -207,7 +209,8 @@ def base_url_warnings(route: Route | None, family: str) -> list[str]:
 
 def base_url_env(family: str) -> str:
     """The variable a client of ``family`` reads its base URL from."""
-    return {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL"}.get(family, "OPENAI_BASE_URL")
+    return {"anthropic": "ANTHROPIC_BASE_URL", "gemini": "GOOGLE_GEMINI_BASE_URL",
+            "ollama": "OLLAMA_HOST"}.get(family, "OPENAI_BASE_URL")
 
 
 def record_route(name: str | None, upstream: str | None) -> Route | None:

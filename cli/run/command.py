@@ -255,7 +255,7 @@ def find_running(plan: Plan, db: str, any_db: bool = False) -> tuple[str, dict[s
     one writing ``db`` first."""
     from firsttoken.cli.proxy.state import read_states, state_routes
 
-    want = plan.upstreams
+    want = {name: up for name, up in plan.upstreams.items() if not up.implied}
     for st in reversed(read_states(db)):  # those writing ``db`` come last: tried first
         proxy_db = str(st.get("db") or "")
         if st.get("forward") or not proxy_db or (not any_db and os.path.realpath(proxy_db) != os.path.realpath(db)):

@@ -20,9 +20,12 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class Upstream:
-    family: str  # anthropic | openai | gemini | cloud (Bedrock, Vertex): how a base URL maps to the upstream (routing.client_base_url)
+    family: str  # anthropic | openai | gemini | cloud (Bedrock, Vertex) | ollama: how a base URL maps to the upstream (routing.client_base_url)
     url: str
     source: str  # where it came from, in words
+    #: a client's default `run` adds for a variable left unset (OLLAMA_HOST): a running proxy without a route
+    #: for it is joined all the same, and the variable then stays unset
+    implied: bool = False
 
 
 @dataclass(frozen=True)

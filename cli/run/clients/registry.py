@@ -23,6 +23,7 @@ from firsttoken.cli.run.clients.launchers import (
     program,
 )
 from firsttoken.cli.run.clients.llm import Llm
+from firsttoken.cli.run.clients.ollama import Ollama
 from firsttoken.cli.run.clients.opencode import Opencode
 from firsttoken.cli.run.clients.qwen import QwenCode
 from firsttoken.cli.run.clients.sdk import Sdk
@@ -30,7 +31,7 @@ from firsttoken.cli.run.clients.sdk import Sdk
 #: every known client, then the SDK environment fallback for any other command
 ADAPTERS: tuple[Client, ...] = (ClaudeCode(), Codex(), Cline(), Opencode(), QwenCode(), Aider(), Llm(), ContinueCli(),
                                 Kilo(), KimiCli(),
-                                GeminiCli(), CopilotCli())
+                                GeminiCli(), CopilotCli(), Ollama())
 FALLBACK: Client = Sdk()
 
 #: clients `env` prints settings for that `run` wraps as any other command: the SDKs and curl

@@ -1,9 +1,12 @@
 """Any other command (``python my_app.py``, ``node app.js``, a client firsttoken does not know): a base-URL
 variable the user already set is pointed at the proxy, which forwards to that same value; an unset one
-stays unset; none set: forward mode. Why: docs/run.md (The guarantee)."""
+stays unset; none set: forward mode. Ollama's OLLAMA_HOST (cli/run/clients/ollama.py) is set whenever the
+command is redirected: unset, it names Ollama's default, where its clients go anyway. Why: docs/run.md
+(The guarantee)."""
 
 from __future__ import annotations
 
+from firsttoken.cli.run.clients import ollama
 from firsttoken.cli.run.clients.base import Client, Context, Plan, Redirect, Upstream
 
 #: the variables the official SDKs read, by family (first: the one the current SDKs read)
@@ -32,6 +35,12 @@ class Sdk(Client):
                 name = same or (fam if fam not in plan.upstreams else var.lower().replace("_", "-"))
                 plan.upstreams.setdefault(name, Upstream(fam, v, f"${var}"))
                 routes[var] = name
+        if ctx.var(ollama.VARIABLE) or routes:  # Ollama's clients: OLLAMA_HOST, or their default when redirected
+            plan.upstreams.setdefault(ollama.FAMILY, ollama.upstream(ctx, implied=True))
+            routes[ollama.VARIABLE] = ollama.FAMILY
+        else:
+            plan.unset.append((f"{ollama.VARIABLE} is not set, so an Ollama client goes straight to {ollama.DEFAULT}: "
+                               f"set {ollama.VARIABLE}={ollama.DEFAULT.split('://')[1]} to record it", ollama.DEFAULT))
         plan.state["variables"] = routes
         plan.key_source = "its own configuration (OPENAI_API_KEY / ANTHROPIC_API_KEY for the official SDKs)"
         if not routes:

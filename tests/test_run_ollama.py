@@ -1,0 +1,126 @@
+"""`firsttoken run` for Ollama's clients (issue 35 item 7): a Python child using the real PyPI ``ollama`` library
+under `firsttoken run`, against the loopback Ollama of tests/ollama_upstream.py, with only the OLLAMA_HOST a user
+has (or none); the recorded rows are checked against what the upstream and the child saw. Also: how OLLAMA_HOST
+is read (the library's own parser is the oracle), the default it gets when unset, and that a loopback engine is
+reached neither through the user's proxy nor through forward mode."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import rows
+from ollama._client import _parse_host
+from ollama_upstream import REPLY, OllamaUpstream
+from runkit import base_env, ft_run
+
+from firsttoken.cli.proxy.server import ProxyServer
+from firsttoken.cli.proxy.state import clear_state, write_state
+from firsttoken.cli.run import upstreams
+from firsttoken.cli.run.clients import ollama as ollama_client
+from firsttoken.cli.run.command import find_running
+
+CHILD = """
+import json, sys, time, ollama
+
+t0 = time.perf_counter()
+first, parts = None, []
+for ch in ollama.chat(model="llama3.2", messages=[{"role": "user", "content": "What is the capital of France?"}],
+                      stream=True):
+    if ch.message.content and first is None:
+        first = time.perf_counter()
+    parts.append(ch.message.content or "")
+end = time.perf_counter()
+r = ollama.generate(model="llama3.2", prompt="Capital of France?", stream=False)
+print(json.dumps({"text": "".join(parts), "t0": t0, "first": first, "end": end, "generated": r.response}))
+"""
+
+
+def child_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = base_env(tmp_path, **extra)
+    env.pop("OLLAMA_HOST", None)
+    env.update(extra)
+    return env
+
+
+@pytest.mark.parametrize("form", ["host:port", "url"])
+def test_the_ollama_library_under_run_is_recorded(tmp_path, form):
+    """OLLAMA_HOST as users write it (``127.0.0.1:PORT``, or a URL): run points it at the proxy, which forwards
+    to it; the rows are Ollama's native API, with the model and TTFT within [upstream-seen, client-seen]. The
+    user's HTTP_PROXY (a dead one) is used by neither leg: the child reaches the proxy on loopback directly, and
+    the proxy reaches the loopback engine directly."""
+    script = tmp_path / "app.py"
+    script.write_text(CHILD)
+    with OllamaUpstream() as up:
+        host = up.url.split("://", 1)[1] if form == "host:port" else up.url + "/"
+        env = child_env(tmp_path, OLLAMA_HOST=host, HTTP_PROXY="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
+        env.pop("NO_PROXY", None)
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [sys.executable, str(script)], env)
+        assert r.returncode == 0, r.stderr
+        seen = json.loads(r.stdout)
+        assert seen["text"] == "".join(REPLY) and seen["generated"] == "".join(REPLY)
+        rs = sorted(rows(db), key=lambda x: x["started_at"] if "started_at" in x else x["id"])
+        by_api = {x["api"]: x for x in rs}
+        assert set(by_api) == {"ollama.chat", "ollama.generate"}, [x["api"] for x in rs]
+        chat, gen = by_api["ollama.chat"], by_api["ollama.generate"]
+        assert all(x["route"] == "ollama" and x["status"] == 200 and x["model"] == "llama3.2" for x in rs)
+        assert chat["upstream_url"] == up.url + "/api/chat" and gen["upstream_url"] == up.url + "/api/generate"
+        assert chat["stream"] == 1 and gen["stream"] == 0
+        ex = next(e for e in up.log if e.path == "/api/chat")
+        upstream_first = (ex.sent_at[0] - ex.received_at) * 1000
+        client_first = (seen["first"] - seen["t0"]) * 1000
+        assert upstream_first - 5 <= chat["ttft_ms"] <= client_first + 5, (upstream_first, chat["ttft_ms"], client_first)
+        assert chat["engine"] == "ollama" and chat["engine_prompt_tokens"] and chat["engine_decode_ms"] is not None
+        assert "via: base URLs in the environment (OLLAMA_HOST)" in r.stderr
+
+
+def test_unset_ollama_host_is_ollamas_default_when_the_command_is_redirected(tmp_path):
+    """A command redirected for another variable gets OLLAMA_HOST too, forwarding to Ollama's default (where its
+    clients go with it unset); a running proxy without that route is joined all the same, OLLAMA_HOST then left
+    unset."""
+    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    plan = upstreams.make_plan(["python", "app.py"], env, tmp_path, tmp_path)
+    up = plan.upstreams["ollama"]
+    assert (up.family, up.url, up.implied) == ("ollama", "http://127.0.0.1:11434", True)
+    r = upstreams.redirect(plan, "http://127.0.0.1:5000", plan.routes(), env)
+    assert r.env == {"OPENAI_BASE_URL": "http://127.0.0.1:5000/openai", "OLLAMA_HOST": "http://127.0.0.1:5000/ollama"}
+    db = tmp_path / "ft.db"
+    with ProxyServer(["openai=http://127.0.0.1:9/v1"], str(db), port=0) as p:
+        write_state(p)
+        try:
+            found = find_running(plan, str(db))
+            assert found is not None and found[0] == p.url
+            joined = upstreams.redirect(plan, found[0], found[1], env)
+            assert joined.env == {"OPENAI_BASE_URL": p.url + "/openai"}
+        finally:
+            clear_state(p)
+
+
+def test_forward_mode_leaves_ollama_host_unset_and_says_so(tmp_path):
+    """Nothing set: forward mode, which cannot carry a loopback engine (NO_PROXY keeps 127.0.0.1 direct), so
+    OLLAMA_HOST is not invented there: the unset note says how to record an Ollama client."""
+    plan = upstreams.make_plan(["python", "app.py"], {}, tmp_path, tmp_path)
+    assert plan.forward_reason and not plan.cannot and "ollama" not in plan.upstreams
+    (note,) = [t for t, url in plan.unset if url == ollama_client.DEFAULT]
+    assert "OLLAMA_HOST=127.0.0.1:11434" in note
+    env = upstreams.forward_env("http://127.0.0.1:8080", tmp_path / "ca.pem", tmp_path / "b.pem", {})
+    assert "127.0.0.1" in env["NO_PROXY"] and "OLLAMA_HOST" not in env
+
+
+def test_the_ollama_cli_and_its_server(tmp_path):
+    plan = upstreams.make_plan(["ollama", "run", "llama3.2", "hi"], {"OLLAMA_HOST": "0.0.0.0:7000"}, tmp_path, tmp_path)
+    assert plan.client == "ollama" and plan.upstreams["ollama"].url == "http://0.0.0.0:7000"
+    r = upstreams.redirect(plan, "http://127.0.0.1:5000", plan.routes(), {})
+    assert r.env == {"OLLAMA_HOST": "http://127.0.0.1:5000/ollama"} and r.argv == plan.argv
+    served = upstreams.make_plan(["ollama", "serve"], {}, tmp_path, tmp_path)
+    assert served.cannot and "listens" in served.cannot and not served.upstreams
+
+
+@pytest.mark.parametrize("value", ["", "1.2.3.4", ":56789", "1.2.3.4:56789", "http://1.2.3.4", "https://1.2.3.4:56789",
+                                   "example.com/path", "example.com:56789/path/", "[::1]", "[::1]:5/p", "http://[::1]",
+                                   "0.0.0.0", "http://127.0.0.1:9/x/"])
+def test_ollama_host_is_read_as_the_ollama_library_reads_it(value):
+    assert ollama_client.host_url(value) == _parse_host(value)
