@@ -16,6 +16,7 @@ from typing import Any
 
 from firsttoken.addon.apis import BedrockInvoke, make_interpreter
 from firsttoken.addon.apis.base import VISIBLE, ApiFacts, Delta, error_of, load_json, set_error
+from firsttoken.addon.engines import read_object as read_engine
 from firsttoken.addon.framing import decoder_for, framing_of
 from firsttoken.addon.record import Clock
 
@@ -298,21 +299,25 @@ class StreamTap:
                 self._deltas(self.interp.on_body(bytes(self.body)), None)
                 self.body = bytearray()
             elif self.decoder is None and self.interp is None and self.body:
-                self._other_error()
+                self._other_body()
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
 
-    def _other_error(self) -> None:
-        """A path no API knows (``GET /``, a typo): the error object its JSON body holds, so a finding
-        quotes what the upstream said (``Invalid URL (GET /)``), not a placeholder."""
+    def _other_body(self) -> None:
+        """A path no API knows (``GET /``, a typo, an engine's own API such as SGLang's ``/generate``): the
+        error object its JSON body holds, so a finding quotes what the upstream said (``Invalid URL (GET /)``),
+        not a placeholder, and the engine's report it carries (SGLang's ``meta_info``)."""
         try:
             obj = load_json(bytes(self.body).decode("utf-8", "replace").strip())
         except ValueError:
             obj = None
         self.body = bytearray()
-        said = error_of(obj, plain=True) if isinstance(obj, dict) else None
+        if not isinstance(obj, dict):
+            return
+        said = error_of(obj, plain=True)
         if said:
             set_error(self.facts, *said)
+        read_engine(obj, self.facts.engine)
 
     def _event(self, ev, now: float) -> None:
         if ev.truncated:

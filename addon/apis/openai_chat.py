@@ -105,9 +105,28 @@ class OpenAIChat(JsonInterpreter):
                 fr = ch.get("finish_reason")
                 if type(fr) is str and fr:
                     f.finish_reason = fr
+        elif type(obj.get("token")) is dict:  # TGI's own /generate_stream, read where its path is unknown
+            self._tgi_token(obj, out)
         elif err is None and type(usage) is not dict and "moderation" not in obj:
             if event == "message":
                 note_no_choices(f, raw)
+
+    def _tgi_token(self, obj: dict, out: list[Delta]) -> None:
+        """One event of text-generation-inference's native stream (its ``StreamResponse``): ``token.text`` is the
+        output unless the token is ``special``; the last event adds ``details`` (``finish_reason``,
+        ``generated_tokens``) and the whole ``generated_text``, which repeats the tokens and is not counted again."""
+        tok = obj["token"]
+        if tok.get("special") is not True:
+            add(out, TEXT, tok.get("text"))
+        details = obj.get("details")
+        if type(details) is dict:
+            fr = details.get("finish_reason")
+            if type(fr) is str and fr:
+                self.facts.finish_reason = fr
+                self.facts.done = True  # (TGI sends no [DONE]: the event with details is its last)
+            n = details.get("generated_tokens")
+            if type(n) is int and not isinstance(n, bool):
+                self.facts.usage_completion_tokens = n
 
     def _delta(self, d: dict, choice: Any, out: list[Delta]) -> None:
         if len(d) == 1 and "content" in d:  # the common delta: nothing else to look for
