@@ -183,6 +183,22 @@ def test_built_wheel_holds_every_module(tmp_path):
     assert {f"firsttoken/docs/{f}" for f, _ in TOPICS.values()} <= names
 
 
+@pytest.mark.slow
+def test_an_editable_install_prints_no_warning(tmp_path):
+    """`pip install -q -e .` (README's and CONTRIBUTING's way in) prints nothing: setuptools' warning about a
+    folder named like the package is silenced in setup.py because no such folder exists; if one ever
+    does, this fails too."""
+    assert not (ROOT / "firsttoken").exists(), "a folder named firsttoken would shadow the package"
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    res = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
+                          "--disable-pip-version-check", "-e", str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    said = [ln for ln in (res.stdout + res.stderr).splitlines()
+            if "Warning" in ln or "warning" in ln.lower() and "is ignored" not in ln]
+    assert not said, res.stdout + res.stderr
+
+
 # -- the schema: llm's upgrade-from-oldest test --------------------------------------------------
 
 def first_schema(path: pathlib.Path) -> sqlite3.Connection:
