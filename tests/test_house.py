@@ -191,6 +191,8 @@ def test_an_editable_install_prints_no_warning(tmp_path):
     assert not (ROOT / "firsttoken").exists(), "a folder named firsttoken would shadow the package"
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # as README does: the newest pip first (an old one hides the build backend's warnings)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-U", "pip"], check=True, timeout=300)
     res = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps",
                           "--disable-pip-version-check", "-e", str(ROOT)], capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
