@@ -198,7 +198,32 @@ def sglang_doc(path: Path) -> list[Capture]:
                      [("content-type", "application/json")], json.dumps(answer, separators=(",", ":")).encode())]
 
 
-LOADERS = {".httprr": httprr, ".yaml": vcr}
+def _raw_string(text: str, name: str) -> str | None:
+    """C#'s raw string literal ``const string NAME = \"\"\" ... \"\"\";``, its indentation (the closing quotes') removed."""
+    m = re.search(rf'const string {name} = """\n(.*?)\n([ \t]*)""";', text, re.S)
+    if m is None:
+        return None
+    pad = m.group(2)
+    return "\n".join(ln[len(pad):] if ln.startswith(pad) else ln.lstrip() for ln in m.group(1).split("\n"))
+
+
+def dotnet(path: Path) -> list[Capture]:
+    """dotnet/extensions' Ollama tests: each test's ``Input`` (the request) and ``Output`` (Ollama's answer, as the
+    test's handler serves it: a stream's lines, else the whole body) raw string literals."""
+    out = []
+    for test in re.split(r"\n\s*public async Task ", path.read_text(encoding="utf-8"))[1:]:
+        req, resp = _raw_string(test, "Input"), _raw_string(test, "Output")
+        if req is None or resp is None:
+            continue
+        stream = json.loads(req).get("stream", True) is not False
+        ct = "application/x-ndjson" if stream else "application/json; charset=utf-8"
+        c = _capture(f"{path.name}:{test.split('(', 1)[0]}", "http://localhost:11434/api/chat", req.encode(), 200,
+                     [("content-type", ct)], (resp + "\n").encode() if stream else resp.encode())
+        out.append(c)
+    return out
+
+
+LOADERS = {".httprr": httprr, ".yaml": vcr, ".cs": dotnet}
 
 
 def load(path: Path) -> list[Capture]:
@@ -216,7 +241,7 @@ def load(path: Path) -> list[Capture]:
 def _files() -> list[Path]:
     if ENGINES is None or not ENGINES.is_dir():
         return []
-    return sorted(p for p in ENGINES.glob("*/*") if p.suffix in (".httprr", ".yaml", ".json", ".md")
+    return sorted(p for p in ENGINES.glob("*/*") if p.suffix in (".httprr", ".yaml", ".json", ".md", ".cs")
                   and p.name != "SOURCES.md")
 
 

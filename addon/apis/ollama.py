@@ -17,6 +17,7 @@ from firsttoken.addon.apis.base import (
     as_int,
     as_text,
     error_of,
+    load_json,
     note_ids,
     note_no_choices,
     set_error,
@@ -65,11 +66,12 @@ class _Ollama(JsonInterpreter):
         self._object(obj, raw, out)
 
     def on_body(self, body: bytes) -> list[Delta]:
-        """A whole body: one object (``stream: false``, an error), or several lines of a stream
-        sent under a plain JSON Content-Type (each read as a stream line, untimed)."""
+        """A whole body: one object (``stream: false``, an error; pretty-printed too, by a hop or a
+        mock), or several lines of a stream sent under a plain JSON Content-Type (each read as a
+        stream line, untimed)."""
         raw = bytes(body) if isinstance(body, (bytes, bytearray, memoryview)) else b""
         text = raw.strip()
-        if b"\n" not in text:
+        if b"\n" not in text or isinstance(load_json(text), (dict, list)):
             return super().on_body(body)
         out: list[Delta] = []
         for line in text.split(b"\n"):
