@@ -37,6 +37,9 @@ MIDSTREAM_TEXT = "an error was encountered while running the model: unexpected E
 REPLY = ["Paris", " is", " the", " capital", " of", " France", "."]
 THOUGHT = ["The", " user", " asks", " about", " France", "."]
 NS = 1_000_000_000
+#: a model's details in /api/tags and /api/ps (docs/api.md's example's fields)
+DETAILS = {"parent_model": "", "format": "gguf", "family": "llama", "families": ["llama"], "parameter_size": "3.2B",
+           "quantization_level": "Q4_K_M"}
 _WORD = re.compile(r"\w+|[^\w\s]")
 
 
@@ -128,12 +131,17 @@ class OllamaUpstream(LoopbackServer):
             ex.done.set()
 
     def _answer(self, h: BaseHTTPRequestHandler, path: str, body: dict | None, ex: Exchange) -> None:
-        if path == "/api/tags":
-            return _json(h, 200, {"models": [{"name": m, "model": m, "size": 1 << 30} for m in sorted(self.models)]}, ex)
-        if path == "/api/ps":
-            now = time.perf_counter()
-            return _json(h, 200, {"models": [{"name": m, "model": m, "size_vram": 1 << 30}
-                                             for m, until in sorted(self.loaded.items()) if until > now]}, ex)
+        if path == "/api/tags":  # docs/api.md "List Local Models"
+            return _json(h, 200, {"models": [{"name": m, "model": m, "modified_at": "2025-01-01T00:00:00Z",
+                                              "size": 1 << 30, "digest": "0" * 64, "details": DETAILS}
+                                             for m in sorted(self.models)]}, ex)
+        if path == "/api/ps":  # "List Running Models": what is loaded, until when, its context
+            now, wall = time.perf_counter(), time.time()
+            return _json(h, 200, {"models": [
+                {"name": m, "model": m, "size": 1 << 30, "digest": "0" * 64, "details": DETAILS,
+                 "expires_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall + until - now)),
+                 "size_vram": 1 << 30, "context_length": self.ctx}
+                for m, until in sorted(self.loaded.items()) if until > now]}, ex)
         if body is None:
             return _json(h, 400, {"error": "invalid character 'x' looking for beginning of value"}, ex)
         if path == "/api/show":

@@ -22,6 +22,7 @@ from firsttoken.cli.doctor.core import (
     redact_url,
     same_endpoint,
 )
+from firsttoken.cli.doctor.engines import check_engines, local_engines, probe_engine
 from firsttoken.cli.doctor.env import (
     HTTP_PROXY_VARS,
     PROXY_VARS,
@@ -63,7 +64,7 @@ __all__ = [
     "BASE_URL_VARS", "CLAUDE_SETTINGS", "CODEX_BUILTIN_PROVIDERS", "DEFAULT_PROXY", "FACT_TEXT", "FAIL",
     "HTTP_PROXY_VARS", "KEY_VARS", "MIN_MITMPROXY", "PASS", "PROXY_VARS", "SECTIONS", "WARN", "Check", "Context",
     "Net", "describe_oserror", "redact_url", "same_endpoint", "check_base_url", "check_claude_code", "check_codex",
-    "check_db", "check_db_safety", "check_gemini_cli", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
+    "check_db", "check_db_safety", "check_engines", "local_engines", "probe_engine", "check_gemini_cli", "check_env_base_urls", "check_forward_ca", "check_key", "check_keys", "check_mitmproxy",
     "check_proxy", "check_proxy_vars", "check_tokenizers", "check_upstreams", "codex_config_path", "fingerprint",
     "key_facts", "no_proxy_covers", "probe_upstream", "read_claude_settings", "resolve_db_path", "run_checks",
     "summary", "configured_upstreams", "urls_to_proxy",
@@ -74,7 +75,7 @@ __all__ = [
 
 SECTIONS = {"proxy": "Proxy variables and the proxy", "keys": "Keys (fingerprints only)", "base_urls": "Base URLs",
             "claude_code": "Claude Code settings", "codex": "Codex config", "gemini_cli": "Gemini CLI settings", "upstreams": "Upstreams (DNS / TCP / TLS)",
-            "install": "Installation"}
+            "engines": "Model servers of your own (read-only GETs)", "install": "Installation"}
 
 
 def run_checks(ctx: Context) -> list[Check]:
@@ -92,6 +93,7 @@ def run_checks(ctx: Context) -> list[Check]:
         checks.append(check_forward_ca(ctx))
     if ctx.network:
         checks += check_upstreams(ctx, blocks)
+        checks += check_engines(ctx)
     checks += check_tokenizers()
     checks.append(check_db(ctx))
     checks += check_db_safety(ctx)

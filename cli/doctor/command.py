@@ -85,7 +85,8 @@ def render(checks: list[dc.Check], out: Console) -> None:
 def doctor(as_json, proxy_url, env_keys, upstreams, offline, timeout, db_path):
     """Check the setup without sending a prompt: proxy variables, keys (fingerprints only),
     base URLs (environment, Claude Code settings, Codex config, Gemini CLI), the proxy, the upstreams,
-    tokenizers, the database and mitmproxy. Exit code 1 when a check fails."""
+    a model server of your own (which engine answers, its loaded model: read-only GETs), tokenizers,
+    the database and mitmproxy. Exit code 1 when a check fails."""
     ctx = build_context(proxy_url=proxy_url, env_keys=env_keys, db_path=db_path, upstreams=upstreams,
                         offline=offline, timeout=timeout)
     checks = dc.run_checks(ctx)

@@ -6,11 +6,13 @@ can swap it for a fake (no DNS, a trusted test CA…).
 
 from __future__ import annotations
 
+import http.client
 import socket
 import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 
 class Net:
@@ -65,6 +67,33 @@ class Net:
                 pass  # not a CA bundle: firsttoken's proxy skips it too
         with ctx.wrap_socket(sock, server_hostname=host) as s:
             return s.version() or "TLS"
+
+    def get(self, url: str, limit: int = 1 << 20) -> tuple[int, str, bytes]:
+        """One read-only ``GET url``, direct (never through a proxy variable), no redirect followed, no
+        credential sent: (status, content type, at most ``limit`` bytes of the body)."""
+        u = urlsplit(url)
+        if u.scheme == "https":
+            ctx = ssl.create_default_context()
+            for f in self.cafiles:
+                try:
+                    ctx.load_verify_locations(cafile=f)
+                except (OSError, ssl.SSLError):
+                    pass
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(u.hostname or "", u.port, timeout=self.timeout,
+                                                                           context=ctx)
+        else:
+            conn = http.client.HTTPConnection(u.hostname or "", u.port, timeout=self.timeout)
+
+        def fetch() -> tuple[int, str, bytes]:
+            try:
+                conn.request("GET", (u.path or "/") + (f"?{u.query}" if u.query else ""),
+                             headers={"Accept": "application/json", "User-Agent": "firsttoken-doctor"})
+                r = conn.getresponse()
+                return r.status, r.getheader("content-type") or "", r.read(limit)
+            finally:
+                conn.close()
+
+        return self._bounded(fetch)
 
     def proxy_request(self, sock: socket.socket, head: bytes) -> tuple[int, str]:
         """Send a request head to a proxy and read its status line: (status, reason)."""

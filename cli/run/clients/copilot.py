@@ -1,9 +1,8 @@
 """GitHub Copilot CLI (``copilot``, npm ``@github/copilot``). Bring-your-own-key: ``COPILOT_PROVIDER_BASE_URL``
-(the environment only; its config file has no provider setting) replaces GitHub's model routing, and
-``COPILOT_PROVIDER_TYPE`` (openai, the default; azure; anthropic) says how it builds the path: openai appends
-``/chat/completions`` (or ``/responses``), anthropic ``/v1/messages``, azure ``/openai/v1/…`` (its
-``copilot help providers``, 1.0.102). It ignores OPENAI_BASE_URL. Redirected by ``COPILOT_PROVIDER_BASE_URL``
-= the proxy, the type kept; without it, Copilot's own service: forward mode. docs/run.md (Copilot CLI)."""
+(the environment only) replaces GitHub's model routing; ``COPILOT_PROVIDER_TYPE`` (openai, the default; azure;
+anthropic) says which path it appends (``/chat/completions``, ``/openai/v1/…``, ``/v1/messages``). It ignores
+OPENAI_BASE_URL. Redirected by ``COPILOT_PROVIDER_BASE_URL`` = the proxy, the type kept; without it, Copilot's
+own service: forward mode. What 1.0.102 reads: docs/run.md (GitHub Copilot CLI)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,184 @@
+"""`firsttoken doctor`, the model servers of the user's own (a loopback or LAN upstream: addon/engines/local.py):
+does the engine answer, which is it, and which model has it loaded? Only the read-only GETs the engines
+offer, each with doctor's short timeout, direct and without a key: llama.cpp ``/props`` (and ``/slots``),
+Ollama ``/api/ps`` (and ``/api/tags``), the OpenAI-compatible ``/v1/models`` (vLLM, LM Studio, llama.cpp).
+Never a POST, never a model call: a probe loads no model and takes no slot.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from pathlib import PurePath
+from typing import Any
+from urllib.parse import urlsplit
+
+from firsttoken.addon import routing
+from firsttoken.addon.engines.local import is_local
+from firsttoken.cli.doctor.core import BASE_URL_VARS, FAIL, PASS, WARN, Check, Context, same_endpoint
+from firsttoken.cli.doctor.net import Net, describe_oserror
+
+SECTION = "engines"
+#: what doctor reads of each engine, in words (said when none of them answered)
+READS = "llama.cpp /props, Ollama /api/ps, /v1/models"
+
+
+def local_engines(ctx: Context) -> list[tuple[str, str]]:
+    """(base URL, where it came from) of each upstream that is a model server of the user's own: the
+    proxy's routes and --upstream, then the clients' base URLs that point at one directly (not at firsttoken)."""
+    found: dict[str, str] = {}
+    routes = list(ctx.routes or [])
+    try:
+        routes += routing.parse_upstreams(list(ctx.upstreams))
+    except routing.RouteError:
+        pass
+    for r in routes:
+        if is_local(r.url):
+            found.setdefault(r.url.rstrip("/"), f"route {r.name or 'default'!r}")
+    for var in BASE_URL_VARS:
+        url = (ctx.env.get(var) or "").strip().rstrip("/")
+        if "://" not in url or not is_local(url):
+            continue
+        u = urlsplit(url)
+        try:
+            port = u.port or (443 if u.scheme == "https" else 80)
+        except ValueError:
+            continue
+        if not same_endpoint(u.hostname or "", port, ctx):
+            found.setdefault(url, f"${var}")
+    return list(found.items())
+
+
+def _json(net: Net, url: str) -> tuple[int | None, Any, str]:
+    """(status, the JSON body or None, the error in words): None status when nothing answered."""
+    try:
+        status, _ctype, body = net.get(url)
+    except Exception as e:  # noqa: BLE001 - a probe never raises
+        return None, None, describe_oserror(e)
+    try:
+        return status, json.loads(body), ""
+    except ValueError:
+        return status, None, f"HTTP {status}, not JSON"
+
+
+def _some(names: list[str], n: int = 4) -> str:
+    """The first ``n`` names, and how many more."""
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _name(path: Any) -> str:
+    """A model file's name (llama.cpp reports the path it was started with)."""
+    return PurePath(str(path)).name if isinstance(path, str) and ("/" in path or "\\" in path) else str(path)
+
+
+def _llama(net: Net, root: str, props: dict) -> tuple[str, str]:
+    """What llama.cpp's /props (and /slots, when --slots is on) say: (the model, its slots and their context)."""
+    gen = props.get("default_generation_settings") if isinstance(props.get("default_generation_settings"), dict) else {}
+    n_ctx, slots = gen.get("n_ctx"), props.get("total_slots")
+    model = _name(props.get("model_alias") or props.get("model_path") or "?")
+    model += f" ({props['model_ftype']})" if props.get("model_ftype") else ""
+    parts = []
+    if isinstance(slots, int):
+        per = f" of {n_ctx:,} tokens each" if isinstance(n_ctx, int) else ""
+        parts.append(f"{slots} slot{'s' if slots != 1 else ''}{per} (--parallel {slots}"
+                     + (f", --ctx-size {n_ctx * slots})" if isinstance(n_ctx, int) else ")"))
+    status, doc, _ = _json(net, root + "/slots")
+    if status == 200 and isinstance(doc, list):
+        busy = sum(1 for s in doc if isinstance(s, dict) and s.get("is_processing"))
+        parts.append(f"{busy} busy now")
+    return model, "; ".join(parts)
+
+
+def _ollama(net: Net, root: str, ps: dict) -> tuple[str, str, str, str | None]:
+    """(status, what is loaded, the rest, a fix) from Ollama's /api/ps and /api/tags: the loaded models with
+    their context and when they unload, the pulled ones."""
+    loaded = [m for m in ps.get("models") or [] if isinstance(m, dict)]
+    _, tags, _ = _json(net, root + "/api/tags")
+    pulled = [str(m.get("name") or m.get("model")) for m in (tags or {}).get("models") or [] if isinstance(m, dict)] \
+        if isinstance(tags, dict) else []
+    have = f"pulled: {_some(pulled)}" if pulled else "no model pulled"
+    if loaded:
+        words = []
+        for m in loaded:
+            extra = [f"context {m['context_length']:,}" if isinstance(m.get("context_length"), int) else "",
+                     _unloads(m.get("expires_at"))]
+            extra = [x for x in extra if x]
+            words.append(str(m.get("name") or m.get("model")) + (f" ({', '.join(extra)})" if extra else ""))
+        return PASS, f"loaded: {', '.join(words)}", have, None
+    if not pulled:
+        return WARN, "no model loaded, none pulled", "a request for any model fails (model not found)", \
+            "ollama pull MODEL (then name it in the client)"
+    return PASS, "no model loaded", f"the next request loads one first (a cold start); {have}", None
+
+
+def _unloads(expires_at: Any) -> str:
+    """When Ollama unloads a model (its keep_alive), from now: "unloads in 4 min"."""
+    try:  # Go writes up to nanoseconds; Python reads up to microseconds
+        t = datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", str(expires_at)).replace("Z", "+00:00"))
+        left = (t - datetime.now(UTC)).total_seconds()
+    except (TypeError, ValueError):
+        return ""
+    if left > 10 * 365 * 86400:
+        return "kept loaded (keep_alive -1)"
+    return f"unloads in {left / 60:.0f} min" if left >= 60 else f"unloads in {max(left, 0):.0f} s"
+
+
+def _models(doc: dict) -> str:
+    """What /v1/models lists: the model ids, with vLLM's max_model_len or llama.cpp's n_ctx."""
+    words = []
+    for m in doc.get("data") or []:
+        if not isinstance(m, dict):
+            continue
+        meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+        ctx = m.get("max_model_len") or meta.get("n_ctx")
+        words.append(_name(m.get("id")) + (f" (context {ctx:,})" if isinstance(ctx, int) else ""))
+    return _some(words) or "no model"
+
+
+def _engine_name(doc: dict) -> str:
+    owners = {str(m.get("owned_by")) for m in doc.get("data") or [] if isinstance(m, dict)}
+    return "vLLM" if "vllm" in owners else "llama.cpp llama-server" if "llamacpp" in owners else \
+        "an OpenAI-compatible server"
+
+
+def probe_engine(net: Net, url: str, source: str) -> Check:
+    """Which engine answers at ``url`` and what it has loaded, by its read-only GETs (first that answers)."""
+    u = urlsplit(url)
+    root = f"{u.scheme}://{u.netloc}"
+    prefix = u.path.rstrip("/")
+    models_url = root + (prefix if routing.has_version(prefix) else prefix + "/v1") + "/models"
+    cid, title = f"engine.{u.netloc}", f"{root} ({source})"
+    seen: list[str] = []
+    status, doc, err = _json(net, root + "/props")
+    if status is None:  # nothing answered at all: no point asking the other paths
+        return Check(cid, SECTION, FAIL, f"{title}: the engine does not answer ({err})",
+                     f"a GET {root}/props got no HTTP answer: every request through firsttoken to it fails the same way",
+                     f"start the model server on {u.netloc} (llama-server --port {u.port}, `ollama serve`, vLLM, "
+                     "LM Studio's server), or fix the upstream's URL")
+    seen.append(f"/props {status if status is not None else err}")
+    if status == 200 and isinstance(doc, dict) and ("model_path" in doc or "total_slots" in doc):
+        loaded, slots = _llama(net, root, doc)
+        return Check(cid, SECTION, PASS, f"{title}: llama.cpp llama-server answers, model {loaded}", slots)
+    status, doc, err = _json(net, root + "/api/ps")
+    seen.append(f"/api/ps {status if status is not None else err}")
+    if status == 200 and isinstance(doc, dict) and isinstance(doc.get("models"), list):
+        st, loaded, detail, fix = _ollama(net, root, doc)
+        return Check(cid, SECTION, st, f"{title}: Ollama answers, {loaded}", detail, fix)
+    status, doc, err = _json(net, models_url)
+    seen.append(f"{urlsplit(models_url).path} {status if status is not None else err}")
+    if status == 200 and isinstance(doc, dict) and isinstance(doc.get("data"), list):
+        return Check(cid, SECTION, PASS, f"{title}: {_engine_name(doc)} answers, serving {_models(doc)}")
+    if status in (401, 403):
+        return Check(cid, SECTION, WARN, f"{title}: the engine answers, but its model list wants a key (HTTP {status})",
+                     "doctor sends no key, so which model it serves is not known",
+                     "nothing to fix if your client has the key (vLLM and llama-server: --api-key); "
+                     f"`curl -H \"Authorization: Bearer $KEY\" {models_url}` lists them")
+    return Check(cid, SECTION, WARN, f"{title}: it answers HTTP, but none of the engines' read-only endpoints",
+                 f"{'; '.join(seen)} (doctor reads {READS})",
+                 f"check that {root} is the model server's address and port (Ollama: 11434, llama-server: 8080, "
+                 "vLLM: 8000, LM Studio: 1234), and that its path is the API's")
+
+
+def check_engines(ctx: Context) -> list[Check]:
+    return [probe_engine(ctx.net, url, source) for url, source in local_engines(ctx)]

@@ -1,0 +1,185 @@
+"""`firsttoken doctor` and a model server of the user's own (cli/doctor/engines.py): does it answer, which
+engine is it, which model has it loaded, by read-only GETs only. Against the loopback Ollama written from its
+API reference (tests/ollama_upstream.py), the simulator's /v1/models, servers that want a key or are no
+engine, a port where nothing listens, and (slow tier) the real llama-server. Asserted on doctor's text."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler
+
+import httpx
+import pytest
+from click.testing import CliRunner
+from conftest import FAST
+from ollama_upstream import OllamaUpstream
+from rawserver import LoopbackServer
+
+from firsttoken.cli.doctor import checks as dc
+from firsttoken.cli.doctor.command import doctor
+from firsttoken.cli.loopback import free_port
+from firsttoken.cli.simulate.config import SimConfig
+from firsttoken.cli.simulate.server import SimServer
+
+
+@pytest.fixture
+def env(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    e = {"HOME": str(home), "USERPROFILE": str(home), "FIRSTTOKEN_DB": None, "NO_PROXY": "127.0.0.1,localhost",
+         "FIRSTTOKEN_STATE_DIR": str(tmp_path / "state")}
+    for v in dc.PROXY_VARS + dc.KEY_VARS + tuple(dc.BASE_URL_VARS):
+        e[v] = None
+    return e
+
+
+def run_doctor(env, tmp_path, *args) -> tuple[int, str]:
+    r = CliRunner().invoke(doctor, ["--proxy", f"http://127.0.0.1:{free_port()}", "--db", str(tmp_path / "ft.db"),
+                                    *args], env=dict(env, COLUMNS="400"))
+    return r.exit_code, r.stdout
+
+
+def section(out: str) -> str:
+    """doctor's lines under its engines heading."""
+    title = dc.SECTIONS["engines"]
+    assert title in out, out
+    return out.split(title, 1)[1].split("\n\n", 1)[0]
+
+
+class Answering(LoopbackServer):
+    """An HTTP server answering every GET with ``status`` (and logging the method and path)."""
+
+    def __init__(self, status: int, body: bytes = b'{"error": "no"}'):
+        self.seen: list[tuple[str, str, set[str]]] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                outer.seen.append((self.command, self.path, {k.lower() for k in self.headers}))
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_POST = do_GET
+
+        self.serve(H)
+
+
+def test_ollama_loaded_models_pulled_ones_and_no_model_call(env, tmp_path):
+    with OllamaUpstream(ctx=4096, keep_alive_s=300) as o:
+        code, out = run_doctor(env, tmp_path, "--upstream", o.url)
+        lines = section(out)
+        assert f"{o.url} (route 'default'): Ollama answers, no model loaded" in lines
+        assert "the next request loads one first (a cold start); pulled: broken:1b, llama3.2" in lines
+        assert not o.loaded  # doctor loaded nothing
+
+        httpx.post(o.url + "/api/chat", json={"model": "llama3.2", "stream": False,
+                                              "messages": [{"role": "user", "content": "hi"}]}, timeout=30)
+        n = len(o.log)
+        code, out = run_doctor(env, tmp_path, "--upstream", o.url + "/v1")  # the OpenAI-compatible path: the same host
+        lines = section(out)
+        assert "Ollama answers, loaded: llama3.2 (context 4,096, unloads in 5 min)" in lines, lines
+        assert "pulled: broken:1b, llama3.2" in lines
+        assert code == 0, out
+        # only the read-only endpoints, each a GET with no body (OllamaUpstream logs body {} for none)
+        assert [(e.path, e.body) for e in o.log[n:]] == [("/props", {}), ("/api/ps", {}), ("/api/tags", {})]
+
+
+def test_ollama_with_nothing_pulled_says_ollama_pull(env, tmp_path):
+    with OllamaUpstream(models=()) as o:
+        code, out = run_doctor(env, tmp_path, "--upstream", o.url)
+    lines = section(out)
+    assert "Ollama answers, no model loaded, none pulled" in lines
+    assert "a request for any model fails (model not found)" in lines and "fix: ollama pull MODEL" in lines
+
+
+def test_openai_compatible_models_list(env, tmp_path):
+    with SimServer(SimConfig(**FAST)) as sim:
+        ids = [m["id"] for m in httpx.get(sim.url + "/v1/models").json()["data"]]
+        code, out = run_doctor(env, tmp_path, "--upstream", sim.url + "/v1")
+        lines = section(out)
+        assert f"{sim.url} (route 'default'): an OpenAI-compatible server answers, serving {', '.join(ids[:4])} and {len(ids) - 4} more" in lines
+
+
+def test_a_base_url_straight_at_an_engine_is_probed_too(env, tmp_path):
+    with OllamaUpstream() as o:
+        code, out = run_doctor(dict(env, OPENAI_BASE_URL=o.url + "/v1"), tmp_path)
+    assert f"{o.url} ($OPENAI_BASE_URL): Ollama answers, no model loaded" in section(out)
+
+
+def test_an_engine_that_wants_a_key_and_a_server_that_is_no_engine(env, tmp_path):
+    with Answering(401) as keyed, Answering(404, b"<html>not here</html>") as other:
+        code, out = run_doctor(env, tmp_path, "--upstream", f"a={keyed.url}/v1", "--upstream", f"b={other.url}")
+        lines = section(out)
+        assert f"{keyed.url} (route 'a'): the engine answers, but its model list wants a key (HTTP 401)" in lines
+        assert "doctor sends no key" in lines
+        assert f"{other.url} (route 'b'): it answers HTTP, but none of the engines' read-only endpoints" in lines
+        assert "/props 404; /api/ps 404; /v1/models 404" in lines
+        assert "fix: check that" in lines and "Ollama: 11434, llama-server: 8080" in lines
+        assert [(m, p) for m, p, _ in keyed.seen] == [("GET", "/props"), ("GET", "/api/ps"), ("GET", "/v1/models")]
+        assert all(m == "GET" and not h & {"authorization", "x-api-key", "content-length"}
+                   for m, _, h in keyed.seen + other.seen)  # no key, no body
+
+
+def test_nothing_listening_fails_with_what_to_do(env, tmp_path):
+    port = free_port()
+    code, out = run_doctor(env, tmp_path, "--upstream", f"http://127.0.0.1:{port}/v1")
+    lines = section(out)
+    assert code == 1
+    assert f"http://127.0.0.1:{port} (route 'default'): the engine does not answer (connection refused)" in lines
+    assert f"fix: start the model server on 127.0.0.1:{port} (llama-server --port {port}, `ollama serve`" in lines
+
+
+def test_a_cloud_upstream_is_not_an_engine(env, tmp_path):
+    code, out = run_doctor(env, tmp_path, "--offline", "--upstream", "https://api.openai.com/v1")
+    assert dc.SECTIONS["engines"] not in out
+    c = dc.Context(env={}, home=tmp_path, cwd=tmp_path, upstreams=("https://api.openai.com/v1",))
+    assert dc.local_engines(c) == []
+
+
+# -- the real llama.cpp llama-server ---------------------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_real_llama_server_model_slots_and_a_busy_one(env, tmp_path):
+    from llama_server import LlamaServer, model, require_binary
+
+    exe = require_binary()
+    with LlamaServer(exe, model(tmp_path), tmp_path / "llama-server.log", parallel=2, ctx_size=4096) as server:
+        code, out = run_doctor(env, tmp_path, "--upstream", server.url)
+        lines = section(out)
+        assert f"{server.url} (route 'default'): llama.cpp llama-server answers, model {model(tmp_path).name} (F16)" \
+            in lines, out + server.log_text()
+        assert "2 slots of 2,048 tokens each (--parallel 2, --ctx-size 4096); 0 busy now" in lines
+        assert code == 0, out
+
+        # a long answer in flight: one slot is busy, and doctor says so (and takes no slot itself)
+        done = threading.Event()
+
+        def ask():  # (cut off when the server stops at the end of the test)
+            try:
+                httpx.post(server.url + "/v1/chat/completions", timeout=300,
+                           json={"messages": [{"role": "user", "content": "go on"}], "max_tokens": 1500,
+                                 "ignore_eos": True, "stream": False})
+            except httpx.HTTPError:
+                pass
+            finally:
+                done.set()
+
+        threading.Thread(target=ask, daemon=True).start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                s["is_processing"] for s in httpx.get(server.url + "/slots", timeout=5).json()):
+            time.sleep(0.05)
+        code, out = run_doctor(env, tmp_path, "--upstream", server.url + "/v1")
+        busy_after = [s["is_processing"] for s in httpx.get(server.url + "/slots", timeout=5).json()]
+        assert not done.is_set() and busy_after.count(True) == 1, "the request ended before doctor looked: make it longer"
+        assert "2 slots of 2,048 tokens each (--parallel 2, --ctx-size 4096); 1 busy now" in section(out), out
+        assert json.loads(httpx.get(server.url + "/props", timeout=5).text)["total_slots"] == 2
