@@ -396,16 +396,18 @@ def test_print_env_masks_a_key_in_inline_config(tmp_path):
     assert "export OPENCODE_CONFIG_CONTENT=" in r.stdout and '"baseURL": "http://127.0.0.1:8787/openai"' in r.stdout
 
 
-def test_codex_on_a_local_builtin_provider_is_refused_before_starting(tmp_path):
-    """Codex's ollama provider talks plain HTTP to this machine: neither way records it, so `run` says so."""
+def test_codex_oss_naming_no_local_provider_is_refused_before_starting(tmp_path):
+    """`codex --oss` with no --local-provider and no oss_provider: Codex asks which local server (Ollama's port or
+    LM Studio's), so `run` cannot tell where it goes and says so before starting anything. (A named one goes
+    through the proxy by CODEX_OSS_BASE_URL: tests/test_run_ollama.py.)"""
     (tmp_path / ".codex").mkdir()
-    (tmp_path / ".codex" / "config.toml").write_text('model_provider = "ollama"\n')
-    plan = make_plan(["codex", "exec", "hi"], {}, tmp_path, tmp_path)
-    assert plan.cannot and "plain HTTP" in plan.cannot and plan.upstreams == {}
+    (tmp_path / ".codex" / "config.toml").write_text('model = "gpt-oss:20b"\n')
+    plan = make_plan(["codex", "--oss", "exec", "hi"], {}, tmp_path, tmp_path)
+    assert plan.cannot and "--local-provider" in plan.cannot and plan.upstreams == {}
     env = base_env(tmp_path, HOME=str(tmp_path))
     r = subprocess.run([str(Path(sys.executable).parent / "firsttoken"), "run", "--db", str(tmp_path / "x.db"), "--",
-                        "codex", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "cannot record Codex here" in r.stderr and "[model_providers.ID]" in r.stderr
+                        "codex", "--oss", "exec", "hi"], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "cannot record Codex here" in r.stderr and "CODEX_OSS_BASE_URL" in r.stderr
     assert not (tmp_path / "x.db").exists()
 
 

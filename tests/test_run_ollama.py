@@ -6,15 +6,19 @@ reached neither through the user's proxy nor through forward mode."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from conftest import rows
 from ollama._client import _parse_host
 from ollama_upstream import REPLY, OllamaUpstream
-from runkit import base_env, ft_run
+from rawserver import LoopbackServer
+from runkit import NODE_BIN, SIM_TEXT, base_env, find_client, ft_run
 
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.proxy.state import clear_state, write_state
@@ -124,3 +128,103 @@ def test_the_ollama_cli_and_its_server(tmp_path):
                                    "0.0.0.0", "http://127.0.0.1:9/x/"])
 def test_ollama_host_is_read_as_the_ollama_library_reads_it(value):
     assert ollama_client.host_url(value) == _parse_host(value)
+
+
+# -- Codex's local providers (--oss) -------------------------------------------------------------
+
+class LocalServer(LoopbackServer):
+    """What Codex's Ollama support asks of a local server before its first turn (``/api/tags``, ``/api/version``),
+    answered here as Ollama does; the Responses API and the rest from the simulator behind (the loopback Ollama
+    has no /v1/responses). ``paths``: every request, as received."""
+
+    def __init__(self, behind: str, models: tuple[str, ...] = ("sim-1",)):
+        self.paths: list[str] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _json(self, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json; charset=utf-8")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _pass(self):
+                outer.paths.append(f"{self.command} {self.path}")
+                if self.path == "/api/tags":
+                    return self._json({"models": [{"name": m, "model": m} for m in models]})
+                if self.path == "/api/version":
+                    return self._json({"version": "0.13.5"})
+                n = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(n) if n else None
+                u = urlsplit(behind)
+                c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+                c.request(self.command, self.path, body=body,
+                          headers={k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")})
+                r = c.getresponse()
+                self.send_response(r.status)
+                for k, v in r.getheaders():
+                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(k, v)
+                self.send_header("transfer-encoding", "chunked")
+                self.end_headers()
+                while chunk := r.read1(65536):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+                c.close()
+
+            do_GET = do_POST = _pass
+
+        self.serve(H)
+
+
+@pytest.mark.slow  # a real agent CLI: the slow tier
+def test_codex_oss_goes_through_the_proxy(sim, tmp_path):
+    """The real Codex (0.171, .ci/run's pin) with --oss --local-provider ollama and CODEX_OSS_BASE_URL, as a user
+    points it at an Ollama: run sets CODEX_OSS_BASE_URL to the proxy (Codex lets nothing else move its built-in
+    local providers), so its server checks and its Responses calls are all recorded, to the user's server."""
+    codex = find_client("codex", NODE_BIN)
+    with LocalServer(sim.url) as local:
+        env = child_env(tmp_path, CODEX_OSS_BASE_URL=local.url + "/v1")
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [codex, "exec", "--skip-git-repo-check", "--oss", "--local-provider", "ollama", "-m", "sim-1",
+                        "hi"], env, timeout=120, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert SIM_TEXT in r.stdout
+        rs = rows(db)
+        assert rs and {x["route"] for x in rs} == {"ollama"}
+        # 0.171: GET /v1/models, /api/version, /api/tags (the model is there: no /api/pull), POST /v1/responses
+        assert {urlsplit(x["upstream_url"]).path for x in rs} >= {"/api/tags", "/v1/responses"}
+        assert all(x["upstream_url"].startswith(local.url + "/") for x in rs)
+        assert len(rs) == len(local.paths)  # every request Codex made reached the server through the proxy
+        resp = [x for x in rs if x["api"] == "openai.responses"]
+        assert resp and all(x["status"] == 200 and x["model"] == "sim-1" for x in resp)
+        assert "via: CODEX_OSS_BASE_URL=" in r.stderr
+
+
+def test_codex_local_providers_default_server_and_what_run_cannot_tell(tmp_path):
+    """With no CODEX_OSS_BASE_URL, Codex's own default: http://localhost:CODEX_OSS_PORT (else the provider's port)/v1,
+    the provider from --local-provider, oss_provider or model_provider; `--oss` naming none: Codex asks which, so
+    run says so before starting anything."""
+    def plan(argv, env=None, toml=None):
+        (tmp_path / ".codex").mkdir(exist_ok=True)
+        (tmp_path / ".codex" / "config.toml").write_text(toml or "")
+        return upstreams.make_plan(argv, env or {}, tmp_path, tmp_path)
+
+    p = plan(["codex", "exec", "--oss", "--local-provider", "lmstudio", "hi"])
+    assert [(n, u.url) for n, u in p.upstreams.items()] == [("lmstudio", "http://localhost:1234")]
+    assert upstreams.redirect(p, "http://127.0.0.1:5000", p.routes(), {}).env == {
+        "CODEX_OSS_BASE_URL": "http://127.0.0.1:5000/lmstudio/v1"}
+    p = plan(["codex", "--oss", "exec", "hi"], {"CODEX_OSS_PORT": "4321"}, 'oss_provider = "ollama"\n')
+    assert [(n, u.url) for n, u in p.upstreams.items()] == [("ollama", "http://localhost:4321")]
+    p = plan(["codex", "exec", "hi"], toml='model_provider = "ollama"\n')
+    assert [(n, u.url) for n, u in p.upstreams.items()] == [("ollama", "http://localhost:11434")] and not p.cannot
+    p = plan(["codex", "--oss", "exec", "hi"])
+    assert p.cannot and "--local-provider" in p.cannot

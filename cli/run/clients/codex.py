@@ -1,7 +1,8 @@
 """Codex: its config.toml (``model_provider`` → ``[model_providers.ID] base_url``; ``openai_base_url`` for the
 built-in provider), ``--profile NAME`` (0.171: NAME.config.toml over it; before, a [profiles.NAME] table),
 ``-c KEY=VALUE`` (beats them all); ``OPENAI_BASE_URL`` only for the versions that read it (before 0.120, told
-by its package.json). Redirected by ``-c KEY=…``. The clients table: docs/run.md."""
+by its package.json). Redirected by ``-c KEY=…``; its local providers (``--oss``, ``model_provider = "ollama"``
+or ``"lmstudio"``) by ``CODEX_OSS_BASE_URL``. The clients table: docs/run.md."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from firsttoken.cli.run.clients import installed
-from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Redirect, Upstream
+from firsttoken.cli.run.clients import installed, ollama
+from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Redirect, Upstream, option_value, strip_v1
 
 _ID = re.compile(r"^[A-Za-z0-9_-]+$")  # a provider id Codex's dotted -c path can name
 DEFAULT = "https://api.openai.com/v1"
-#: Codex's built-in providers that reach a model server on this machine (Ollama, LM Studio)
-LOCAL_BUILTINS = ("ollama", "lmstudio", "oss")
+#: Codex's built-in providers that reach a model server on this machine (Ollama, LM Studio; ``oss`` before
+#: 0.5x), by their default port. Codex builds them itself and lets no [model_providers.ID] or -c override them
+#: (model-provider-info: merge_configured_model_providers): their base URL is ``CODEX_OSS_BASE_URL``, else
+#: http://localhost:``CODEX_OSS_PORT`` (else the default port)/v1, read from the environment (both named in the
+#: 0.171 binary). ``--oss`` picks one: ``--local-provider ID``, else ``oss_provider`` in config.toml.
+LOCAL_BUILTINS = {"ollama": 11434, "lmstudio": 1234, "oss": 11434}
 #: the providers Codex knows without a [model_providers.ID] table
 BUILTIN_PROVIDERS = ("openai", *LOCAL_BUILTINS)
 #: OPENAI_BASE_URL sends the built-in provider elsewhere up to 0.118 (deprecated from 0.110 or so, with a
@@ -105,6 +110,16 @@ class Codex(Client):
                 raise PlanError(f"{layer} is not valid TOML ({e}): Codex would not start either; fix it first") from None
             cfg, profile, profile_where = _merged(cfg, extra), extra, ctx.label(layer)
         chosen = _text(setting("model_provider")[0]) or "openai"
+        args = plan.argv[plan.args_at:]
+        if "--oss" in args[:args.index("--") if "--" in args else len(args)]:
+            local = option_value(args, ("--local-provider",))
+            chosen = (local[1].strip() if local else None) or _text(setting("oss_provider")[0]) or ""
+            if not chosen and not ctx.var("CODEX_OSS_BASE_URL"):
+                plan.cannot = ("`codex --oss` names no local provider (no --local-provider and no oss_provider in "
+                               "config.toml), so Codex asks which one and firsttoken cannot tell which server it "
+                               "goes to: add --local-provider ollama (or lmstudio)")
+                return
+            chosen = chosen or "ollama"  # CODEX_OSS_BASE_URL: the same server for either provider
         providers = cfg.get("model_providers") if isinstance(cfg.get("model_providers"), dict) else {}
         p = providers.get(chosen) if isinstance(providers.get(chosen), dict) else {}
         flag_base = _text(flags.get(f"model_providers.{chosen}.base_url"))
@@ -128,16 +143,30 @@ class Codex(Client):
                 plan.upstreams["openai"] = Upstream("openai", _text(value) or "", source)
             else:
                 self._env_base(plan, ctx)
-        elif chosen in LOCAL_BUILTINS:  # a local server over plain HTTP: forward mode would not see it either
+        elif chosen in LOCAL_BUILTINS:  # a local server over plain HTTP: CODEX_OSS_BASE_URL, never HTTPS_PROXY
             plan.upstreams.clear()
-            plan.cannot = (f"Codex's built-in provider {chosen!r} talks plain HTTP to a local model server, which "
-                           "no Codex setting firsttoken knows relocates and HTTPS_PROXY does not carry")
+            self._local(plan, ctx, chosen)
         elif chosen in providers:
             plan.forward_reason = (f"Codex's provider {chosen!r} has no base_url firsttoken can override: "
                                    "Codex runs through HTTPS_PROXY instead (only known LLM API hosts are recorded)")
         else:
             raise PlanError(f"{path}: model_provider = {chosen!r} is not defined, so Codex would not start: "
                             f"add [model_providers.{chosen}] (`firsttoken env codex` prints one)")
+
+    def _local(self, plan: Plan, ctx: Context, provider: str) -> None:
+        """A built-in local provider: the server it goes to, as a route to the server's root (its base URL less
+        /v1: Codex's Ollama support also calls /api/tags, /api/pull … on the base URL less its /v1)."""
+        url, source = ctx.var("CODEX_OSS_BASE_URL"), "$CODEX_OSS_BASE_URL"
+        if not url:
+            port = ctx.var("CODEX_OSS_PORT")
+            port = port if port.isdigit() and int(port) < 65536 else str(LOCAL_BUILTINS[provider])
+            url = f"http://localhost:{port}/v1"
+            source = f"Codex's default for its {provider} provider" + (" ($CODEX_OSS_PORT)" if ctx.var("CODEX_OSS_PORT") else "")
+        root = strip_v1(url)
+        versioned = root != url.strip().rstrip("/")
+        plan.upstreams[provider] = Upstream(ollama.FAMILY if versioned else "cloud", root if versioned else url, source)
+        plan.state.update(provider=provider, local="/v1" if versioned else "")
+        plan.key_source = "none: Codex's local providers send no key"
 
     def _env_base(self, plan: Plan, ctx: Context) -> None:
         """The built-in provider with no openai_base_url: OPENAI_BASE_URL, for the versions that read it."""
@@ -158,6 +187,9 @@ class Codex(Client):
 
     def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
         provider = plan.state.get("provider")
+        if "local" in plan.state:  # CODEX_OSS_BASE_URL: Codex's only setting for its local providers
+            return Redirect(list(plan.argv), {"CODEX_OSS_BASE_URL": bases[provider] + plan.state["local"]},
+                            f"CODEX_OSS_BASE_URL=… (Codex's {provider} provider)")
         key = "openai_base_url" if provider == "openai" else f"model_providers.{provider}.base_url"
         argv = list(plan.argv)
         head, args = argv[:plan.args_at], _without_override(argv[plan.args_at:], key)
@@ -166,7 +198,8 @@ class Codex(Client):
 
     def by_hand(self, plan):
         return ["in ~/.codex/config.toml, a [model_providers.ID] with base_url = \"<the proxy's URL>/v1\" and "
-                "model_provider = \"ID\" (`firsttoken env codex` prints one)"]
+                "model_provider = \"ID\" (`firsttoken env codex` prints one)",
+                "for --oss (its ollama and lmstudio providers): export CODEX_OSS_BASE_URL=<the proxy's URL>/v1"]
 
 
 def _without_override(args: list[str], key: str) -> list[str]:

@@ -1,6 +1,7 @@
-"""Ollama's clients: the ``ollama`` CLI (``ollama run``, ``ollama ps``, …) and Ollama's Python and JS libraries
-read ``OLLAMA_HOST`` (``host``, ``host:port`` or a URL with a path; unset: http://127.0.0.1:11434) and append
-Ollama's native paths (``/api/chat``, ``/api/generate``) to it. THE rule for reading it (:func:`host_url`), for
+"""Ollama's clients: the ``ollama`` CLI (``ollama run``, ``ollama ps``, …) and Ollama's Python library read
+``OLLAMA_HOST`` (``host``, ``host:port`` or a URL with a path; unset: http://127.0.0.1:11434) and append Ollama's
+native paths (``/api/chat``, ``/api/generate``) to it; the JS library reads no variable itself (apps pass
+``new Ollama({ host: process.env.OLLAMA_HOST })``), but parses a host the same way. THE rule for reading it (:func:`host_url`), for
 the ``ollama`` adapter here and for any other command (cli/run/clients/sdk.py). Redirected by ``OLLAMA_HOST`` =
 the proxy's route (no /v1: the native paths sit at the server's root). The clients table: docs/run.md."""
 
@@ -66,4 +67,4 @@ class Ollama(Client):
         return Redirect(list(plan.argv), {VARIABLE: bases[FAMILY]}, f"{VARIABLE}=… (the proxy's route to Ollama)")
 
     def by_hand(self, plan):
-        return [f"export {VARIABLE}=<the proxy's URL> (the ollama CLI and Ollama's Python and JS libraries read it)"]
+        return [f"export {VARIABLE}=<the proxy's URL> (the ollama CLI and Ollama's Python library read it)"]
