@@ -108,10 +108,11 @@ def test_openai_compatible_models_list(env, tmp_path):
         assert f"{sim.url} (route 'default'): an OpenAI-compatible server answers, serving {', '.join(ids[:4])} and {len(ids) - 4} more" in lines
 
 
-def test_a_base_url_straight_at_an_engine_is_probed_too(env, tmp_path):
+@pytest.mark.parametrize("var", ["OPENAI_BASE_URL", "COPILOT_PROVIDER_BASE_URL"])
+def test_a_base_url_straight_at_an_engine_is_probed_too(env, tmp_path, var):
     with OllamaUpstream() as o:
-        code, out = run_doctor(dict(env, OPENAI_BASE_URL=o.url + "/v1"), tmp_path)
-    assert f"{o.url} ($OPENAI_BASE_URL): Ollama answers, no model loaded" in section(out)
+        code, out = run_doctor(dict(env, **{var: o.url + "/v1"}), tmp_path)
+    assert f"{o.url} (${var}): Ollama answers, no model loaded" in section(out)
 
 
 def test_an_engine_that_wants_a_key_and_a_server_that_is_no_engine(env, tmp_path):

@@ -22,6 +22,8 @@ from firsttoken.cli.doctor.net import Net, describe_oserror
 SECTION = "engines"
 #: what doctor reads of each engine, in words (said when none of them answered)
 READS = "llama.cpp /props, Ollama /api/ps, /v1/models"
+#: base URLs of clients that point at an engine besides the SDKs' (GitHub Copilot CLI's bring-your-own-key)
+ENGINE_URL_VARS = ("COPILOT_PROVIDER_BASE_URL",)
 
 
 def local_engines(ctx: Context) -> list[tuple[str, str]]:
@@ -36,7 +38,7 @@ def local_engines(ctx: Context) -> list[tuple[str, str]]:
     for r in routes:
         if is_local(r.url):
             found.setdefault(r.url.rstrip("/"), f"route {r.name or 'default'!r}")
-    for var in BASE_URL_VARS:
+    for var in (*BASE_URL_VARS, *ENGINE_URL_VARS):
         url = (ctx.env.get(var) or "").strip().rstrip("/")
         if "://" not in url or not is_local(url):
             continue
