@@ -128,24 +128,16 @@ def vcr(path: Path) -> list[Capture]:
     return out
 
 
-def _drop_none(o: Any) -> Any:
-    """openai-python's objects list every field, the unset ones as null: the wire has them not at all."""
-    if isinstance(o, dict):
-        return {k: _drop_none(v) for k, v in o.items() if v is not None}
-    if isinstance(o, list):
-        return [_drop_none(v) for v in o]
-    return o
-
-
 def _sse(chunks: list[dict]) -> list[bytes]:
     return [b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n" for c in chunks] + [b"data: [DONE]\n\n"]
 
 
 def llama_stack(path: Path) -> list[Capture]:
     """llama-stack's recording of a vLLM stream: openai-python chunks (``__data__``) sent again as SSE, ended as
-    vLLM ends a stream (``data: [DONE]``)."""
+    vLLM ends a stream (``data: [DONE]``). Their nulls stay: openai-python lists its unset fields as null, but the
+    same dump keeps the nulls vLLM did send (``stop_reason: null``), and a null field is valid on the wire."""
     d = json.loads(path.read_text(encoding="utf-8"))
-    chunks = [_drop_none(c["__data__"]) for c in d["response"]["body"]]
+    chunks = [c["__data__"] for c in d["response"]["body"]]
     c = _capture(path.name, d["request"]["url"], json.dumps(d["request"]["body"]).encode(), 200,
                  [("content-type", "text/event-stream; charset=utf-8")], b"")
     c.parts, c.kind = _sse(chunks), "sse"
@@ -154,7 +146,7 @@ def llama_stack(path: Path) -> list[Capture]:
 
 def tgi_snapshot(path: Path) -> list[Capture]:
     """TGI's own integration snapshot: the chunks huggingface_hub parsed, sent again as TGI 3 sends them."""
-    chunks = [_drop_none(c) for c in json.loads(path.read_text(encoding="utf-8"))]
+    chunks = json.loads(path.read_text(encoding="utf-8"))
     req = {"model": chunks[0]["model"], "messages": [{"role": "user", "content": "?"}], "stream": True}
     c = _capture(path.name, "http://tgi/v1/chat/completions", json.dumps(req).encode(), 200,
                  [("content-type", "text/event-stream")], b"")
