@@ -344,6 +344,21 @@ def kimi(style: str) -> Callable[[World], list[str]]:
     return set_up
 
 
+def copilot(style: str) -> Callable[[World], list[str]]:
+    """GitHub Copilot CLI: bring-your-own-key's COPILOT_PROVIDER_BASE_URL (COPILOT_PROVIDER_TYPE openai or
+    anthropic), never OPENAI_BASE_URL / ANTHROPIC_BASE_URL; without it, GitHub's service (a login)."""
+    def set_up(w: World) -> list[str]:
+        w.env.update(OPENAI_BASE_URL=f"{w.url('OPENAI_BASE_URL')}/v1", ANTHROPIC_BASE_URL=w.url("ANTHROPIC_BASE_URL"),
+                     OPENAI_API_KEY=KEY)
+        if style != "OPENAI_BASE_URL only":
+            kind = style.split("(")[1].rstrip(")")
+            w.env.update(COPILOT_OFFLINE="true", COPILOT_PROVIDER_TYPE=kind, COPILOT_PROVIDER_API_KEY=KEY,
+                         COPILOT_MODEL="gpt-4o-mini",
+                         COPILOT_PROVIDER_BASE_URL=w.url("real") + ("/v1" if kind == "openai" else ""))
+        return ["-p", PROMPT, "-s", "--allow-all-tools", "--no-auto-update"]
+    return set_up
+
+
 SDK_CHILD = {
     "openai": ("import openai\nc = openai.OpenAI(max_retries=0)\n"
                "print(''.join(x.choices[0].delta.content or '' for x in c.chat.completions.create("
@@ -410,6 +425,10 @@ CASES: list[Case] = [
          offline="a Hub assistant is fetched from hub.continue.dev after a login; `run` takes forward mode for it"),
     *(case("kimi", s, ("venv", "kimi"), kimi(s), env={"KIMI_CLI_NO_AUTO_UPDATE": "1", "KIMI_DISABLE_TELEMETRY": "1"})
       for s in ("config.toml", "KIMI_BASE_URL", "OPENAI_BASE_URL")),
+    *(case("copilot", s, ("node", "copilot"), copilot(s), env={"COPILOT_AUTO_UPDATE": "false"})
+      for s in ("COPILOT_PROVIDER_BASE_URL (openai)", "COPILOT_PROVIDER_BASE_URL (anthropic)")),
+    case("copilot", "OPENAI_BASE_URL only", ("node", "copilot"), copilot("OPENAI_BASE_URL only"), goes=None, limit=30,
+         env={"COPILOT_AUTO_UPDATE": "false"}),
     *(case("other", f"{f} SDK, {f.upper()}_BASE_URL", ("python", "python"), sdk(f)) for f in ("openai", "anthropic")),
 ]
 
