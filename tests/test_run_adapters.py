@@ -60,8 +60,12 @@ def test_aider_precedence_env_files_and_flag(tmp_path):
     plan, r = plan_and_redirect(["aider", "--openai-api-base", "http://127.0.0.1:9100/v1", "f.py"], {}, home, cwd)
     assert plan.upstreams["openai"].url == "http://127.0.0.1:9100/v1"
     assert r.argv == ["aider", "--openai-api-base", "http://127.0.0.1:9100/v1", "f.py",
-                      "--set-env", f"OPENAI_BASE_URL={PROXY}/openai"]  # last: it wins, litellm reads it first
-    assert r.env == {}
+                      "--set-env", f"OPENAI_BASE_URL={PROXY}/openai",  # last: it wins, litellm reads it first
+                      "--set-env", f"OLLAMA_API_BASE={PROXY}/ollama"]  # its Ollama models: litellm's default
+    assert r.env == {} and plan.upstreams["ollama"].url == "http://localhost:11434" and plan.upstreams["ollama"].implied
+    # OLLAMA_API_BASE as aider reads it (environment, .env, --set-env): the route's upstream, no longer implied
+    plan = make_plan(["aider", "--set-env", "OLLAMA_API_BASE=http://127.0.0.1:9400/"], {}, home, cwd)
+    assert plan.upstreams["ollama"].url == "http://127.0.0.1:9400" and not plan.upstreams["ollama"].implied
     (cwd / ".aider.conf.yml").write_text("openai-api-base: http://127.0.0.1:9200/v1\n")
     assert make_plan(["aider"], {}, home, cwd).upstreams["openai"].source.endswith(".aider.conf.yml openai-api-base")
     # OPENAI_BASE_URL beats --openai-api-base in litellm; a .env file overrides the environment

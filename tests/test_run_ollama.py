@@ -9,10 +9,12 @@ from __future__ import annotations
 import http.client
 import json
 import sys
+import time
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import ollama
 import pytest
 from conftest import rows
 from ollama._client import _parse_host
@@ -20,6 +22,9 @@ from ollama_upstream import REPLY, OllamaUpstream
 from rawserver import LoopbackServer
 from runkit import NODE_BIN, SIM_TEXT, base_env, find_client, ft_run
 
+from firsttoken.addon import routing
+from firsttoken.cli.env.clients import plan_for
+from firsttoken.cli.env.target import Target
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.proxy.state import clear_state, write_state
 from firsttoken.cli.run import upstreams
@@ -228,3 +233,27 @@ def test_codex_local_providers_default_server_and_what_run_cannot_tell(tmp_path)
     assert [(n, u.url) for n, u in p.upstreams.items()] == [("ollama", "http://localhost:11434")] and not p.cannot
     p = plan(["codex", "--oss", "exec", "hi"])
     assert p.cannot and "--local-provider" in p.cannot
+
+
+# -- `firsttoken env ollama` ---------------------------------------------------------------------
+
+def test_env_ollama_prints_what_the_library_reads(tmp_path, monkeypatch):
+    """`env ollama` for a proxy with an Ollama route beside an OpenAI one: OLLAMA_HOST at the route, no /v1; the
+    real ollama library, given nothing but that variable, is recorded there. --forward says it cannot carry it."""
+    with OllamaUpstream() as up, ProxyServer([f"ollama={up.url}", "openai=https://api.openai.com/v1"],
+                                             str(tmp_path / "ft.db"), port=0) as proxy:
+        routes = routing.parse_upstreams([f"ollama={up.url}", "openai=https://api.openai.com/v1"])
+        plan = plan_for("ollama", Target(proxy.url, routes, "test"), env={})
+        assert plan.exports == [("OLLAMA_HOST", f"{proxy.url}/ollama")] and not plan.warnings
+        monkeypatch.setenv("OLLAMA_HOST", plan.exports[0][1])
+        assert ollama.Client().chat(model="llama3.2", messages=[{"role": "user", "content": "hi"}]).message.content
+        for _ in range(100):
+            proxy.flush()
+            rs = rows(tmp_path / "ft.db", "WHERE state = 'done'")
+            if rs:
+                break
+            time.sleep(0.05)
+        assert [(x["api"], x["route"], x["upstream_url"]) for x in rs] == [("ollama.chat", "ollama", up.url + "/api/chat")]
+    forward = plan_for("ollama", Target("http://127.0.0.1:8080", None, "test", forward=True, confdir=str(tmp_path)),
+                       env={})
+    assert any("forward mode does not carry" in w for w in forward.warnings)

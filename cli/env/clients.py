@@ -23,7 +23,8 @@ from firsttoken.cli.run.clients import cloud, copilot, registry
 #: every client's one name (the registry's rule: `env claude` is `env claude-code`)
 CLIENTS = registry.client_names()
 #: the clients with a plan of their own here; the others get their own setting, from their `run` adapter
-PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl", "gemini-cli", "google-genai", "copilot")
+PLANNED = ("claude-code", "openai", "anthropic", "cline", "codex", "curl", "gemini-cli", "google-genai", "copilot",
+           "ollama")
 
 
 @dataclass
@@ -160,7 +161,27 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
         return _gemini_plan(plan, target, route_name, env)
     if client == "copilot":
         return _copilot_plan(plan, target, route_name, env, model)
+    if client == "ollama":
+        return _ollama_plan(plan, target, route_name)
     return _own_setting_plan(plan, target, route_name)
+
+
+def _ollama_plan(plan: Plan, target: Target, route_name: str | None) -> Plan:
+    """Ollama's clients: OLLAMA_HOST (the ollama CLI, the Python library), the server's root with no /v1 (they add
+    /api/chat, /api/generate); the other clients of an Ollama take the same root under their own names."""
+    route = pick_route(target, "ollama", route_name)
+    base = routing.client_base_url(target.url, route, "ollama")
+    plan.title = f"ollama: {_route_label(target, route)}"
+    plan.exports.append(("OLLAMA_HOST", base))
+    plan.notes += [
+        "OLLAMA_HOST has no /v1: the ollama CLI and Python `ollama.Client()` add /api/chat, /api/generate themselves. "
+        f"Ollama's JS library reads no variable: pass `new Ollama({{ host: process.env.OLLAMA_HOST }})` (or host: {base}).",
+        f"aider's Ollama models (litellm) read OLLAMA_API_BASE: set it to {base}. Codex --oss: "
+        f"CODEX_OSS_BASE_URL={base}/v1. Ollama's OpenAI-compatible API: `firsttoken env openai` (OPENAI_BASE_URL ends in /v1).",
+        "`firsttoken run -- ollama …` or `firsttoken run -- python app.py` sets OLLAMA_HOST for one run. "
+        "An Ollama on this machine is never reached through forward mode (NO_PROXY keeps loopback direct).",
+    ]
+    return plan
 
 
 def _own_setting_plan(plan: Plan, target: Target, route_name: str | None) -> Plan:
@@ -402,6 +423,9 @@ def _forward_plan(client: str, target: Target, env: Mapping[str, str]) -> Plan:
         plan.notes.append(f"{' and '.join(other)} pointed at another proxy: set to firsttoken too (firsttoken's own "
                           "upstream leg still goes out through the proxy your environment names; see "
                           "`firsttoken docs clients`, Behind a proxy).")
+    if client == "ollama":  # plain HTTP, and on this machine: NO_PROXY below keeps it direct
+        plan.warnings.append("Ollama's clients speak plain HTTP, to this machine as a rule: forward mode does not carry "
+                             "them. Run `firsttoken env ollama` without --forward (OLLAMA_HOST → a reverse proxy).")
     if not ca.exists():
         plan.warnings.append(f"{ca} does not exist yet: start `firsttoken proxy --forward` once, then run this again.")
     elif client in ("openai", "anthropic", "codex", "curl", "google-genai"):

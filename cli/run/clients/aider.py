@@ -1,7 +1,8 @@
 """aider (aider-chat): it calls the OpenAI API through litellm, which reads ``OPENAI_BASE_URL`` before
 ``OPENAI_API_BASE``; aider sets them from the environment, .env files and ``--set-env``, then from
-``--openai-api-base`` / .aider.conf.yml. Redirected by one more ``--set-env OPENAI_BASE_URL=<proxy>`` at the
-end of its options (the last one wins). Precedence in full: docs/run.md (Client by client: aider)."""
+``--openai-api-base`` / .aider.conf.yml; its Ollama models read ``OLLAMA_API_BASE`` (default
+http://localhost:11434). Redirected by one more ``--set-env OPENAI_BASE_URL=<proxy>`` (and ``OLLAMA_API_BASE``) at
+the end of its options (the last one wins). Precedence in full: docs/run.md (Client by client: aider)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from firsttoken.cli.run.clients.base import Client, Context, Plan, PlanError, Re
 from firsttoken.cli.run.clients.files import ConfigError, git_root, read_dotenv, read_yaml
 
 DEFAULT = "https://api.openai.com/v1"
+#: litellm's Ollama provider (aider's ``ollama_chat/…`` and ``ollama/…`` models): its server's root, to which it
+#: appends /api/chat, /api/generate, /api/show
+OLLAMA_VAR, OLLAMA_DEFAULT = "OLLAMA_API_BASE", "http://localhost:11434"
 
 
 class Aider(Client):
@@ -21,7 +25,8 @@ class Aider(Client):
         args = plan.argv[plan.args_at:]
         root = git_root(ctx.cwd)
         env: dict[str, tuple[str, str]] = {k: (v, f"${k}") for k, v in ctx.env.items()
-                                           if k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "AIDER_OPENAI_API_BASE")}
+                                           if k in ("OPENAI_BASE_URL", "OPENAI_API_BASE", "AIDER_OPENAI_API_BASE",
+                                                    OLLAMA_VAR)}
         env_file = option_value(args, ("--env-file",))
         dotenvs = [ctx.home / ".env"] + ([root / ".env"] if root else []) + [ctx.cwd / ".env"]
         dotenvs += [ctx.cwd / env_file[1]] if env_file else []
@@ -61,6 +66,9 @@ class Aider(Client):
                 break
         else:
             plan.upstreams["openai"] = Upstream("openai", DEFAULT, "litellm's default")
+        v, source = env.get(OLLAMA_VAR, ("", ""))  # its ollama/ and ollama_chat/ models (litellm's Ollama provider)
+        plan.upstreams["ollama"] = (Upstream("ollama", v.strip().rstrip("/"), source) if v.strip()
+                                    else Upstream("ollama", OLLAMA_DEFAULT, "litellm's default for Ollama", implied=True))
         plan.key_source = ("OPENAI_API_KEY (environment or a .env file), or aider's --openai-api-key / "
                            "openai-api-key in .aider.conf.yml")
 
@@ -68,8 +76,11 @@ class Aider(Client):
         argv = list(plan.argv)
         at = argv.index("--", plan.args_at) if "--" in argv[plan.args_at:] else len(argv)
         argv[at:at] = ["--set-env", f"OPENAI_BASE_URL={bases['openai']}"]
+        if "ollama" in bases:
+            argv[at + 2:at + 2] = ["--set-env", f"{OLLAMA_VAR}={bases['ollama']}"]
         return Redirect(argv, {}, "aider --set-env OPENAI_BASE_URL=… (the last --set-env wins; litellm reads "
-                                  "OPENAI_BASE_URL before --openai-api-base)")
+                                  "OPENAI_BASE_URL before --openai-api-base)"
+                        + (f" and --set-env {OLLAMA_VAR}=… (its Ollama models)" if "ollama" in bases else ""))
 
     def by_hand(self, plan):
         return ["aider --openai-api-base <the proxy's URL>/v1 …"]
