@@ -175,20 +175,45 @@ def test_sparkline_and_model_stats():
     assert m.n == 50 and m.ttft_p50 == pytest.approx(174.5) and len(m.ttft_series) == 50
 
 
-def test_tally_and_summary_table():
+def test_the_summary_on_exit_is_the_stores_by_the_stats_engine(db):
+    """A session of streamed answers, one non-streamed answer, a 401 and a readiness probe: the summary's
+    counts and percentiles are exactly `stats --since`'s (the probe is no model call, the non-streamed
+    answer is not in the streamed TTFB), and the live counters hold two integers, not the session."""
+    from conftest import add_request, db_file
+
+    from firsttoken.addon.store import stats_queries as sq
+    from firsttoken.addon.store.queries import Filters
+    from firsttoken.cli.live.runner import print_summary
+    from firsttoken.cli.live.state import session_models
+
+    add_request(db, started_at="2026-01-01T00:00:00.000+00:00", ttfb_ms=9999.0, ttft_ms=9999.0)  # before the session
+    since = "2026-12-03T00:00:00.000+00:00"
+    for i in range(6):
+        add_request(db, ttfb_ms=60.0 + i, ttft_ms=300.0 + 10 * i, gap_ms=240.0 + 9 * i)
+    add_request(db, stream=0, ttfb_ms=569.0, total_ms=570.0)
+    add_request(db, status=401, ttfb_ms=12.5, total_ms=13.0, error="auth")
+    add_request(db, model=None, api="other", method="GET", path="/", status=404, ttfb_ms=1.0)
+    s = session_models(db_file(db), since)
+    want = sq.compute(db, Filters(since=since), by="model", qs=(50, 95), fit=False)["groups"][0]
+    [m] = s.models
+    assert (m.model, m.n, m.errors) == ("gpt-4o-mini", want["count"], want["errors"]) == ("gpt-4o-mini", 8, 1)
+    assert (m.ttfb_p50, m.ttfb_p95) == (want["ttfb_ms"]["p50"], want["ttfb_ms"]["p95"]) and m.ttfb_p95 < 70
+    assert (m.ttft_p50, m.gap_p95) == (want["ttft_ms"]["p50"], want["gap_ms"]["p95"])
+    assert (s.requests, s.errors, s.other) == (8, 1, 1)
     t = Tally()
-    for i in range(10):
-        t.add(done_row(i, ttfb_ms=10.0 * (i + 1)))
-    t.add(auth_error_row())
-    rec = Record(id="x", started_at="2026-01-01T00:00:00+00:00", model="claude-x", status=200, ttfb_ms=5.0, ttft_ms=9.0, gap_ms=4.0,
-                 stream=True)
-    t.add(rec)  # a Record works as well as a row dict
-    assert (t.requests, t.errors) == (12, 1)
-    stats = {m.model: m for m in t.summary()}
-    assert stats["gpt-4o-mini"].n == 11 and stats["gpt-4o-mini"].errors == 1
-    assert stats["gpt-4o-mini"].ttfb_p50 == pytest.approx(50.0)  # 10, 12.5 (the 401), 20 … 100
-    out = screen(summary(t.summary(), 100, "en"), 100)
-    assert "this session" in out and "claude-x" in out and "TTFB p95" in out
+    for i in range(3):
+        t.add(done_row(i))
+    assert (t.requests, t.errors) == (3, 0) and vars(t).keys() == {"_lock", "requests", "errors"}
+    con = Console(width=100, record=True, file=io.StringIO())
+    print_summary(con, t, db_file(db), "en", since=since)
+    out = con.export_text()
+    assert "firsttoken stopped · 8 requests · 1 error (and 1 that is no model call" in " ".join(out.split()), out
+    assert "this session" in out and "gpt-4o-mini" in out and "TTFB p95" in out
+    # a store that cannot be read: the live counters, and a line saying so
+    con = Console(width=100, record=True, file=io.StringIO())
+    print_summary(con, t, "/nonexistent/dir/x.db", "en", since=since)
+    said = " ".join(con.export_text().split())
+    assert "3 requests · 0 errors" in said and "could not be read for a summary" in said, said
 
 
 # -- snapshot builders ------------------------------------------------------------------------------

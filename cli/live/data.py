@@ -173,29 +173,55 @@ def model_stats(rows: Iterable[Any], window: int = DEFAULT_WINDOW) -> list[Model
 
 
 class Tally:
-    """Session totals, fed one finished record at a time (from any thread)."""
+    """Session counters for the live header, fed one finished record at a time (from any thread):
+    two integers, whatever the session's length. The summary on exit is the store's
+    (``session_models``), by the one stats engine."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.requests = 0
         self.errors = 0
-        self._by_model: dict[str, list[tuple[float | None, float | None, float | None, bool, bool]]] = {}
 
     def add(self, r: Any) -> None:
         err = is_error(r)
-        item = (get_field(r, "ttfb_ms"), get_field(r, "ttft_ms"), get_field(r, "gap_ms"), err, is_streamed(r))
         with self._lock:
             self.requests += 1
             self.errors += err
-            self._by_model.setdefault(get_field(r, "model") or "–", []).append(item)
 
-    def summary(self) -> list[ModelStats]:
-        """Per model over the whole session: count, errors, P50/P95 of TTFB/TTFT/gap."""
-        with self._lock:
-            items = {m: list(v) for m, v in self._by_model.items()}
-        out = []
-        for m, vals in sorted(items.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            rows = [{"ttfb_ms": a, "ttft_ms": b, "gap_ms": c, "status": 500 if e else 200, "stream": st}
-                    for a, b, c, e, st in vals]
-            out.append(_stats(m, rows, series=False))
-        return out
+
+@dataclass(frozen=True)
+class Session:
+    """A session's summary from the store: per model, then the totals (model calls, their errors, and
+    the requests that are no model call: probes, model lists, which the figures leave out)."""
+    models: list[ModelStats]
+    requests: int
+    errors: int
+    other: int
+
+
+def session_models(db_path: str, since: str) -> Session | None:
+    """Per model since ``since`` (an ISO time: when the proxy started, or the view attached), as
+    `firsttoken stats --since` gives it (``stats_queries.compute``: counts and errors over the model
+    calls, the percentiles over each metric's population); None when the store cannot be read."""
+    from firsttoken.addon.store import stats_queries as sq
+    from firsttoken.addon.store.db import open_db
+
+    try:
+        db = open_db(db_path, write=False)
+        try:
+            res = sq.compute(db, queries.Filters(since=since), by="model", qs=(50, 95), fit=False,
+                             metrics=tuple(m for m in sq.METRICS if m[0] in ("ttfb", "ttft", "gap")))
+        finally:
+            db.close()
+    except Exception:  # noqa: BLE001 — a store that cannot be read: the caller says so and uses its counters
+        return None
+    models = []
+    for g in res["groups"]:
+        def p(k: str, q: str, g: dict = g) -> float | None:
+            return (g.get(k) or {}).get(q)
+
+        models.append(ModelStats(model=g["group"] if g["group"] is not None else "–", n=g["count"],
+                                 errors=g["errors"], ttfb_p50=p("ttfb_ms", "p50"), ttfb_p95=p("ttfb_ms", "p95"),
+                                 ttft_p50=p("ttft_ms", "p50"), ttft_p95=p("ttft_ms", "p95"),
+                                 gap_p50=p("gap_ms", "p50"), gap_p95=p("gap_ms", "p95")))
+    return Session(models, sum(m.n for m in models), sum(m.errors for m in models), res["not_model_calls"])

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from firsttoken.addon.diagnose.lang import LANGS, resolve
 from firsttoken.cli.live import render as view
-from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, slim
+from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, session_models, slim
 from firsttoken.cli.options import PORT
 
 log = logging.getLogger("firsttoken")
@@ -244,7 +244,7 @@ def drawing_key(body: Any) -> Any:
 
 
 def stop_line(requests: int, errors: int, db: str | None, lang: str, attached: bool = False,
-              proxy_running: bool = True) -> Text:
+              proxy_running: bool = True, other: int = 0) -> Text:
     zh = lang == "zh"
     if attached and not proxy_running:
         head = "firsttoken live 已退出（该数据库没有正在运行的代理）" if zh else \
@@ -255,6 +255,9 @@ def stop_line(requests: int, errors: int, db: str | None, lang: str, attached: b
         head = "firsttoken 已停止" if zh else "firsttoken stopped"
     t = Text(head, style="bold")
     t.append(f" · {view.counted(requests, 'requests', lang)} · {view.counted(errors, 'errors', lang)}")
+    if other:  # probes, model lists: recorded, and left out of the figures as `stats` leaves them out
+        t.append(f"（另有 {other:,} 个非模型调用的请求，如探测、模型列表）" if zh else
+                 f" (and {other:,} that {'is' if other == 1 else 'are'} no model call: probes, model lists)")
     if db:
         t.append(f" · {'所有记录在' if zh else 'every record is in'} {db}")
     return t
@@ -267,6 +270,7 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
     Raises what ``server.serve`` raises (ProxyStartError) after giving the terminal back.
     """
     tally = Tally()
+    since = iso_now()  # the session: what the summary on exit reads back from the store
     cache: dict[str, Any] = {}
     runner = LiveRunner(
         lambda: from_capture(server.capture, listen_url=server.url, tally=tally, window=window, cache=cache),
@@ -291,20 +295,38 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
         runner.stop()
         if on_record in server.capture.listeners:
             server.capture.listeners.remove(on_record)
-    print_summary(console, tally, server.db, lang)
+    print_summary(console, tally, server.db, lang, since=since)
     for msg in notices:
         console.print(f"firsttoken: {msg}", markup=False, soft_wrap=True, style="yellow")
     return tally
 
 
-def print_summary(console: Console, tally: Tally, db: str | None, lang: str, attached: bool = False,
-                  proxy_running: bool = True) -> None:
+def iso_now() -> str:
+    """Now, as the store writes ``started_at`` (UTC, milliseconds): where a session's rows begin."""
+    import datetime as dt
+
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def print_summary(console: Console, tally: Tally | None, db: str | None, lang: str, attached: bool = False,
+                  proxy_running: bool = True, since: str | None = None) -> None:
+    """The stop line and the per-model table, both from the store (``session_models``: the figures
+    `firsttoken stats --since` gives for the session); the live counters only if it cannot be read."""
     from firsttoken.cli import output
 
+    session = session_models(db, since) if db and since else None
+    if session is not None:
+        line = stop_line(session.requests, session.errors, db, lang, attached, proxy_running, session.other)
+    else:
+        line = stop_line(tally.requests if tally else 0, tally.errors if tally else 0, db, lang, attached, proxy_running)
+        if db:
+            line.append("（数据库读不出来，无法汇总；firsttoken doctor 会说明原因）" if lang == "zh" else
+                        " (the database could not be read for a summary: firsttoken doctor says why)", style="yellow")
     # wrapped by the one rule (a Chinese line keeps its numbers with their words)
-    for line in output.wrap(stop_line(tally.requests, tally.errors, db, lang, attached, proxy_running), console.width):
-        console.print(line)
-    console.print(view.summary(tally.summary(), console.width, lang))
+    for ln in output.wrap(line, console.width):
+        console.print(ln)
+    if session is not None:
+        console.print(view.summary(session.models, console.width, lang))
 
 
 # -- firsttoken live ----------------------------------------------------------------------------------
@@ -316,6 +338,7 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
     from firsttoken.cli.live.feed import Follow
 
     console = console or Console(highlight=False)
+    since = iso_now()
     src = Follow(db_path, window=window, interval=interval)
 
     def on_term(*_: Any) -> None:
@@ -347,7 +370,8 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
         src.close()
     from firsttoken.cli.proxy.state import proxy_for_db
 
-    print_summary(console, src.tally, db_path, lang, attached=True, proxy_running=proxy_for_db(db_path) is not None)
+    print_summary(console, src.tally, db_path, lang, attached=True, proxy_running=proxy_for_db(db_path) is not None,
+                  since=since)
 
 
 def pick_db(db_path: str | None, port: int | None) -> str:

@@ -20,11 +20,13 @@ from firsttoken.cli.live.data import (
     FlightView,
     LiveSnapshot,
     ModelStats,
+    Session,
     Tally,
     conversation_line,
     get_field,
     is_error,
     model_stats,
+    session_models,
     slim,
 )
 from firsttoken.cli.live.db import STALE_IN_FLIGHT_S, DbSource, connect_ro, iso, parse_iso
@@ -127,6 +129,6 @@ def _snapshot(capture: Any) -> dict[str, Any]:
 
 __all__ = [
     "DEFAULT_WINDOW", "RECENT_KEEP", "ROW_FIELDS", "STALE_IN_FLIGHT_S", "DbSource", "FlightView", "LiveSnapshot",
-    "ModelStats", "Tally", "base_url_hint", "connect_ro", "conversation_line", "flight_view", "from_capture", "is_error", "iso",
-    "model_stats", "parse_iso", "route_lines", "slim",
+    "ModelStats", "Session", "Tally", "base_url_hint", "connect_ro", "conversation_line", "flight_view", "from_capture", "is_error", "iso",
+    "model_stats", "parse_iso", "route_lines", "session_models", "slim",
 ]
