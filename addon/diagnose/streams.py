@@ -41,8 +41,9 @@ def rule_error_event(rec: Any, c: Ctx) -> None:
         c.add("stream.bedrock_exception", "error", variant=kind, **c.common(), server=server_text(rec),
               error_type=rec.upstream_error_type, events=rec.events, model=rec.model or "?")
         return
-    c.add("stream.error_event", "error", **c.common(), server=server_text(rec),
-          error_type=rec.upstream_error_type or "-", events=rec.events)
+    typed = {"variant": "typed", "error_type": rec.upstream_error_type} if rec.upstream_error_type else {
+        "variant": "untyped"}  # (Ollama's {"error": "..."} line has a text and no type)
+    c.add("stream.error_event", "error", **typed, **c.common(), server=server_text(rec), events=rec.events)
 
 
 def rule_blocked(rec: Any, c: Ctx) -> None:
@@ -227,11 +228,13 @@ ENTRIES: list[tuple[str, str, str, tuple[str, ...], dict[str, tuple[Any, Any, An
     ("stream.error_event", "streams", _E, (), {
         "en": ("Error inside a 200 stream",
                "The stream answered 200, then carried an error event.",
-               "The stream started (200) but {host} sent an error after {events} token events: \u201c{server}\u201d ({error_type}).",
+               {"typed": "The stream started (200) but {host} sent an error after {events} token events: \u201c{server}\u201d ({error_type}).",
+                "untyped": "The stream started (200) but {host} sent an error after {events} token events: \u201c{server}\u201d."},
                "The answer is incomplete: retry (overloaded and server errors are transient); make sure your client treats in-stream error events as failures."),
         "zh": ("200 流中出现错误",
                "流以 200 开始，随后出现了错误事件。",
-               "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d（{error_type}）。",
+               {"typed": "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d（{error_type}）。",
+                "untyped": "流已开始（200），但 {host} 在 {events} 个 token 事件后发来错误：\u201c{server}\u201d。"},
                "回答不完整：请重试（过载和服务器错误通常是暂时的）；确保客户端把流中的错误事件当作失败处理。"),
     }),
     ("response.blocked", "streams", _E, (_W,), {
