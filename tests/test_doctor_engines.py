@@ -200,3 +200,17 @@ def test_real_vllm_names_itself_and_its_context(env, tmp_path):
         assert f"{server.url} (route 'default'): vLLM answers, serving random (context 2,048)" in lines, \
             out + server.log_text()[-3000:]
         assert code == 0, out
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_real_llama_server_with_an_api_key_is_said_to_want_one(env, tmp_path):
+    """llama-server --api-key guards /props, /slots and /v1/models alike (a 401, only /health stays open)."""
+    from llama_server import LlamaServer, model, require_binary
+
+    with LlamaServer(require_binary(), model(tmp_path), tmp_path / "llama-server.log", parallel=1, ctx_size=2048,
+                     extra=("--api-key", "sk-local-doctor-0000")) as server:
+        code, out = run_doctor(env, tmp_path, "--upstream", server.url)
+    lines = section(out)
+    assert "the engine answers, but its model list wants a key (HTTP 401)" in lines, out
+    assert "(vLLM and llama-server: --api-key)" in lines
