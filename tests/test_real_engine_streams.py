@@ -25,6 +25,7 @@ import yaml
 from rawserver import Replay, ReplayUpstream
 from test_real_streams import SHARED
 
+from firsttoken.addon.engines import COLD_LOAD_MS
 from firsttoken.cli.proxy.server import ProxyServer
 
 ENGINES = SHARED / "engines" if SHARED else None
@@ -439,6 +440,14 @@ def check(row: dict[str, Any], c: Capture, s: Said) -> None:
             assert row[col] == (pytest.approx(want, abs=0.001) if isinstance(want, float) else want), (col, ctx)
     findings = json.loads(row["findings"] or "[]")
     errors = [f["code"] for f in findings if f["severity"] == "error"]
+    codes = {f["code"] for f in findings}
+    if c.kind != "body" and s.api != "other":  # the stream's end as its wire says it: [DONE], or Ollama's done: true
+        ended = c.parts[-1].strip() == b"data: [DONE]" if c.kind == "sse" else any(
+            isinstance(o, dict) and o.get("done") is True for _, o in _objects(c))
+        assert bool(row["stream_done"]) == ended, ctx
+        assert ("stream.truncated" in codes) == (not ended), ctx
+    if (s.engine or {}).get("engine_load_ms", 0) >= COLD_LOAD_MS:  # the engine says it loaded the model first
+        assert "engine.cold_load" in codes and "keep_alive" in json.dumps(findings), ctx
     if s.error is not None:  # a JSON error's text is upstream_error; a plain-text one's the sample; a finding quotes it
         got = row["upstream_error"] if c.body.startswith(b"{") else row["malformed_sample"]
         assert got and s.error.startswith(got[:80]), json.dumps(ctx)
