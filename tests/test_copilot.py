@@ -54,7 +54,7 @@ def test_run_without_byok_is_forward_mode_and_says_why(tmp_path):
     plan, _ = plan_and_redirect({"OPENAI_BASE_URL": "http://127.0.0.1:1/v1"}, tmp_path)
     assert plan.upstreams == {}
     assert "COPILOT_PROVIDER_BASE_URL is not set" in plan.forward_reason
-    assert "ignores OPENAI_BASE_URL" in plan.forward_reason
+    assert "ignores OPENAI_BASE_URL), which is not among the LLM API hosts firsttoken records" in plan.forward_reason
 
 
 def test_run_refuses_an_unknown_provider_type(tmp_path):

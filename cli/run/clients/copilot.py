@@ -31,9 +31,9 @@ class CopilotCli(Client):
         url = ctx.var(VARIABLE)
         if not url:
             plan.forward_reason = (f"{VARIABLE} is not set, so Copilot CLI uses GitHub Copilot's own model service "
-                                   "(it ignores OPENAI_BASE_URL): it runs through HTTPS_PROXY instead (only known "
-                                   f"LLM API hosts are recorded). To record a model of your own, set {VARIABLE} "
-                                   "(and COPILOT_MODEL) for it")
+                                   "(it ignores OPENAI_BASE_URL), which is not among the LLM API hosts firsttoken "
+                                   "records: it runs through HTTPS_PROXY, and only requests to known hosts are "
+                                   f"recorded. To record a model of your own, set {VARIABLE} (and COPILOT_MODEL)")
             return
         kind = provider_type(ctx)
         if kind not in FAMILIES:
