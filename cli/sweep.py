@@ -2,7 +2,9 @@
 
 Vary the input (or output) length, send each point round-robin through the proxy, tagged, and
 summarise the rows the proxy recorded: medians per point and the TTFT-vs-input fit. Prompts are
-exactly N tokens by firsttoken's own counter. See docs/stats.md ("firsttoken sweep").
+exactly N tokens by firsttoken's own counter, and each is unique from its first token, so no prefix cache
+(a local engine's, a cloud's) serves one from another; the sweep says when the engine reported a cache hit
+anyway. See docs/stats.md ("firsttoken sweep").
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import click
 
 from firsttoken.addon import tokens
 from firsttoken.addon.plan import EXPERIMENT_HEADER
+from firsttoken.addon.store import queries
 from firsttoken.addon.store import stats_queries as sq
 from firsttoken.addon.store.queries import Filters
 from firsttoken.cli import output
@@ -46,7 +49,12 @@ def guess_api(base_url: str, model: str) -> str:
     return "openai.chat"
 
 
-def _filler(n_words: int, seed: int = 7) -> str:
+#: cached prompt tokens a request may report without being a cache hit: every prompt shares its chat
+#: template's start (llama.cpp reports those few tokens as cached), never more than a few dozen tokens
+CACHE_HIT_MIN_TOKENS = 64
+
+
+def _filler(n_words: int, seed: int | str = 7) -> str:
     rnd = random.Random(seed)
     return " ".join(rnd.choice(_WORDS) for _ in range(n_words))
 
@@ -62,10 +70,16 @@ def request_body(api: str, model: str, text: str, max_tokens: int) -> dict[str, 
     return body
 
 
-def build_prompt(api: str, model: str, n_tokens: int, max_tokens: int, tag: str = "") -> dict[str, Any]:
-    """A request body whose prompt is exactly n_tokens by addon.tokens.count_request."""
+def build_prompt(api: str, model: str, n_tokens: int, max_tokens: int, tag: str = "",
+                 nonce: str | None = None) -> dict[str, Any]:
+    """A request body whose prompt is exactly n_tokens by addon.tokens.count_request.
+
+    The prompt starts with ``nonce`` (random unless given) and its filler words are drawn from it: two
+    prompts differ from their first token on, so a prefix cache (llama.cpp's slot cache, vLLM's prefix
+    caching, Ollama's, OpenAI's) cannot serve any of one from another, and TTFT measures the prefill."""
     enc, _ = tokens.load_encoding(tokens.encoding_for_model(model)[0])
-    head = (f"[{tag}] " if tag else "") + INSTRUCTION
+    nonce = nonce or secrets.token_hex(4)
+    head = f"{nonce} " + (f"[{tag}] " if tag else "") + INSTRUCTION
 
     def count(text: str) -> int:
         return tokens.count_request(api, request_body(api, model, text, max_tokens), model).prompt_tokens_est or 0
@@ -73,7 +87,7 @@ def build_prompt(api: str, model: str, n_tokens: int, max_tokens: int, tag: str 
     floor = count(head.rstrip())
     if n_tokens < floor:
         raise SweepError(f"{n_tokens} input tokens is below this request's fixed overhead ({floor} tokens): use a larger size")
-    ids = enc.encode_ordinary(_filler(n_tokens + 64))
+    ids = enc.encode_ordinary(_filler(n_tokens + 64, seed=nonce))
     k = max(0, n_tokens - floor)
     seen: set[int] = set()
     for _ in range(40):
@@ -206,7 +220,7 @@ def run(client: Client, api: str, model: str, points: list[tuple[int, int]], run
         for i, ((n_in, n_out), is_warmup) in enumerate(plan):
             if on_request:
                 on_request(n_in, n_out, is_warmup)
-            body = build_prompt(api, model, n_in, n_out, tag=f"{experiment} #{i} {secrets.token_hex(4)}")
+            body = build_prompt(api, model, n_in, n_out, tag=f"{experiment} #{i}")
             status, head = client.send(body, f"{experiment}/warmup" if is_warmup else experiment)
             c["done"] += 1
             if status >= 400:
@@ -254,12 +268,28 @@ def summarize(db, experiment: str, mode: str) -> dict[str, Any]:
         })
     whole = sq.compute(db, f, group_expr="experiment", metrics=(), fit=True)
     fit = {k: v for k, v in (whole["groups"][0] if whole["groups"] else {}).items() if k.startswith(("ttft_", "prompt_tokens"))}
-    out = {"experiment": experiment, "mode": mode, "points": points, "fit": fit}
+    out = {"experiment": experiment, "mode": mode, "points": points, "fit": fit,
+           "cache": cache_check(queries.cached_prompt_tokens(db, experiment))}
     if mode == "outputs" and points:
         meds = [p["ttft_p50"] for p in points if p["ttft_p50"] is not None]
         mean = sum(meds) / len(meds)
         out["ttft_spread"] = round((max(meds) - min(meds)) / mean, 4) if mean else None
         out["output_check"] = output_check(points)
+    return out
+
+
+def cache_check(rows: list[tuple[int | None, int]]) -> dict[str, Any] | None:
+    """Did the engine serve part of the sweep's prompts from a cache? ``rows`` are (prompt tokens, cached
+    tokens) of the measured requests that reported a cached count; a hit is CACHE_HIT_MIN_TOKENS or more.
+    None when no request reported a cached count."""
+    if not rows:
+        return None
+    hits = sorted(rows, key=lambda r: r[1] / r[0] if r[0] else 0)
+    hits = [r for r in hits if r[1] >= CACHE_HIT_MIN_TOKENS]
+    out: dict[str, Any] = {"reported": len(rows), "hits": len(hits), "max_cached_tokens": max(c for _, c in rows)}
+    if hits:
+        p, c = hits[len(hits) // 2]
+        out.update(median_cached_tokens=c, median_prompt_tokens=p)
     return out
 
 
@@ -322,6 +352,17 @@ def print_summary(con, s: dict[str, Any], partial: bool = False) -> None:
         con.print(f"[yellow]no slope:[/] {fit.get('ttft_fit_warning') or 'no data'}")
     if fit.get("ttft_fit_warning") and fit.get("ttft_slope_ms_per_1k") is not None:
         con.print(f"[yellow]⚠ {fit['ttft_fit_warning']}[/]")
+    cache = s.get("cache")
+    if cache and cache["hits"]:
+        share = f" of {cache['median_prompt_tokens']:,}" if cache.get("median_prompt_tokens") else ""
+        con.print(f"[yellow]⚠ the engine reported cache hits:[/] {cache['hits']} of {cache['reported']} measured requests "
+                  f"had part of their prompt served from its cache (the middle one {cache['median_cached_tokens']:,}"
+                  f"{share} prompt tokens). Every prompt this sweep sent differed from its first token on, so no "
+                  "prefix cache could have matched: the engine's cache is keyed on something else (a gateway's "
+                  "response cache, chunk reuse such as llama.cpp's --cache-reuse, a system prompt it adds in front). "
+                  "Those requests skipped part of their prefill, so the TTFT figures and the slope above are too low. "
+                  "Turn that cache off while sweeping (llama.cpp: no --cache-reuse; vLLM: --no-enable-prefix-caching) "
+                  f"and run the sweep again; `firsttoken logs --experiment {s['experiment']}` shows the rows.")
     check = s.get("output_check")
     if not inputs and check and check["unchanged"]:
         n = check["output_tokens"][0]

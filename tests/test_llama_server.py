@@ -281,3 +281,31 @@ def test_four_long_prompts_at_once(tmp_path, slots):
             for name in ("wait for engine (inferred)", "network, proxy",
                          f"prefill {r['engine_prompt_tokens']:,} tok ({r['engine_cached_tokens']:,} cached)"):
                 assert name in flat if cols == "200" else in_order(name.split(), flat.split()), (name, out)
+
+
+def test_sweep_prompts_are_not_served_from_the_slot_cache(proxied):
+    """`firsttoken sweep` through the proxy against llama-server: every prompt is unique from its first
+    token, so no slot serves any of it from an earlier prompt's cache (each point is sent 3 times, and
+    each slot holds a prompt sent before). llama-server's cache_n is at most the chat template's head
+    ('<|im_start|>user\n'), which every prompt shares, and a token or two where two random nonces happen
+    to begin alike; prompts that began with the sweep's tag would share it too. The fit measures prefill."""
+    from firsttoken.cli.sweep import sweep
+
+    llama, proxy, db, _ = proxied
+    head = len(httpx.post(llama.url + "/tokenize", json={"content": "<|im_start|>user\n", "parse_special": True},
+                          timeout=30).json()["tokens"])
+    res = CliRunner(env={"COLUMNS": "200", "OPENAI_API_KEY": "sk-no-key-llama-0000"}).invoke(
+        sweep, ["--base-url", proxy.url + "/v1", "--model", "random", "--inputs", "300,600,900", "--max-tokens", "2",
+                "--runs", "2", "--warmup", "1", "--db", str(db)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    proxy.flush()
+    rs = rows(db, "WHERE experiment LIKE 'sweep-inputs-%' AND state = 'done'")
+    # llama-server may close a kept-alive connection as the proxy reuses it (upstream.closed, a 502 the sweep
+    # counts as an error): the other requests still say what the slots held
+    rs = [r for r in rs if r["status"] == 200] if len(rs) == 9 else rs
+    assert len(rs) >= 7 and all(r["engine"] == "llama.cpp" for r in rs), rs
+    assert all(r["engine_prompt_tokens"] >= 250 for r in rs), [r["engine_prompt_tokens"] for r in rs]
+    cached = [r["engine_cached_tokens"] for r in rs]
+    assert all(c is not None and c <= head + 2 for c in cached), (head, cached)
+    said = " ".join(res.output.split())
+    assert "TTFT ≈" in said and "cache hits" not in said, res.output

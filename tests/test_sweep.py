@@ -205,3 +205,52 @@ def test_ctrl_c_shows_the_partial_table_and_keeps_the_rows(tmp_path):
     assert re.search(r"│\s+100 │", table) and re.search(r"│\s+300 │", table) and "TTFT P50" in table
     reader = open_reader(str(db))
     assert count_finished(reader, tag) >= n  # nothing finished was lost
+
+
+def test_every_prompt_differs_from_its_first_token():
+    """No prefix cache can serve one sweep prompt from another: each starts with its own nonce, and its
+    filler words are drawn from it (same size, same tag, still exactly the size asked for)."""
+    enc, _ = tokens.load_encoding(tokens.encoding_for_model("gpt-4o-mini")[0])
+    texts = []
+    for nonce in ("5f1c09aa", "c27e4b10"):
+        body = build_prompt("openai.chat", "gpt-4o-mini", 500, 50, tag="sweep-x #0", nonce=nonce)
+        assert tokens.count_request("openai.chat", body, "gpt-4o-mini").prompt_tokens_est == 500
+        texts.append(body["messages"][0]["content"])
+        assert texts[-1].startswith(nonce + " [sweep-x #0] ")
+    a, b = (enc.encode_ordinary(t) for t in texts)
+    assert a[0] != b[0]
+    tail = len(enc.encode_ordinary(texts[0].split("\n\n", 1)[0]))
+    assert a[tail:tail + 50] != b[tail:tail + 50]  # the filler too
+    # unnamed nonces are random
+    assert build_prompt("openai.chat", "gpt-4o-mini", 300, 50) != build_prompt("openai.chat", "gpt-4o-mini", 300, 50)
+
+
+@pytest.mark.parametrize("column", ["engine_cached_tokens", "usage_cached_tokens"])
+def test_a_cache_hit_the_engine_reports_is_said(db, column):
+    from conftest import add_request
+    from rich.console import Console
+
+    from firsttoken.cli.sweep import CACHE_HIT_MIN_TOKENS, print_summary, summarize
+
+    prompt = "engine_prompt_tokens" if column == "engine_cached_tokens" else "usage_prompt_tokens"
+    for i, cached in enumerate([0, 3, 1500, 1800, None]):  # the chat template's 3 tokens are no hit
+        add_request(db, experiment="hit", prompt_tokens_est=1000 + i, ttft_ms=100.0 + i, ttfb_ms=10.0,
+                    **{prompt: 2000, column: cached})
+    s = summarize(db, "hit", "inputs")
+    assert s["cache"] == {"reported": 4, "hits": 2, "max_cached_tokens": 1800, "median_cached_tokens": 1800,
+                          "median_prompt_tokens": 2000}
+    con = Console(width=400, highlight=False)
+    with con.capture() as cap:
+        print_summary(con, s)
+    said = " ".join(cap.get().split())
+    assert "⚠ the engine reported cache hits: 2 of 4 measured requests had part of their prompt served" in said
+    assert "keyed on something else" in said and "slope above are too low" in said
+    assert "--no-enable-prefix-caching" in said and "firsttoken logs --experiment hit" in said
+    assert CACHE_HIT_MIN_TOKENS > 3
+    # under the threshold (a template's head) nothing is said
+    add_request(db, experiment="nohit", prompt_tokens_est=500, ttft_ms=50.0, **{prompt: 900, column: 3})
+    s = summarize(db, "nohit", "inputs")
+    assert s["cache"]["hits"] == 0
+    with con.capture() as cap:
+        print_summary(con, s)
+    assert "cache hits" not in cap.get()

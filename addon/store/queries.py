@@ -299,6 +299,16 @@ def count_finished(db: sqlite_utils.Database, experiment: str, prefix: bool = Fa
     return db.execute(f"SELECT count(*) FROM requests WHERE state = 'done' AND {sql}", [arg]).fetchone()[0]
 
 
+def cached_prompt_tokens(db: sqlite_utils.Database, experiment: str) -> list[tuple[int | None, int]]:
+    """(prompt tokens, cached prompt tokens) of each finished row tagged ``experiment``, by the engine's own
+    report where it gave one, else the usage's; rows that reported no cached count are left out (`sweep`
+    says when its prompts were served from a cache)."""
+    return [tuple(r) for r in db.execute(
+        "SELECT coalesce(engine_prompt_tokens, usage_prompt_tokens), coalesce(engine_cached_tokens, usage_cached_tokens) "
+        "FROM requests WHERE state = 'done' AND experiment = ? "
+        "AND coalesce(engine_cached_tokens, usage_cached_tokens) IS NOT NULL", [experiment]).fetchall()]
+
+
 # ---- The analyzer's history (read once at start, on the caller's thread).
 
 def routes_cached(db: sqlite_utils.Database, last: int = 20000) -> set[str]:
