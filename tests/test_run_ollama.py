@@ -20,7 +20,7 @@ from conftest import rows
 from ollama._client import _parse_host
 from ollama_upstream import REPLY, OllamaUpstream
 from rawserver import LoopbackServer
-from runkit import NODE_BIN, SIM_TEXT, base_env, find_client, ft_run
+from runkit import NODE_BIN, ROOT, SIM_TEXT, base_env, find_client, ft_run
 
 from firsttoken.addon import routing
 from firsttoken.cli.env.clients import plan_for
@@ -257,3 +257,30 @@ def test_env_ollama_prints_what_the_library_reads(tmp_path, monkeypatch):
     forward = plan_for("ollama", Target("http://127.0.0.1:8080", None, "test", forward=True, confdir=str(tmp_path)),
                        env={})
     assert any("forward mode does not carry" in w for w in forward.warnings)
+
+
+# -- aider's Ollama models -----------------------------------------------------------------------
+
+@pytest.mark.slow  # a real agent CLI (pip aider-chat, in .ci/aider): the slow tier
+def test_aider_ollama_chat_goes_through_the_proxy(tmp_path):
+    """aider 0.86.2 (.ci/run's pin) on an ``ollama_chat/`` model with the OLLAMA_API_BASE a user sets: run adds
+    --set-env OLLAMA_API_BASE=<route>, so litellm's calls to the Ollama (/api/show, /api/chat) are recorded there."""
+    aider = find_client("aider", ROOT / ".ci" / "aider" / "bin")
+    with OllamaUpstream() as up:
+        env = child_env(tmp_path, LITELLM_LOCAL_MODEL_COST_MAP="True", OLLAMA_API_BASE=up.url)
+        caches = Path(env["HOME"]) / ".aider" / "caches"  # aider's model-price cache, fresh: it fetches nothing
+        caches.mkdir(parents=True)
+        (caches / "model_prices_and_context_window.json").write_text("{}")
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [aider, "--message", "Say hi", "--no-git", "--yes-always", "--no-check-update",
+                        "--analytics-disable", "--no-show-model-warnings", "--no-pretty", "--model",
+                        "ollama_chat/llama3.2"], env, timeout=180, cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "".join(REPLY) in r.stdout
+        rs = rows(db)
+        assert rs and len(rs) == len(up.log)  # every request aider made reached the Ollama through the proxy
+        assert all(x["route"] == "ollama" and x["upstream_url"].startswith(up.url + "/api/") for x in rs)
+        chat = [x for x in rs if x["api"] == "ollama.chat"]
+        assert chat and all(x["status"] == 200 and x["model"] == "llama3.2" for x in chat)
+        assert chat[0]["ttft_ms"] is not None and chat[0]["engine"] == "ollama"
+        assert "--set-env OLLAMA_API_BASE=" in r.stderr
