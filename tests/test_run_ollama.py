@@ -284,3 +284,14 @@ def test_aider_ollama_chat_goes_through_the_proxy(tmp_path):
         assert chat and all(x["status"] == 200 and x["model"] == "llama3.2" for x in chat)
         assert chat[0]["ttft_ms"] is not None and chat[0]["engine"] == "ollama"
         assert "--set-env OLLAMA_API_BASE=" in r.stderr
+
+
+def test_a_run_that_sent_nothing_gives_no_advice_about_the_implied_ollama_route(tmp_path):
+    """The default OLLAMA_HOST route is run's own addition: when nothing came through, the advice is about the
+    variables the user set, not about an Ollama nobody asked for."""
+    script = tmp_path / "noop.py"
+    script.write_text("print('nothing')\n")
+    env = child_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1")
+    r = ft_run(tmp_path / "ft.db", [sys.executable, str(script)], env)
+    assert r.returncode == 0 and "sent no request through firsttoken" in r.stderr, r.stderr
+    assert "http://127.0.0.1:9/v1" in r.stderr and "11434" not in r.stderr

@@ -132,7 +132,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
     via = r.how + (f" — {forward_reason}" if forward_reason and forward_reason != "--forward" else "")
     via += f"; proxy {joined[0]}" if joined else ""
     advice = [] if rows else no_request_advice(list(cmd), plan.client, {f: u.url for f, u in plan.upstreams.items()
-                                                                          if f in plan.families},
+                                                                          if f in plan.families and not u.implied},
                                                forward_used=bool(forward_reason), home=home_dir(env))
     summary = summarize(run_id, rows, _figures(db, run_id) if rows else None)
     _name_key_source(summary, plan)
