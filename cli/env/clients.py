@@ -107,6 +107,8 @@ def plan_for(client: str, target: Target, *, route_name: str | None = None, mode
                 "wire_api = \"responses\": the upstream must serve the Responses API (/v1/responses); "
                 "Codex no longer supports chat completions.",
                 "env_key names the variable that holds the key; Codex sends it as Authorization: Bearer.",
+                "Codex --oss (its ollama and lmstudio providers) reads neither: it takes CODEX_OSS_BASE_URL, a route "
+                "to the model server's root plus /v1 (`firsttoken env ollama` prints it).",
             ]
         return plan
     if client == "claude-code" and cloud.kind(env) is not None:
