@@ -6,6 +6,7 @@ engine, a port where nothing listens, and (slow tier) the real llama-server and 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -129,13 +130,35 @@ def test_an_engine_that_wants_a_key_and_a_server_that_is_no_engine(env, tmp_path
                    for m, _, h in keyed.seen + other.seen)  # no key, no body
 
 
-def test_nothing_listening_fails_with_what_to_do(env, tmp_path):
+def test_nothing_listening_is_one_failure_with_the_engines_fix(env, tmp_path):
     port = free_port()
+    start = f"start the model server on 127.0.0.1:{port} (llama-server --port {port}, `ollama serve`"
     code, out = run_doctor(env, tmp_path, "--upstream", f"http://127.0.0.1:{port}/v1")
+    assert code == 1
+    assert out.count("✗") == 1, out  # the upstream's TCP check says it, with the engine's fix; no second failure
+    assert f"http://127.0.0.1:{port}: TCP connect to 127.0.0.1 failed" in out and f"fix: {start}" in out
+    assert dc.SECTIONS["engines"] not in out
+
+    code, out = run_doctor(dict(env, OPENAI_BASE_URL=f"http://127.0.0.1:{port}/v1"), tmp_path)
+    assert code == 1 and out.count("✗") == 1, out
+    assert f"OPENAI_BASE_URL: nothing listens on 127.0.0.1:{port}" in out
+    assert f"; a model server of your own: {start}" in out
+
+
+def test_an_engine_that_accepts_but_never_answers(env, tmp_path):
+    s = socket.socket()  # listening, never accepting: the TCP connect works, the GET gets no answer
+    s.bind(("127.0.0.1", 0))
+    s.listen(8)
+    port = s.getsockname()[1]
+    try:
+        code, out = run_doctor(env, tmp_path, "--timeout", "0.5", "--upstream", f"http://127.0.0.1:{port}")
+    finally:
+        s.close()
     lines = section(out)
     assert code == 1
-    assert f"http://127.0.0.1:{port} (route 'default'): the engine does not answer (connection refused)" in lines
-    assert f"fix: start the model server on 127.0.0.1:{port} (llama-server --port {port}, `ollama serve`" in lines
+    assert f"http://127.0.0.1:{port} (route 'default'): the engine does not answer (timed out)" in lines
+    assert f"a GET http://127.0.0.1:{port}/props got no HTTP answer" in lines
+    assert f"fix: something accepts connections on 127.0.0.1:{port} but sends no HTTP answer" in lines
 
 
 def test_a_cloud_upstream_is_not_an_engine(env, tmp_path):

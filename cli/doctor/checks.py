@@ -93,7 +93,7 @@ def run_checks(ctx: Context) -> list[Check]:
         checks.append(check_forward_ca(ctx))
     if ctx.network:
         checks += check_upstreams(ctx, blocks)
-        checks += check_engines(ctx)
+        checks += check_engines(ctx, checks)
     checks += check_tokenizers()
     checks.append(check_db(ctx))
     checks += check_db_safety(ctx)

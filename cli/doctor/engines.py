@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
@@ -144,6 +145,11 @@ def _engine_name(doc: dict) -> str:
         "an OpenAI-compatible server"
 
 
+def start_fix(netloc: str, port: int | None) -> str:
+    return (f"start the model server on {netloc} (llama-server --port {port}, `ollama serve`, vLLM, LM Studio's "
+            "server), or fix the upstream's URL")
+
+
 def probe_engine(net: Net, url: str, source: str) -> Check:
     """Which engine answers at ``url`` and what it has loaded, by its read-only GETs (first that answers)."""
     u = urlsplit(url)
@@ -154,10 +160,13 @@ def probe_engine(net: Net, url: str, source: str) -> Check:
     seen: list[str] = []
     status, doc, err = _json(net, root + "/props")
     if status is None:  # nothing answered at all: no point asking the other paths
+        fix = start_fix(u.netloc, u.port) if err != "timed out" else (
+            f"something accepts connections on {u.netloc} but sends no HTTP answer: a server still starting or "
+            "loading its model answers once it is up (its log says), a stuck one needs a restart; or this port is "
+            "not the model server's")
         return Check(cid, SECTION, FAIL, f"{title}: the engine does not answer ({err})",
                      f"a GET {root}/props got no HTTP answer: every request through firsttoken to it fails the same way",
-                     f"start the model server on {u.netloc} (llama-server --port {u.port}, `ollama serve`, vLLM, "
-                     "LM Studio's server), or fix the upstream's URL")
+                     fix)
     seen.append(f"/props {status if status is not None else err}")
     if status == 200 and isinstance(doc, dict) and ("model_path" in doc or "total_slots" in doc):
         loaded, slots = _llama(net, root, doc)
@@ -182,5 +191,22 @@ def probe_engine(net: Net, url: str, source: str) -> Check:
                  "vLLM: 8000, LM Studio: 1234), and that its path is the API's")
 
 
-def check_engines(ctx: Context) -> list[Check]:
-    return [probe_engine(ctx.net, url, source) for url, source in local_engines(ctx)]
+def check_engines(ctx: Context, earlier: Sequence[Check] = ()) -> list[Check]:
+    """Each local engine's probe. One that ``earlier`` checks already found unreachable (an upstream's DNS or
+    TCP, a base URL where nothing listens) is not asked again: that check gets the engine's fix (start it),
+    one failure for one cause."""
+    out = []
+    failed = {c.id: c for c in earlier if c.status == FAIL}
+    for url, source in local_engines(ctx):
+        u = urlsplit(url)
+        port = u.port or (443 if u.scheme == "https" else 80)
+        down = failed.get(f"upstream.{u.hostname}:{port}")
+        if down is not None and ("TCP connect" in down.title or "DNS" in down.title):
+            down.fix = start_fix(u.netloc, port)
+            continue
+        down = failed.get(f"base_url.environment.{source[1:]}")
+        if down is not None and "nothing listens" in down.title:
+            down.fix = f"{down.fix}; a model server of your own: {start_fix(u.netloc, port)}"
+            continue
+        out.append(probe_engine(ctx.net, url, source))
+    return out
