@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from conftest import FAST, rows
+from ollama_upstream import REPLY, OllamaUpstream
 from runkit import FT, KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, in_ci, run_for
 
 from firsttoken.cli.simulate.config import SimConfig
@@ -49,12 +50,19 @@ class World:
         for d in (self.cwd, root / "state", root / "runtime"):
             d.mkdir(mode=0o700)
         self.servers: dict[str, SimServer] = {}
+        self.ollamas: dict[str, OllamaUpstream] = {}  # Ollama's native API (tests/ollama_upstream.py), by place
 
     def url(self, place: str) -> str:
         """The URL of the upstream at ``place`` ("real", or the place a decoy stands for)."""
         if place not in self.servers:
             self.servers[place] = SimServer(SimConfig(**FAST)).start()
         return self.servers[place].url
+
+    def ollama(self, place: str) -> str:
+        """The URL of an Ollama at ``place`` (its native /api/chat: the simulator does not speak it)."""
+        if place not in self.ollamas:
+            self.ollamas[place] = OllamaUpstream().__enter__()
+        return self.ollamas[place].url
 
     def write(self, path: Path | str, text: str) -> Path:
         p = Path(path) if Path(path).is_absolute() else self.cwd / path
@@ -66,15 +74,19 @@ class World:
         """How many exchanges reached each place, as firsttoken counts them: HTTP requests, and each
         WebSocket turn in place of the upgrade that carried it (an upgrade answered 101 is no row)."""
         return collections.Counter({place: n for place, s in self.servers.items()
-                                    if (n := len(s.arrivals) - s.upgrades + len(s.ws_turns))})
+                                    if (n := len(s.arrivals) - s.upgrades + len(s.ws_turns))}
+                                   | {place: len(u.log) for place, u in self.ollamas.items() if u.log})
 
     def place_of(self, url: str) -> str | None:
         port = urlsplit(url).port
-        return next((place for place, s in self.servers.items() if s.port == port), None)
+        return next((place for place, s in self.servers.items() if s.port == port), None) or \
+            next((place for place, u in self.ollamas.items() if urlsplit(u.url).port == port), None)
 
     def close(self) -> None:
         for s in self.servers.values():
             s.stop()
+        for u in self.ollamas.values():
+            u.__exit__(None, None, None)
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,7 @@ class Case:
     limit: float = 150.0  # the longest one run may take (goes=None: how long it is watched, then stopped)
     offline: str | None = None  # why this set-up cannot run here, said instead of running it
     env: dict[str, str] = field(default_factory=dict)  # the client's quiet settings (no telemetry, no updates)
+    says: str = SIM_TEXT  # what the client prints when its answer came (the simulator's text, or the Ollama's)
 
     @property
     def id(self) -> str:
@@ -383,6 +396,15 @@ def sdk(family: str) -> Callable[[World], list[str]]:
     return set_up
 
 
+def ollama_sdk(w: World) -> list[str]:
+    """A script on Ollama's Python library: the OLLAMA_HOST it has (host:port, as users write it), and a decoy
+    in OPENAI_BASE_URL, which it does not read."""
+    w.env.update(OLLAMA_HOST=w.ollama("real").split("://", 1)[1], OPENAI_BASE_URL=f"{w.url('OPENAI_BASE_URL')}/v1")
+    return [str(w.write(w.cwd / "app.py", "import ollama\nprint(''.join(c.message.content or '' for c in ollama.chat("
+                                          "model='llama3.2', messages=[{'role': 'user', 'content': 'hi'}], "
+                                          "stream=True)))\n"))]
+
+
 def case(client: str, style: str, prog: tuple[str, str], set_up, **kw) -> Case:
     return Case(client, style, prog, set_up, **kw)
 
@@ -430,6 +452,10 @@ CASES: list[Case] = [
     case("copilot", "OPENAI_BASE_URL only", ("node", "copilot"), copilot("OPENAI_BASE_URL only"), goes=None, limit=30,
          env={"COPILOT_AUTO_UPDATE": "false"}),
     *(case("other", f"{f} SDK, {f.upper()}_BASE_URL", ("python", "python"), sdk(f)) for f in ("openai", "anthropic")),
+    case("other", "ollama library, OLLAMA_HOST", ("python", "python"), ollama_sdk, says="".join(REPLY)),
+    case("ollama", "the ollama CLI", ("python", "python"), None,
+         offline="no package registry ships Ollama's binary; it reads OLLAMA_HOST as the library does "
+                 "(tests/test_run_ollama.py checks the rule against the library's own parser)"),
 ]
 
 
@@ -509,8 +535,8 @@ def test_destination(outcomes, c: Case):
     # what the installed client does on its own: the row's claim (a new release that moved fails here first)
     assert set(alone.hits) == ({c.goes} if c.goes else set()), f"alone it contacted {dict(alone.hits)}{said}"
     if c.goes:
-        assert alone.code == 0 and SIM_TEXT in alone.out, said
-        assert through.code == 0 and SIM_TEXT in through.out, said
+        assert alone.code == 0 and c.says in alone.out, said
+        assert through.code == 0 and c.says in through.out, said
     # the same places through `firsttoken run`, and every request that reached one recorded, at it
     assert set(through.hits) == set(alone.hits), f"through run it contacted {dict(through.hits)}{said}"
     recorded = through.recorded or collections.Counter()
