@@ -491,3 +491,43 @@ def test_engine_capture_cut_anywhere_through_the_proxy(bench, c: Capture | None)
     replay = Replay(c.status, c.headers, parts, [0.001] * len(parts), framing="close" if c.kind != "body" else "chunked")
     row, _ = exchange(bench, c, replay)
     check(row, c, said(c))
+
+
+SGLANG = [pytest.param(c, id=c.name) for p in CAPTURES if (c := p.values[0]) is not None and c.name.startswith("sglang")]
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["cumulative", "incremental"])
+@pytest.mark.parametrize("c", SGLANG or [pytest.param(None, id="engine-captures-missing")])
+def test_sglang_native_stream_built_from_its_recorded_answer(bench, c: Capture | None, incremental: bool) -> None:
+    """No stream of SGLang's own /generate was recorded: its recorded answer is streamed here as SGLang's server
+    streams it (``data: {text, output_ids, meta_info}`` per step, ``data: [DONE]``; ``text`` the whole output so far,
+    or with ``--incremental-streaming-output`` only the new part). It was an unknown API's stream read as chat
+    chunks: response.no_choices, an error, on a healthy stream, and no TTFT."""
+    if c is None:
+        _missing()
+    answer = json.loads(c.body)
+    text, ids, meta = answer["text"], answer["output_ids"], answer["meta_info"]
+    pieces = re.findall(r"\s*\S+\s*", text)
+    assert "".join(pieces) == text and len(pieces) > 1
+    events, so_far = [], ""
+    for i, piece in enumerate(pieces):
+        so_far += piece
+        last = i == len(pieces) - 1
+        n = len(ids) if last else min(len(ids), i + 1)
+        step = {"text": piece if incremental else so_far, "output_ids": ids[:n],
+                "meta_info": {**meta, "finish_reason": meta["finish_reason"] if last else None, "completion_tokens": n}}
+        events.append(b"data: " + json.dumps(step).encode() + b"\n\n")
+    events.append(b"data: [DONE]\n\n")
+    s = Capture(c.name, c.target, json.dumps({**json.loads(c.request), "stream": True}).encode(), 200,
+                [("content-type", "text/event-stream; charset=utf-8")], events, "sse")
+    gaps = [BEFORE_KEY, AFTER_KEY] + [GAP] * (len(events) - 2)
+    replay = Replay(200, s.headers, events, gaps, framing="chunked")
+    row, client_sent = exchange(bench, s, replay)
+    findings = json.loads(row["findings"] or "[]")
+    assert not [f for f in findings if f["severity"] == "error"], findings
+    assert row["api"] == "other" and row["output_chars"] == len(text) and row["stream_done"] == 1
+    assert row["finish_reason"] == meta["finish_reason"]["type"]
+    assert (row["usage_prompt_tokens"], row["usage_completion_tokens"]) == (meta["prompt_tokens"], len(ids))
+    assert row["engine"] == "sglang" and row["engine_prompt_tokens"] == meta["prompt_tokens"]
+    assert row["engine_cached_tokens"] == meta["cached_tokens"] and row["engine_decode_tokens"] == len(ids)
+    _near(row["ttft_ms"], client_sent, replay.received_at, replay.sent_at[0], "TTFT")

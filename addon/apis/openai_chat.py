@@ -76,6 +76,7 @@ class OpenAIChat(JsonInterpreter):
     def __init__(self) -> None:
         super().__init__()
         self._named: set = set()  # tool calls whose name was already counted
+        self._sglang_text = ""  # SGLang's native stream: the output so far
 
     # -- stream ------------------------------------------------------------------
     def _done_marker(self) -> None:
@@ -107,9 +108,31 @@ class OpenAIChat(JsonInterpreter):
                     f.finish_reason = fr
         elif type(obj.get("token")) is dict:  # TGI's own /generate_stream, read where its path is unknown
             self._tgi_token(obj, out)
+        elif type(obj.get("meta_info")) is dict and type(obj.get("text")) is str:  # SGLang's own /generate stream
+            self._sglang(obj, out)
         elif err is None and type(usage) is not dict and "moderation" not in obj:
             if event == "message":
                 note_no_choices(f, raw)
+
+    def _sglang(self, obj: dict, out: list[Delta]) -> None:
+        """One event of SGLang's native ``/generate`` stream: ``text`` is the whole output so far (its default), or
+        only the new part (``--incremental-streaming-output``); ``meta_info`` holds the counts (read as the engine's
+        report) and, at the end, ``finish_reason`` (``{"type": "length", ...}``)."""
+        text, seen = obj["text"], self._sglang_text
+        if seen and text.startswith(seen):  # the whole output so far: the new part is what it adds
+            add(out, TEXT, text[len(seen):])
+            self._sglang_text = text
+        else:
+            add(out, TEXT, text)
+            self._sglang_text = seen + text
+        meta = obj["meta_info"]
+        fr = meta.get("finish_reason")
+        if type(fr) is dict and type(fr.get("type")) is str and fr["type"]:
+            self.facts.finish_reason = fr["type"]
+        for key, attr in (("prompt_tokens", "usage_prompt_tokens"), ("completion_tokens", "usage_completion_tokens")):
+            n = meta.get(key)
+            if type(n) is int and not isinstance(n, bool):
+                setattr(self.facts, attr, n)
 
     def _tgi_token(self, obj: dict, out: list[Delta]) -> None:
         """One event of text-generation-inference's native stream (its ``StreamResponse``): ``token.text`` is the
