@@ -258,6 +258,7 @@ class Said:
     completion_tokens: int | None = None
     engine: dict[str, Any] | None = None  # engine_* column -> value
     error: str | None = None
+    finish: str | None = None  # the last finish reason the answer gave
 
 
 def _api(target: str) -> str:
@@ -315,6 +316,8 @@ def said(c: Capture) -> Said:
             for tc in m.get("tool_calls") or []:
                 f = tc["function"]
                 saw(i, f["name"] + json.dumps(f["arguments"], separators=(",", ":")))
+            if isinstance(o.get("done_reason"), str) and o["done_reason"]:
+                s.finish = o["done_reason"]
             if o.get("done") is True:
                 s.prompt_tokens, s.completion_tokens = o.get("prompt_eval_count"), o.get("eval_count")
                 ms = {k: o[f] / 1e6 for k, f in (("engine_load_ms", "load_duration"),
@@ -325,6 +328,7 @@ def said(c: Capture) -> Said:
         elif s.api == "openai.chat":
             for ch in o.get("choices") or []:
                 d = ch.get("delta") or ch.get("message") or {}
+                s.finish = ch.get("finish_reason") or s.finish
                 saw(i, d.get("content") or "", d.get("reasoning_content") or d.get("reasoning") or "")
                 for j, tc in enumerate(d.get("tool_calls") or []):
                     f, key = tc.get("function") or {}, (ch.get("index", 0), tc.get("index", j))
@@ -341,6 +345,7 @@ def said(c: Capture) -> Said:
             saw(i, "" if o["token"].get("special") else o["token"].get("text") or "")
             if isinstance(o.get("details"), dict):
                 s.completion_tokens = o["details"].get("generated_tokens")
+                s.finish = o["details"].get("finish_reason") or s.finish
         elif isinstance(o.get("meta_info"), dict):  # SGLang's native /generate
             mi = o["meta_info"]
             s.engine = {"engine": "sglang", "engine_prompt_tokens": mi["prompt_tokens"],
@@ -423,6 +428,8 @@ def check(row: dict[str, Any], c: Capture, s: Said) -> None:
         assert row["reasoning_chars"] == len(s.reasoning), ctx
         if c.status < 400:
             assert s.text or s.reasoning, "a capture with nothing in it proves nothing"
+    if s.api != "other" or c.kind != "body":
+        assert row["finish_reason"] == s.finish, (row["finish_reason"], ctx)
     if s.prompt_tokens is not None:
         assert row["usage_prompt_tokens"] == s.prompt_tokens, ctx
     if s.completion_tokens is not None:
