@@ -104,3 +104,14 @@ def test_real_copilot_byok_is_recorded(tmp_path, kind):
         assert len(rs) == len(upstream.arrivals), (upstream.arrivals, rs)
         assert all(x["upstream_url"].startswith(upstream.url + "/v1/") and x["status"] == 200 for x in rs), rs
         assert f"via: COPILOT_PROVIDER_BASE_URL → the proxy (COPILOT_PROVIDER_TYPE {kind} kept)" in r.stderr
+
+
+def test_env_picks_the_route_of_the_provider_type(tmp_path):
+    t = resolve_target(upstreams=("openai=http://127.0.0.1:11434/v1", "anthropic=https://api.anthropic.com"),
+                       port=8787, host="127.0.0.1", db_path=tmp_path / "none.db")
+    assert dict(E.plan_for("copilot", t, env={}, home=tmp_path).exports) == {
+        "COPILOT_PROVIDER_BASE_URL": PROXY + "/openai", "COPILOT_PROVIDER_TYPE": "openai"}
+    assert dict(E.plan_for("copilot", t, env={"COPILOT_PROVIDER_TYPE": "anthropic"}, home=tmp_path).exports) == {
+        "COPILOT_PROVIDER_BASE_URL": PROXY + "/anthropic", "COPILOT_PROVIDER_TYPE": "anthropic"}
+    odd = E.plan_for("copilot", t, env={"COPILOT_PROVIDER_TYPE": "gemini"}, home=tmp_path, route_name="openai")
+    assert "COPILOT_PROVIDER_TYPE = 'gemini' is not one of openai, azure, anthropic" in odd.warnings[0]
