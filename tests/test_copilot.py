@@ -115,3 +115,24 @@ def test_env_picks_the_route_of_the_provider_type(tmp_path):
         "COPILOT_PROVIDER_BASE_URL": PROXY + "/anthropic", "COPILOT_PROVIDER_TYPE": "anthropic"}
     odd = E.plan_for("copilot", t, env={"COPILOT_PROVIDER_TYPE": "gemini"}, home=tmp_path, route_name="openai")
     assert "COPILOT_PROVIDER_TYPE = 'gemini' is not one of openai, azure, anthropic" in odd.warnings[0]
+
+
+@pytest.mark.slow
+def test_real_copilot_byok_on_a_local_ollama_is_recorded(tmp_path):
+    """Copilot's usual local set-up (its own help's example): COPILOT_PROVIDER_BASE_URL at Ollama's /v1 and an
+    Ollama model, here the loopback Ollama of tests/ollama_upstream.py; recorded through run with the model."""
+    from ollama_upstream import OllamaUpstream
+
+    copilot = find_client("copilot", NODE_BIN)
+    with OllamaUpstream(ctx=32768) as ollama:
+        env = base_env(tmp_path, COPILOT_OFFLINE="true", COPILOT_AUTO_UPDATE="false", COPILOT_MODEL="llama3.2",
+                       COPILOT_PROVIDER_BASE_URL=ollama.url + "/v1")
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [copilot, "-p", "Say hi", "-s", "--allow-all-tools", "--no-auto-update"], env, timeout=180,
+                   cwd=tmp_path)
+        assert r.returncode == 0 and "Paris is the capital of France." in r.stdout, r.stdout + r.stderr
+        paths = [e.path for e in ollama.log]
+    rs = rows(db)
+    assert paths and set(paths) == {"/v1/chat/completions"} and len(rs) == len(paths), (paths, rs)
+    assert all(x["upstream_url"] == ollama.url + "/v1/chat/completions" and x["status"] == 200 for x in rs), rs
+    assert {x["model"] for x in rs} == {"llama3.2"}
