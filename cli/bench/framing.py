@@ -1,5 +1,6 @@
 """What decoding one event costs the stream tap, per framing: SSE against AWS's event stream (Bedrock),
-the same Anthropic events either way, fed a chunk an event as servers send them. docs/performance.md."""
+the same Anthropic events either way, and Ollama's newline-delimited JSON (``/api/chat``) with the same
+text deltas, fed a chunk an event as servers send them. docs/performance.md."""
 
 from __future__ import annotations
 
@@ -12,10 +13,16 @@ from firsttoken.addon.record import Clock
 from firsttoken.addon.tap import StreamTap
 
 EVENTSTREAM = "application/vnd.amazon.eventstream"
+NDJSON = "application/x-ndjson"
+KINDS = ("sse", "eventstream", "ndjson")
+#: (api, Content-Type) the tap is given for each kind
+TAPS = {"sse": ("anthropic.messages", "text/event-stream"), "eventstream": ("anthropic.bedrock", EVENTSTREAM),
+        "ndjson": ("ollama.chat", NDJSON)}
+WORDS = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.")
 
 
 def _events(n: int) -> list[dict]:
-    words = ("The", " quick", " brown", " fox", " jumps", " over", " the", " lazy", " dog.")
+    words = WORDS
     out = [{"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
                                                  "content": [], "usage": {"input_tokens": 10, "output_tokens": 1}}},
            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}]
@@ -27,8 +34,22 @@ def _events(n: int) -> list[dict]:
     return out
 
 
+def _ollama_lines(n: int) -> list[bytes]:
+    """Ollama's ``/api/chat`` stream of ``n`` text deltas: one object a line (``message.content``), then the
+    final ``done: true`` object with its durations in nanoseconds, as Ollama writes them."""
+    head = {"model": "m", "created_at": "2026-12-07T10:00:00.123456789Z"}
+    out = [{**head, "message": {"role": "assistant", "content": WORDS[i % 9]}, "done": False} for i in range(n)]
+    out.append({**head, "message": {"role": "assistant", "content": ""}, "done": True, "done_reason": "stop",
+                "total_duration": 5_191_566_416, "load_duration": 2_154_458, "prompt_eval_count": 10,
+                "prompt_eval_duration": 383_809_000, "eval_count": n, "eval_duration": 4_709_213_000})
+    return [json.dumps(o, separators=(",", ":")).encode() + b"\n" for o in out]
+
+
 def chunks(kind: str, n: int) -> list[bytes]:
-    """One stream of ``n`` text deltas as the chunks of ``kind``: "sse" (Anthropic's own) or "eventstream" (Bedrock's)."""
+    """One stream of ``n`` text deltas as the chunks of ``kind``: "sse" (Anthropic's own), "eventstream"
+    (Bedrock's) or "ndjson" (Ollama's /api/chat)."""
+    if kind == "ndjson":
+        return _ollama_lines(n)
     out = []
     for e in _events(n):
         data = json.dumps(e, separators=(",", ":"))
@@ -45,7 +66,7 @@ def chunks(kind: str, n: int) -> list[bytes]:
 def per_event_us(kind: str, n: int = 20000, repeats: int = 5) -> float:
     """Median microseconds the tap spends per event of a stream of ``n`` events (decoded on the spot,
     as before the first token and in ``drain``)."""
-    api, ctype = ("anthropic.messages", "text/event-stream") if kind == "sse" else ("anthropic.bedrock", EVENTSTREAM)
+    api, ctype = TAPS[kind]
     data = chunks(kind, n)
     times = []
     for _ in range(repeats):
@@ -61,4 +82,4 @@ def per_event_us(kind: str, n: int = 20000, repeats: int = 5) -> float:
 
 
 def measure(n: int = 20000) -> dict[str, float]:
-    return {kind: round(per_event_us(kind, n), 3) for kind in ("sse", "eventstream")}
+    return {kind: round(per_event_us(kind, n), 3) for kind in KINDS}
