@@ -116,6 +116,15 @@ def test_a_base_url_straight_at_an_engine_is_probed_too(env, tmp_path, var):
     assert f"{o.url} (${var}): Ollama answers, no model loaded" in section(out)
 
 
+def test_one_server_is_probed_once_whoever_points_at_it(env, tmp_path):
+    with OllamaUpstream() as o:
+        code, out = run_doctor(dict(env, OPENAI_BASE_URL=o.url + "/v1", ANTHROPIC_BASE_URL=o.url), tmp_path,
+                               "--upstream", o.url + "/v1")
+        lines = section(out)
+        assert lines.count("Ollama answers") == 1 and f"{o.url} (route 'default'): Ollama answers" in lines, lines
+        assert [e.path for e in o.log] == ["/props", "/api/ps", "/api/tags"]
+
+
 def test_an_engine_that_wants_a_key_and_a_server_that_is_no_engine(env, tmp_path):
     with Answering(401) as keyed, Answering(404, b"<html>not here</html>") as other:
         code, out = run_doctor(env, tmp_path, "--upstream", f"a={keyed.url}/v1", "--upstream", f"b={other.url}")

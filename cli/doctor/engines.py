@@ -29,8 +29,9 @@ ENGINE_URL_VARS = ("COPILOT_PROVIDER_BASE_URL",)
 
 def local_engines(ctx: Context) -> list[tuple[str, str]]:
     """(base URL, where it came from) of each upstream that is a model server of the user's own: the
-    proxy's routes and --upstream, then the clients' base URLs that point at one directly (not at firsttoken)."""
-    found: dict[str, str] = {}
+    proxy's routes and --upstream, then the clients' base URLs that point at one directly (not at firsttoken);
+    one per server (scheme, host and port), the first found."""
+    found: dict[str, tuple[str, str]] = {}  # scheme://host:port -> (its URL, the source)
     routes = list(ctx.routes or [])
     try:
         routes += routing.parse_upstreams(list(ctx.upstreams))
@@ -38,7 +39,7 @@ def local_engines(ctx: Context) -> list[tuple[str, str]]:
         pass
     for r in routes:
         if is_local(r.url):
-            found.setdefault(r.url.rstrip("/"), f"route {r.name or 'default'!r}")
+            found.setdefault(_server(r.url), (r.url.rstrip("/"), f"route {r.name or 'default'!r}"))
     for var in (*BASE_URL_VARS, *ENGINE_URL_VARS):
         url = (ctx.env.get(var) or "").strip().rstrip("/")
         if "://" not in url or not is_local(url):
@@ -49,8 +50,13 @@ def local_engines(ctx: Context) -> list[tuple[str, str]]:
         except ValueError:
             continue
         if not same_endpoint(u.hostname or "", port, ctx):
-            found.setdefault(url, f"${var}")
-    return list(found.items())
+            found.setdefault(_server(url), (url, f"${var}"))
+    return list(found.values())
+
+
+def _server(url: str) -> str:
+    u = urlsplit(url)
+    return f"{u.scheme}://{u.netloc}".lower()
 
 
 def _json(net: Net, url: str) -> tuple[int | None, Any, str]:
