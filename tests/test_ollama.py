@@ -134,6 +134,9 @@ def test_openai_compatible_v1_through_the_proxy(served):
     assert r["api"] == "openai.chat" and r["status"] == 200 and r["ttft_ms"] is not None
 
 
+#: how late the proxy may stamp a line it has been sent (its event loop under load)
+LATE_MS = 60.0
+
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
                                             "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
                                                            "required": ["city"]}}}
@@ -221,3 +224,19 @@ def test_an_error_line_inside_a_200_stream_is_an_error_and_reaches_the_client_un
         list(ollama.Client(host=proxy.url).chat(model=MIDSTREAM_ERROR, messages=[{"role": "user", "content": "hi"}],
                                                 stream=True))
     assert MIDSTREAM_TEXT in str(e.value)
+
+
+def test_generate_streams_its_thinking_before_its_response(served):
+    up, proxy, db = served()
+    parts = list(ollama.Client(host=proxy.url).generate(model="llama3.2", prompt="Where is Paris?", think=True,
+                                                         stream=True))
+    assert "".join(p.thinking or "" for p in parts) == "".join(THOUGHT)
+    assert "".join(p.response or "" for p in parts) == "".join(REPLY)
+    (r,) = done_rows(proxy, db, 1)
+    ex = up.log[-1]
+    assert r["api"] == "ollama.generate" and r["stream"] == 1 and r["stream_done"] == 1
+    assert r["reasoning_chars"] == len("".join(THOUGHT)) and r["output_chars"] == len("".join(REPLY))
+    # first_token_ms at the first thought, the TTFT at the first response line, len(THOUGHT) lines later
+    assert r["first_token_ms"] >= _since(ex, 0) - 5 and r["ttft_ms"] >= _since(ex, len(THOUGHT)) - 5
+    assert r["ttft_ms"] - r["first_token_ms"] >= (ex.sent_at[len(THOUGHT)] - ex.sent_at[0]) * 1000 - 10
+    assert r["ttft_ms"] - r["first_token_ms"] <= (ex.sent_at[len(THOUGHT)] - ex.sent_at[0]) * 1000 + LATE_MS
