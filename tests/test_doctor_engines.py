@@ -73,6 +73,68 @@ class Answering(LoopbackServer):
         self.serve(H)
 
 
+class LmStudio(LoopbackServer):
+    """LM Studio's server as its REST API docs describe it: /v1/models lists the downloaded models, /api/v0/models
+    says each one's ``state`` and context; an unknown path is a 200 with an error body ("Unexpected endpoint or
+    method. … Returning 200 anyway")."""
+
+    def __init__(self, models: list[dict]):
+        self.seen: list[tuple[str, str]] = []
+        outer = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                outer.seen.append((self.command, self.path))
+                if self.path == "/v1/models":
+                    doc = {"object": "list", "data": [{"id": m["id"], "object": "model", "owned_by": "organization_owner"}
+                                                      for m in models]}
+                elif self.path == "/api/v0/models":
+                    doc = {"object": "list", "data": models}
+                else:
+                    doc = {"error": f"Unexpected endpoint or method. ({self.command} {self.path}). Returning 200 anyway"}
+                body = json.dumps(doc).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.serve(H)
+
+
+LMS_MODELS = [
+    {"id": "qwen2.5-7b-instruct", "object": "model", "type": "llm", "publisher": "lmstudio-community", "arch": "qwen2",
+     "compatibility_type": "gguf", "quantization": "Q4_K_M", "state": "loaded", "max_context_length": 32768,
+     "loaded_context_length": 4096},
+    {"id": "llama-3.2-1b-instruct", "object": "model", "type": "llm", "publisher": "lmstudio-community",
+     "arch": "llama", "compatibility_type": "gguf", "quantization": "Q8_0", "state": "not-loaded",
+     "max_context_length": 131072},
+    {"id": "text-embedding-nomic-embed-text-v1.5", "object": "model", "type": "embeddings", "state": "not-loaded",
+     "max_context_length": 2048},
+]
+
+
+@pytest.mark.parametrize("loaded", [True, False])
+def test_lm_studio_says_what_is_loaded(env, tmp_path, loaded):
+    models = LMS_MODELS if loaded else [dict(m, state="not-loaded") for m in LMS_MODELS]
+    with LmStudio(models) as lms:
+        code, out = run_doctor(env, tmp_path, "--upstream", lms.url + "/v1")
+        lines = section(out)
+        if loaded:
+            assert f"{lms.url} (route 'default'): LM Studio answers, loaded: qwen2.5-7b-instruct (context 4,096)" \
+                in lines, lines
+            assert "downloaded: llama-3.2-1b-instruct" in lines
+        else:
+            assert "LM Studio answers, no model loaded" in lines
+            assert "the next request loads one (a cold start); downloaded: qwen2.5-7b-instruct, llama-3.2-1b-instruct" \
+                in lines, lines
+        assert "nomic" not in lines  # an embedding model serves no chat
+        assert lms.seen == [("GET", p) for p in ("/props", "/api/ps", "/v1/models", "/api/v0/models")]
+
+
 def test_ollama_loaded_models_pulled_ones_and_no_model_call(env, tmp_path):
     with OllamaUpstream(ctx=4096, keep_alive_s=300) as o:
         code, out = run_doctor(env, tmp_path, "--upstream", o.url)

@@ -1,7 +1,7 @@
 """`firsttoken doctor`, the model servers of the user's own (a loopback or LAN upstream: addon/engines/local.py):
 does the engine answer, which is it, and which model has it loaded? Only the read-only GETs the engines
 offer, each with doctor's short timeout, direct and without a key: llama.cpp ``/props`` (and ``/slots``),
-Ollama ``/api/ps`` (and ``/api/tags``), the OpenAI-compatible ``/v1/models`` (vLLM, LM Studio, llama.cpp).
+Ollama ``/api/ps`` (and ``/api/tags``), the OpenAI-compatible ``/v1/models`` (LM Studio's: ``/api/v0/models``).
 Never a POST, never a model call: a probe loads no model and takes no slot.
 """
 
@@ -145,10 +145,29 @@ def _models(doc: dict) -> str:
     return _some(words) or "no model"
 
 
+OPENAI_COMPATIBLE = "an OpenAI-compatible server"
+
+
 def _engine_name(doc: dict) -> str:
     owners = {str(m.get("owned_by")) for m in doc.get("data") or [] if isinstance(m, dict)}
-    return "vLLM" if "vllm" in owners else "llama.cpp llama-server" if "llamacpp" in owners else \
-        "an OpenAI-compatible server"
+    return "vLLM" if "vllm" in owners else "llama.cpp llama-server" if "llamacpp" in owners else OPENAI_COMPATIBLE
+
+
+def _lm_studio(cid: str, title: str, doc: dict) -> Check:
+    """LM Studio's /api/v0/models: each downloaded model's ``state`` (loaded or not-loaded) and context."""
+    models = [m for m in doc.get("data") or [] if isinstance(m, dict) and m.get("type", "llm") in ("llm", "vlm")]
+    loaded = [m for m in models if m.get("state") == "loaded"]
+    others = [str(m.get("id")) for m in models if m.get("state") != "loaded"]
+    rest = f"downloaded: {_some(others, 3)}" if others else ""
+    if not loaded:
+        return Check(cid, SECTION, PASS if others else WARN, f"{title}: LM Studio answers, no model loaded",
+                     (f"the next request loads one (a cold start); {rest}" if others else "no model downloaded"),
+                     None if others else "lms get MODEL (or download one in LM Studio), then name it in the client")
+    words = []
+    for m in loaded:
+        ctx = m.get("loaded_context_length") or m.get("max_context_length")
+        words.append(str(m.get("id")) + (f" (context {ctx:,})" if isinstance(ctx, int) else ""))
+    return Check(cid, SECTION, PASS, f"{title}: LM Studio answers, loaded: {_some(words)}", rest)
 
 
 def start_fix(netloc: str, port: int | None) -> str:
@@ -185,7 +204,13 @@ def probe_engine(net: Net, url: str, source: str) -> Check:
     status, doc, err = _json(net, models_url)
     seen.append(f"{urlsplit(models_url).path} {status if status is not None else err}")
     if status == 200 and isinstance(doc, dict) and isinstance(doc.get("data"), list):
-        return Check(cid, SECTION, PASS, f"{title}: {_engine_name(doc)} answers, serving {_models(doc)}")
+        name = _engine_name(doc)
+        if name == OPENAI_COMPATIBLE:  # LM Studio's /v1/models lists what is downloaded: its own API says what is loaded
+            status, lms, _ = _json(net, root + "/api/v0/models")
+            if status == 200 and isinstance(lms, dict) and any(isinstance(m, dict) and "state" in m
+                                                               for m in lms.get("data") or []):
+                return _lm_studio(cid, title, lms)
+        return Check(cid, SECTION, PASS, f"{title}: {name} answers, serving {_models(doc)}")
     if status in (401, 403):
         return Check(cid, SECTION, WARN, f"{title}: the engine answers, but its model list wants a key (HTTP {status})",
                      "doctor sends no key, so which model it serves is not known",
