@@ -117,7 +117,7 @@ def test_a_google_genai_app_through_run(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
         [row] = check(r.stdout, db, upstream, decoy)
         assert row["stream"] == 1 and row["model"] == "gemini-2.5-flash"
-        assert "via: base URLs in the environment (GOOGLE_GEMINI_BASE_URL)" in r.stderr, r.stderr
+        assert "via: base URLs in the environment (GOOGLE_GEMINI_BASE_URL, OLLAMA_HOST)" in r.stderr, r.stderr
 
 
 def test_why_run_uses_forward_mode_when_the_key_alone_chose_the_auth_type(tmp_path):

@@ -173,7 +173,8 @@ def test_joins_a_proxy_on_another_database_unless_db_is_given(sim, tmp_path):
 
 def test_print_env_defaults_and_env(tmp_path):
     """Any other command gets only the base-URL variables it already had: an unset one stays unset
-    (setting it could send a client that falls back to its own configuration elsewhere)."""
+    (setting it could send a client that falls back to its own configuration elsewhere). The one exception,
+    OLLAMA_HOST, names Ollama's default, where its clients go with it unset (docs/run.md, The guarantee)."""
     env = base_env(tmp_path, ANTHROPIC_BASE_URL="https://gw.example.com/anthropic")
     r = subprocess.run([FT, "run", "--db", str(tmp_path / "x.db"), "--print-env", "--", "python", "app.py"],
                        env=env, capture_output=True, text=True, timeout=30)
@@ -181,7 +182,9 @@ def test_print_env_defaults_and_env(tmp_path):
     lines = r.stdout.splitlines()
     assert "export ANTHROPIC_BASE_URL=http://127.0.0.1:8787/anthropic" in lines
     assert not any("OPENAI_BASE_URL=" in x or "OPENAI_API_BASE=" in x for x in lines if x.startswith("export"))
-    assert any(x.endswith("firsttoken proxy --upstream anthropic=https://gw.example.com/anthropic") for x in lines)
+    assert "export OLLAMA_HOST=http://127.0.0.1:8787/ollama" in lines
+    assert any(x.endswith("firsttoken proxy --upstream anthropic=https://gw.example.com/anthropic "
+                          "--upstream ollama=http://127.0.0.1:11434") for x in lines)
     assert any("OPENAI_BASE_URL is not set" in x for x in lines)
     assert not (tmp_path / "x.db").exists()  # nothing started, nothing written
 

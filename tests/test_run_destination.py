@@ -89,7 +89,7 @@ def test_an_unknown_client_goes_where_it_went(servers, tmp_path, order, use_flag
         assert rec["upstream_url"].startswith(arrived_at + "/"), rec["upstream_url"]
     if env_decoy:  # a variable the user set is redirected to its own value (recorded when the client reads it)
         assert len(rows(db)) == (2 if order == "env-first" else 0), r.stderr
-        assert "via: base URLs in the environment (OPENAI_BASE_URL)" in r.stderr
+        assert "via: base URLs in the environment (OPENAI_BASE_URL, OLLAMA_HOST)" in r.stderr
     else:  # nothing set: forward mode, which keeps every destination
         assert "forward mode" in r.stderr
 
@@ -141,9 +141,11 @@ def test_an_openai_only_proxy_is_joined_by_an_openai_client(servers, tmp_path):
 
 
 def test_plan_never_adds_an_unset_variable(tmp_path):
+    """…but OLLAMA_HOST, whose unset value means Ollama's default: a route to that same default moves no client."""
     from firsttoken.cli.run.upstreams import make_plan
 
     plan = make_plan(["python", "app.py"], {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}, tmp_path, tmp_path)
-    assert list(plan.upstreams) == ["openai"] and plan.forward_reason is None
+    assert list(plan.upstreams) == ["openai", "ollama"] and plan.forward_reason is None
+    assert plan.upstreams["ollama"].url == "http://127.0.0.1:11434" and plan.upstreams["ollama"].implied
     plan = make_plan(["python", "app.py"], {}, tmp_path, tmp_path)
     assert plan.upstreams == {} and "forward mode" in (plan.forward_reason or "")
