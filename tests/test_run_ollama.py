@@ -191,23 +191,33 @@ class LocalServer(LoopbackServer):
 
 
 @pytest.mark.slow  # a real agent CLI: the slow tier
-def test_codex_oss_goes_through_the_proxy(sim, tmp_path):
-    """The real Codex (0.171, .ci/run's pin) with --oss --local-provider ollama and CODEX_OSS_BASE_URL, as a user
-    points it at an Ollama: run sets CODEX_OSS_BASE_URL to the proxy (Codex lets nothing else move its built-in
-    local providers), so its server checks and its Responses calls are all recorded, to the user's server."""
+@pytest.mark.parametrize("style", ["--oss --local-provider", "oss_provider", "model_provider", "CODEX_OSS_PORT"])
+def test_codex_oss_goes_through_the_proxy(sim, tmp_path, style):
+    """The real Codex (0.171, .ci/run's pin) on its built-in ollama provider, chosen each way a user does (--oss with
+    --local-provider or config.toml's oss_provider; model_provider = "ollama"), at the server CODEX_OSS_BASE_URL or
+    CODEX_OSS_PORT names: run sets CODEX_OSS_BASE_URL to the proxy (Codex lets nothing else move its built-in local
+    providers), so its server checks and its Responses calls are all recorded, to the user's server."""
     codex = find_client("codex", NODE_BIN)
     with LocalServer(sim.url) as local:
-        env = child_env(tmp_path, CODEX_OSS_BASE_URL=local.url + "/v1")
+        env = child_env(tmp_path, **({"CODEX_OSS_PORT": local.url.rsplit(":", 1)[1]} if style == "CODEX_OSS_PORT"
+                                     else {"CODEX_OSS_BASE_URL": local.url + "/v1"}))
+        conf = Path(env["HOME"]) / ".codex"
+        conf.mkdir(parents=True)
+        toml = {"oss_provider": 'oss_provider = "ollama"\n', "model_provider": 'model_provider = "ollama"\n'}
+        (conf / "config.toml").write_text(toml.get(style, ""))
+        flags = {"oss_provider": ["--oss"], "model_provider": []}.get(style, ["--oss", "--local-provider", "ollama"])
         db = tmp_path / "ft.db"
-        r = ft_run(db, [codex, "exec", "--skip-git-repo-check", "--oss", "--local-provider", "ollama", "-m", "sim-1",
-                        "hi"], env, timeout=120, cwd=tmp_path)
+        r = ft_run(db, [codex, "exec", "--skip-git-repo-check", *flags, "-m", "sim-1", "hi"], env, timeout=120,
+                   cwd=tmp_path)
         assert r.returncode == 0, r.stdout + r.stderr
         assert SIM_TEXT in r.stdout
         rs = rows(db)
         assert rs and {x["route"] for x in rs} == {"ollama"}
-        # 0.171: GET /v1/models, /api/version, /api/tags (the model is there: no /api/pull), POST /v1/responses
-        assert {urlsplit(x["upstream_url"]).path for x in rs} >= {"/api/tags", "/v1/responses"}
-        assert all(x["upstream_url"].startswith(local.url + "/") for x in rs)
+        # 0.171 with --oss: GET /v1/models, /api/version, /api/tags (the model is there: no /api/pull), then POST
+        # /v1/responses; on model_provider alone, the Responses calls only
+        paths = {urlsplit(x["upstream_url"]).path for x in rs}
+        assert paths >= ({"/api/tags", "/v1/responses"} if flags else {"/v1/responses"}), paths
+        assert all(urlsplit(x["upstream_url"]).port == urlsplit(local.url).port for x in rs)
         assert len(rs) == len(local.paths)  # every request Codex made reached the server through the proxy
         resp = [x for x in rs if x["api"] == "openai.responses"]
         assert resp and all(x["status"] == 200 and x["model"] == "sim-1" for x in resp)
