@@ -11,6 +11,7 @@ import shutil
 import sysconfig
 from pathlib import Path
 
+import httpx
 import pytest
 from engine_process import EngineProcess
 
@@ -176,6 +177,10 @@ class LlamaServer(EngineProcess):
                      "--parallel", str(parallel), "--ctx-size", str(ctx_size), "--threads", str(threads),
                      "--threads-http", "8", "--no-webui", "--offline", "--metrics", "--slots", "--no-warmup",
                      "--log-timestamps", *extra]
+
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens by this model, as llama-server's own /tokenize counts them."""
+        return len(httpx.post(self.url + "/tokenize", json={"content": text}, timeout=30).json()["tokens"])
 
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}

@@ -7,15 +7,14 @@ error. The openai SDK drives it through the proxy in-process, as a user's client
 from __future__ import annotations
 
 import json
-import random
 import threading
-import time
 
 import httpx
 import openai
 import pytest
 from click.testing import CliRunner
 from conftest import findings, has, rows
+from engine_chat import Seen, chat, row, sized
 from llama_server import LlamaServer, model, require_binary
 
 from firsttoken.cli.proxy.server import ProxyServer
@@ -24,27 +23,6 @@ from firsttoken.cli.show import show
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 SLOT_CTX = 4096  # per slot: --ctx-size 8192 shared by --parallel 2
-WORDS = ("the", "slot", "cache", "prompt", "token", "engine", "queue", "batch", "decode", "prefill", "server",
-         "request", "stream", "chunk", "model", "layer", "weight", "value", "return", "import", "class", "self",
-         "data", "time", "first", "last", "while", "yield", "async", "await", "error", "result")
-
-
-def text(n_words: int, tag: str) -> str:
-    """Distinct from its first word on (no slot can serve it from an earlier prompt's cache)."""
-    rnd = random.Random(tag)
-    return f"[{tag}] " + " ".join(rnd.choice(WORDS) for _ in range(n_words))
-
-
-def sized(server: LlamaServer, n_tokens: int, tag: str) -> str:
-    """A prompt of about ``n_tokens`` of this model's tokens, by llama-server's own /tokenize."""
-    n_words = n_tokens
-    for _ in range(4):
-        t = text(n_words, tag)
-        got = len(httpx.post(server.url + "/tokenize", json={"content": t}, timeout=30).json()["tokens"])
-        if abs(got - n_tokens) <= 0.03 * n_tokens:
-            return t
-        n_words = max(1, round(n_words * n_tokens / got))
-    return t
 
 
 @pytest.fixture(scope="module")
@@ -64,63 +42,10 @@ def proxied(llama, tmp_path):
         yield llama, proxy, db, client
 
 
-class Seen:
-    """What the client saw of one chat: when the headers and each chunk came (s after the call), the JSON."""
-
-    def __init__(self):
-        self.t_headers = self.t_first = None
-        self.gaps: list[float] = []
-        self.final: dict | None = None  # the chunk (or body) that carried `timings`
-        self.headers: dict = {}
-        self.body: dict | None = None
-        self.error: openai.APIStatusError | None = None
-
-
-def chat(client: openai.OpenAI, prompt: str, experiment: str, *, stream: bool, usage: bool = False,
-         max_tokens: int = 6) -> Seen:
-    seen = Seen()
-    kw = dict(model="random", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0,
-              extra_headers={"x-firsttoken-experiment": experiment})
-    if stream and usage:
-        kw["stream_options"] = {"include_usage": True}
-    t0 = time.perf_counter()
-    try:
-        raw = client.chat.completions.with_raw_response.create(stream=stream, **kw)
-    except openai.APIStatusError as e:
-        seen.error = e
-        return seen
-    seen.t_headers = time.perf_counter() - t0
-    seen.headers = dict(raw.headers)
-    if not stream:
-        seen.body = raw.parse().model_dump()
-        seen.final = seen.body
-        return seen
-    last = None
-    for chunk in raw.parse():
-        now = time.perf_counter() - t0
-        d = chunk.model_dump()
-        if d.get("timings"):
-            seen.final = d
-        if any((c.get("delta") or {}).get("content") for c in d.get("choices") or []):
-            if seen.t_first is None:
-                seen.t_first = now
-            else:
-                seen.gaps.append(now - last)
-            last = now
-    return seen
-
-
 def in_order(words: list[str], text: list[str]) -> bool:
     """Every one of ``words`` in ``text``, in this order (others between them)."""
     it = iter(text)
     return all(any(w == t for t in it) for w in words)
-
-
-def row(proxy: ProxyServer, db, experiment: str) -> dict:
-    proxy.flush()
-    rs = rows(db, "WHERE experiment = ? AND state = 'done'", (experiment,))
-    assert len(rs) == 1, rs
-    return rs[0]
 
 
 def assert_engine_columns(r: dict, timings: dict) -> None:

@@ -7,14 +7,12 @@ the client's. The openai SDK drives it through the proxy in-process, as a user's
 from __future__ import annotations
 
 import json
-import random
 import threading
-import time
 
-import httpx
 import openai
 import pytest
-from conftest import findings, has, rows
+from conftest import findings, has
+from engine_chat import Seen, chat, row, sized
 from vllm_server import VllmServer, metrics, model, require_python
 
 from firsttoken.cli.proxy.server import ProxyServer
@@ -22,29 +20,6 @@ from firsttoken.cli.proxy.server import ProxyServer
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 MAX_LEN = 2048  # --max-model-len
-WORDS = ("the", "block", "cache", "prompt", "token", "engine", "queue", "batch", "decode", "prefill", "server",
-         "request", "stream", "chunk", "model", "layer", "weight", "value", "return", "import", "class", "self",
-         "data", "time", "first", "last", "while", "yield", "async", "await", "error", "result")
-
-
-def text(n_words: int, tag: str) -> str:
-    """Distinct from its first word on (no cached block of an earlier prompt can serve it)."""
-    rnd = random.Random(tag)
-    return f"[{tag}] " + " ".join(rnd.choice(WORDS) for _ in range(n_words))
-
-
-def sized(server: VllmServer, n_tokens: int, tag: str) -> str:
-    """A prompt of about ``n_tokens`` of this model's tokens, by vLLM's own /tokenize."""
-    n_words = n_tokens
-    for _ in range(4):
-        t = text(n_words, tag)
-        got = httpx.post(server.url + "/tokenize", json={"model": server.name, "prompt": t}, timeout=30).json()["count"]
-        if abs(got - n_tokens) <= 0.03 * n_tokens:
-            return t
-        n_words = max(1, round(n_words * n_tokens / got))
-    return t
-
-
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory):
     exe = require_python()
@@ -59,61 +34,8 @@ def proxied(vllm, tmp_path):
     db = tmp_path / "ft.db"
     with ProxyServer([vllm.url], str(db), port=0) as proxy:
         client = openai.OpenAI(base_url=proxy.url + "/v1", api_key="sk-no-key-vllm-00000", max_retries=0, timeout=600)
-        chat(client, "warm up", "warm", stream=True, max_tokens=1)  # the proxy's and the SDK's first-use costs
+        chat(client, "warm up", "warm", stream=True, usage=True, max_tokens=1)  # the proxy's and the SDK's first-use costs
         yield vllm, proxy, db, client
-
-
-class Seen:
-    """What the client saw of one chat: when the headers and each chunk came (s after the call), the JSON."""
-
-    def __init__(self):
-        self.t_headers = self.t_first = None
-        self.gaps: list[float] = []
-        self.usage: dict | None = None
-        self.last: dict | None = None  # the last chunk (usage's) or the body
-        self.headers: dict = {}
-        self.error: openai.APIStatusError | None = None
-
-
-def chat(client: openai.OpenAI, prompt: str, experiment: str, *, stream: bool, max_tokens: int = 6) -> Seen:
-    seen = Seen()
-    kw = dict(model="random", messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens, temperature=0,
-              extra_headers={"x-firsttoken-experiment": experiment})
-    if stream:
-        kw["stream_options"] = {"include_usage": True}
-    t0 = time.perf_counter()
-    try:
-        raw = client.chat.completions.with_raw_response.create(stream=stream, **kw)
-    except openai.APIStatusError as e:
-        seen.error = e
-        return seen
-    seen.t_headers = time.perf_counter() - t0
-    seen.headers = dict(raw.headers)
-    if not stream:
-        seen.last = raw.parse().model_dump()
-        seen.usage = seen.last["usage"]
-        return seen
-    last = None
-    for chunk in raw.parse():
-        now = time.perf_counter() - t0
-        d = chunk.model_dump()
-        seen.last = d
-        if d.get("usage"):
-            seen.usage = d["usage"]
-        if any((c.get("delta") or {}).get("content") for c in d.get("choices") or []):
-            if seen.t_first is None:
-                seen.t_first = now
-            else:
-                seen.gaps.append(now - last)
-            last = now
-    return seen
-
-
-def row(proxy: ProxyServer, db, experiment: str) -> dict:
-    proxy.flush()
-    rs = rows(db, "WHERE experiment = ? AND state = 'done'", (experiment,))
-    assert len(rs) == 1, rs
-    return rs[0]
 
 
 def cached(usage: dict) -> int:
@@ -138,7 +60,7 @@ def assert_engine_columns(r: dict, usage: dict) -> None:
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "whole"])
 def test_chat_records_vllms_usage(proxied, stream):
     vllm, proxy, db, client = proxied
-    seen = chat(client, sized(vllm, 300, f"usage {stream}"), "u", stream=stream)
+    seen = chat(client, sized(vllm, 300, f"usage {stream}"), "u", stream=stream, usage=True)
     assert seen.usage is not None and seen.error is None, vars(seen)
     print(f"\n{'last chunk' if stream else 'body'}: {json.dumps(seen.last)}\nheaders: {seen.headers}")
     r = row(proxy, db, "u")
@@ -150,8 +72,8 @@ def test_chat_records_vllms_usage(proxied, stream):
 def test_repeated_prompt_is_a_prefix_cache_hit(proxied):
     vllm, proxy, db, client = proxied
     prompt = sized(vllm, 1200, "repeat")
-    first = chat(client, prompt, "r1", stream=True)
-    second = chat(client, prompt, "r2", stream=True)
+    first = chat(client, prompt, "r1", stream=True, usage=True)
+    second = chat(client, prompt, "r2", stream=True, usage=True)
     r1, r2 = row(proxy, db, "r1"), row(proxy, db, "r2")
     assert_engine_columns(r1, first.usage)
     assert_engine_columns(r2, second.usage)
@@ -172,7 +94,7 @@ def test_repeated_prompt_is_a_prefix_cache_hit(proxied):
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 def test_prompt_over_max_model_len_is_vllms_error(proxied, stream):
     vllm, proxy, db, client = proxied
-    seen = chat(client, sized(vllm, MAX_LEN + 300, f"too long {stream}"), "ctx", stream=stream)
+    seen = chat(client, sized(vllm, MAX_LEN + 300, f"too long {stream}"), "ctx", stream=stream, usage=True)
     assert isinstance(seen.error, openai.BadRequestError), vars(seen)
     body = seen.error.response.json()
     print(f"\nvLLM's error: {json.dumps(body)}")
@@ -195,7 +117,7 @@ def test_ttft_lies_between_vllms_own_and_the_clients(proxied):
     engine produced the first token: after the proxy's t0 and before the token reached the proxy."""
     vllm, proxy, db, client = proxied
     before = metrics(vllm.url)
-    seen = chat(client, sized(vllm, 1500, "ttft"), "t", stream=True)
+    seen = chat(client, sized(vllm, 1500, "ttft"), "t", stream=True, usage=True)
     after = metrics(vllm.url)
     assert after["vllm:time_to_first_token_seconds_count"] - before["vllm:time_to_first_token_seconds_count"] == 1
     engine_ms = (after["vllm:time_to_first_token_seconds_sum"] - before["vllm:time_to_first_token_seconds_sum"]) * 1000
@@ -225,7 +147,7 @@ def test_four_long_prompts_on_two_seqs(proxied):
     vllm, proxy, db, client = proxied
     alone = []
     for n in (200, 360, 520, 680, 840, 1000, 1160, 1400):  # (FIT_MIN_SAMPLES is 6; the first may be a new connection)
-        s = chat(client, sized(vllm, n, f"alone {n}"), f"a{n}", stream=True, max_tokens=2)
+        s = chat(client, sized(vllm, n, f"alone {n}"), f"a{n}", stream=True, usage=True, max_tokens=2)
         alone.append((s.usage["prompt_tokens"], s.t_first * 1000))
     intercept, per_token = solo_fit(alone)
     prompts = [sized(vllm, 1000, f"concurrent {i}") for i in range(4)]
@@ -234,7 +156,7 @@ def test_four_long_prompts_on_two_seqs(proxied):
 
     def one(i: int) -> None:
         barrier.wait()
-        seen[i] = chat(client, prompts[i], f"c{i}", stream=True, max_tokens=24)
+        seen[i] = chat(client, prompts[i], f"c{i}", stream=True, usage=True, max_tokens=24)
 
     before = metrics(vllm.url)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(4)]

@@ -112,6 +112,10 @@ class VllmServer(EngineProcess):
                      "--enable-prompt-tokens-details", "--enable-prefix-caching", "--max-num-seqs", str(max_num_seqs),
                      "--max-model-len", str(max_model_len), "--enforce-eager", "--dtype", "bfloat16", *extra]
 
+    def count_tokens(self, text: str) -> int:
+        """``text``'s tokens by this model, as vLLM's own /tokenize counts them."""
+        return httpx.post(self.url + "/tokenize", json={"model": self.name, "prompt": text}, timeout=30).json()["count"]
+
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         env.update(OFFLINE, VLLM_CPU_KVCACHE_SPACE="1", NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
