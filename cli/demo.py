@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from firsttoken.addon.plan import EXPERIMENT_HEADER
 from firsttoken.addon.record import percentile
@@ -139,9 +140,13 @@ def demo(db_path, rounds, slower):
     out.print(table(rows, width=out.width))
     out.print(summary(rows))
     if rows and slower:
-        out.print(f"Next: [bold]firsttoken baseline check NAME --db {path} --experiment {SLOWER_EXPERIMENT}[/] checks this "
-                  "round against a baseline saved from an earlier `firsttoken demo` (`firsttoken baseline save NAME`).")
+        output.say(out, Text("Next: ").append_text(output.whole(
+            f"firsttoken baseline check NAME --db {path} --experiment {SLOWER_EXPERIMENT}")).append(
+            " checks this round against a baseline saved from an earlier `firsttoken demo` (`firsttoken baseline save NAME`)."))
     elif rows:
-        out.print(f"Next: [bold]firsttoken show {rows[1]['id'][:8]} --db {path}[/] draws one request's timeline; "
-                  f"[bold]firsttoken logs --db {path}[/] lists them. For real traffic: "
-                  "[bold]firsttoken proxy --upstream https://api.openai.com[/] and point your client's base URL at it.")
+        # the request README draws: the stream a gateway held (any row, should the demo change)
+        held = next((r for r in rows if r.get("top_code") == "stream.buffered"), rows[-1])
+        output.say(out, Text("Next: ").append_text(output.whole(f"firsttoken show {held['id'][:8]} --db {path}")).append(
+            " draws one request's timeline; ").append_text(output.whole(f"firsttoken logs --db {path}")).append(
+            " lists them. For real traffic: ").append_text(output.whole("firsttoken proxy --upstream https://api.openai.com")).append(
+            " and point your client's base URL at it."))

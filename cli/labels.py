@@ -97,7 +97,7 @@ LABELS: dict[str, dict[str, str]] = {
         "cmp.rows_tagged": "rows tagged {e}: firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
                            "--by route",
         "no_rows": "No requests recorded yet. Point a client at `firsttoken proxy`, or try `firsttoken demo`.",
-        "no_match": "{n} requests are recorded, but none match these filters ({filters}). See which models are "
+        "no_match": "{n} requests are recorded, but none match these filters (`{filters}`). See which models are "
                     "recorded with `firsttoken stats` (routes: `firsttoken stats --by route`), then change or drop "
                     "a filter.",
         "conv.line": "conversation {cid} · turn {turn} · {requests}", "conv.requests": "{n} requests",
@@ -342,7 +342,7 @@ LABELS: dict[str, dict[str, str]] = {
         "cmp.rows_tagged": "标记为 {e} 的行：firsttoken logs --experiment {e} · firsttoken stats --experiment {e} "
                            "--by route",
         "no_rows": "还没有记录到请求。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",
-        "no_match": "已记录 {n} 个请求，但没有一个符合这些筛选条件（{filters}）。用 `firsttoken stats` 查看记录了哪些模型"
+        "no_match": "已记录 {n} 个请求，但没有一个符合这些筛选条件（`{filters}`）。用 `firsttoken stats` 查看记录了哪些模型"
                     "（路由：`firsttoken stats --by route`），再修改或去掉筛选条件。",
         "conv.line": "会话 {cid} · 第 {turn} 轮 · {requests}", "conv.requests": "{n} 个请求",
         "conv.requests.1": "{n} 个请求", "conv.side": "（其中 {n} 个是客户端自己的辅助请求：标题、摘要、子任务）", "conv.cached": " · 缓存 {pct}%",

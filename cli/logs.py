@@ -93,7 +93,7 @@ def logs(db_path, limit, as_json, as_csv, lang, **kw):
     if as_json or as_csv:
         output.write_rows(rows, "json" if as_json else "csv")
     elif not rows:
-        console().print(output.no_rows(db, filter_flags(filters), code), markup=False)
+        output.say(console(), output.no_rows(db, filter_flags(filters), code))
     else:
         c = console()
         c.print(table(rows, width=c.width, lang=code))

@@ -8,12 +8,14 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 
 from firsttoken.addon.safe_text import printable, printable_data, printable_json
@@ -227,14 +229,46 @@ def _cjk_breaks(plain: str, start: int, end: int) -> set[int] | None:
     return ok
 
 
-def wrap_spans(plain: str, room, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+#: what a user copies, marked in a Text: a command, URL or path that ``wrap`` keeps on one line
+WHOLE = Style(bold=True, meta={"whole": True})
+_BACKTICKED = re.compile(r"`[^`\n]+`")
+
+
+def whole(text: str, style: str | Style | None = None) -> Text:
+    """``text`` (a command, URL, path) as a Text that ``wrap`` never breaks while it fits on a line of its
+    own: bold, or ``style`` added to the mark."""
+    st = WHOLE if style is None else Style.combine([Style.parse(style) if isinstance(style, str) else style,
+                                                     Style(meta={"whole": True})])
+    return Text(text, style=st)
+
+
+def whole_spans(text: Text) -> list[tuple[int, int]]:
+    """The runs of ``text`` that must stay on one line: those marked ``whole`` and those in backticks
+    (messages write commands so: `firsttoken docs gateways`)."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKED.finditer(text.plain)]
+    for sp in text.spans:
+        st = sp.style
+        if isinstance(st, Style) and st.meta.get("whole"):
+            runs.append((sp.start, sp.end))
+    return sorted(runs)
+
+
+def wrap_spans(plain: str, room, start: int = 0, end: int | None = None,
+               keep: list[tuple[int, int]] | tuple = ()) -> list[tuple[int, int]]:
     """Where to break ``plain[start:end]`` into lines: ``room(i)`` cells for line ``i``. Breaks
     at a space when one is on the line (the space becomes the break), else folds the word;
     ``\n`` always breaks. Text with wide (CJK) characters breaks between them instead, keeping
-    code and a number with its unit whole (``_cjk_breaks``). Every other character is in
-    exactly one span: nothing is dropped."""
+    code and a number with its unit whole (``_cjk_breaks``). A run in ``keep`` (a command, URL,
+    path) is never broken: it moves to the next line; one longer than a line breaks at its own
+    spaces (a path longer than a line folds). Every other character is in exactly one span: nothing is dropped."""
     end = len(plain) if end is None else end
     cjk = _cjk_breaks(plain, start, end)
+
+    def splits(j: int, cap: int, line_start: int) -> bool:
+        """A break at j would cut a kept run that fits a line of its own, or one that does not but has
+        not started its own line yet (it moves down first, then breaks at its spaces)."""
+        return any(a < j < b and (a > line_start or cell_len(plain[a:b]) <= cap) for a, b in keep)
+
     spans: list[tuple[int, int]] = []
     i = start
     while i < end:
@@ -248,13 +282,14 @@ def wrap_spans(plain: str, room, start: int = 0, end: int | None = None) -> list
         while j < end and plain[j] != "\n":
             cw = cell_len(plain[j])
             if w + cw > cap and j > i:
-                if cjk is not None and j in cjk:
-                    brk = j  # the break right here is allowed
+                if (plain[j] == " " if cjk is None else j in cjk) and not splits(j, cap, i):
+                    brk = j  # the break right here is allowed (a space just past the line's end)
                 break
-            if (plain[j] == " ") if cjk is None else (j in cjk and j > i):
+            if ((plain[j] == " ") if cjk is None else (j in cjk and j > i)) and not splits(j, cap, i):
                 brk = j
             w += cw
             j += 1
+        # the line is full: break at the last space no kept run holds (a run longer than a line folds)
         if j < end and plain[j] != "\n" and brk is not None and brk > i:
             j = brk
         spans.append((i, j))
@@ -264,12 +299,12 @@ def wrap_spans(plain: str, room, start: int = 0, end: int | None = None) -> list
 
 def wrap(text: Text | str, width: int, indent: int = 0, rest: int | None = None) -> list[Text]:
     """``text`` as lines no wider than ``width``: the first indented by ``indent``, the others by
-    ``rest`` (default: the same). Words move down; a word longer than a line folds; no
-    character but the spaces at the breaks is dropped."""
+    ``rest`` (default: the same). Words move down; a command, URL or path (``whole_spans``) moves
+    down whole; a word longer than a line folds; no character but the spaces at the breaks is dropped."""
     t = text if isinstance(text, Text) else Text(text)
     rest = indent if rest is None else rest
     out = []
-    for a, b in wrap_spans(t.plain, lambda i: width - (indent if i == 0 else rest)):
+    for a, b in wrap_spans(t.plain, lambda i: width - (indent if i == 0 else rest), keep=whole_spans(t)):
         line = Text(" " * (indent if not out else rest), no_wrap=True)
         piece = t[a:b]
         piece.rstrip()
@@ -293,6 +328,14 @@ class Wrapped:
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
         yield from wrap(self.text, max(1, options.max_width))
+
+
+def say(console: Any, text: Text | str, indent: int = 0, rest: int | None = None) -> None:
+    """Print ``text`` wrapped to the console's width by ``wrap`` (a command, URL or path moves down
+    whole, never broken across lines): the one way a message longer than a line is printed."""
+    t = text if isinstance(text, Text) else Text(text)
+    for ln in wrap(t, max(indent + 8, console.width), indent, rest):
+        console.print(ln, soft_wrap=True, highlight=False)
 
 
 def _fold(s: str, w: int) -> list[str]:

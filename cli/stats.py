@@ -330,7 +330,7 @@ def stats(db_path, by, include_cold, as_json, plot_, lang, **kw):
     con = console()
     code = resolve_lang(lang)
     if not res["groups"]:
-        con.print(output.no_rows(db, filter_flags(filters), code), markup=False)
+        output.say(con, output.no_rows(db, filter_flags(filters), code))
         return
     con.print(render(res, width=con.width, lang=code))
     if plot_:

@@ -234,7 +234,7 @@ def test_a_filter_matching_nothing_says_how_many_are_recorded_and_what_to_do(dem
         assert r.returncode == 0, r.stderr
         out = " ".join(r.stdout.split())
         assert "recorded yet" not in out, (cmd, out)
-        assert f"{total:,} requests are recorded, but none match these filters (--model nosuch)" in out, (cmd, out)
+        assert f"{total:,} requests are recorded, but none match these filters (`--model nosuch`)" in out, (cmd, out)
         assert "`firsttoken stats`" in out and "drop a filter" in out, (cmd, out)
     empty = tmp_path / "empty.db"
     from firsttoken.addon.store.db import open_db

@@ -76,8 +76,8 @@ def render(plan: Plan, fmt: str = "human", width: int | None = None) -> str:
         lines.append("")
     notes = [f"- {n}" for n in plan.notes]
     if plan.exports:
-        notes.append(f'- In a shell: eval "$(firsttoken env {plan.client} --shell)" with the same options '
-                     f"(PowerShell: firsttoken env {plan.client} --powershell | Invoke-Expression)")
+        notes.append(f'- In a shell: `eval "$(firsttoken env {plan.client} --shell)"` with the same options '
+                     f"(PowerShell: `firsttoken env {plan.client} --powershell | Invoke-Expression`)")
     lines += [ln for n in notes for ln in prose(n)]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -12,6 +12,7 @@ import sys
 import click
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from firsttoken.addon import forward as fwd
 from firsttoken.addon.diagnose.lang import resolve as resolve_lang
@@ -25,7 +26,8 @@ from firsttoken.cli.proxy.server import DRAIN_SECONDS, ProxyServer, ProxyStartEr
 
 
 def banner(server: ProxyServer, out: Console) -> None:
-    out.print(f"[bold]firsttoken[/] listening on [bold]{server.url}[/]  (db: {server.db})")
+    output.say(out, Text("firsttoken", style="bold").append(" listening on ").append_text(output.whole(server.url))
+               .append("  ").append_text(output.whole(f"(db: {server.db})", style="none")))
     if server.metrics_url:
         out.print(f"  Prometheus metrics: {server.metrics_url}", markup=False)
     for what, url in (("metrics", server.otlp_endpoint), ("spans", server.otlp_traces_endpoint)):
