@@ -1,11 +1,9 @@
 """`firsttoken sweep`: the field guides' experiment, automated.
 
 Vary the input (or output) length, send each point round-robin through the proxy, tagged, and
-summarise the rows the proxy recorded: medians per point and the TTFT-vs-input fit. Prompts are
-exactly N tokens by firsttoken's own counter, and each is unique from its first token, so no prefix cache
-(a local engine's, a cloud's) serves one from another; the sweep says when the engine reported a cache hit
-anyway. See docs/stats.md ("firsttoken sweep").
-"""
+summarise the rows the proxy recorded: medians per point and the TTFT-vs-input fit. Prompts are exactly
+N tokens by firsttoken's counter and unique from their first token (no prefix cache serves one from
+another; a cache hit the engine reports anyway is said). See docs/stats.md ("firsttoken sweep")."""
 
 from __future__ import annotations
 
