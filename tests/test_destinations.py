@@ -24,6 +24,7 @@ import pytest
 from conftest import FAST, rows
 from ollama_upstream import REPLY, OllamaUpstream
 from runkit import FT, KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, in_ci, run_for
+from test_run_ollama import LocalServer
 
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
@@ -51,6 +52,7 @@ class World:
             d.mkdir(mode=0o700)
         self.servers: dict[str, SimServer] = {}
         self.ollamas: dict[str, OllamaUpstream] = {}  # Ollama's native API (tests/ollama_upstream.py), by place
+        self.locals: dict[str, tuple[LocalServer, SimServer]] = {}  # a local server for Codex --oss, by place
 
     def url(self, place: str) -> str:
         """The URL of the upstream at ``place`` ("real", or the place a decoy stands for)."""
@@ -64,6 +66,14 @@ class World:
             self.ollamas[place] = OllamaUpstream().__enter__()
         return self.ollamas[place].url
 
+    def local(self, place: str) -> str:
+        """The URL of a local model server at ``place`` as Codex's --oss checks it (/api/tags, /api/version), its
+        Responses API from a simulator of its own behind (tests/test_run_ollama.py LocalServer)."""
+        if place not in self.locals:
+            behind = SimServer(SimConfig(**FAST)).start()
+            self.locals[place] = (LocalServer(behind.url).__enter__(), behind)
+        return self.locals[place][0].url
+
     def write(self, path: Path | str, text: str) -> Path:
         p = Path(path) if Path(path).is_absolute() else self.cwd / path
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -75,18 +85,23 @@ class World:
         WebSocket turn in place of the upgrade that carried it (an upgrade answered 101 is no row)."""
         return collections.Counter({place: n for place, s in self.servers.items()
                                     if (n := len(s.arrivals) - s.upgrades + len(s.ws_turns))}
-                                   | {place: len(u.log) for place, u in self.ollamas.items() if u.log})
+                                   | {place: len(u.log) for place, u in self.ollamas.items() if u.log}
+                                   | {place: len(f.paths) for place, (f, _) in self.locals.items() if f.paths})
 
     def place_of(self, url: str) -> str | None:
         port = urlsplit(url).port
         return next((place for place, s in self.servers.items() if s.port == port), None) or \
-            next((place for place, u in self.ollamas.items() if urlsplit(u.url).port == port), None)
+            next((place for place, u in (*self.ollamas.items(), *((p, f) for p, (f, _) in self.locals.items()))
+                  if urlsplit(u.url).port == port), None)
 
     def close(self) -> None:
         for s in self.servers.values():
             s.stop()
         for u in self.ollamas.values():
             u.__exit__(None, None, None)
+        for front, behind in self.locals.values():
+            front.__exit__(None, None, None)
+            behind.stop()
 
 
 @dataclass(frozen=True)
@@ -152,6 +167,10 @@ def codex(style: str) -> Callable[[World], list[str]]:
         elif style == "-c openai_base_url":
             conf = f'openai_base_url = "{w.url("config.toml")}/v1"\n'
             args = ["-c", f'openai_base_url="{w.url("real")}/v1"']
+        elif style.startswith("--oss"):  # its built-in ollama provider: CODEX_OSS_BASE_URL (0.171 refuses to start
+            conf = f'openai_base_url = "{w.url("openai_base_url")}/v1"\n'  # on a [model_providers.ollama] table)
+            w.env["CODEX_OSS_BASE_URL"] = f"{w.local('real')}/v1"
+            args = ["--oss", "--local-provider", "ollama", "-m", "sim-1"]
         elif style == "--profile (NAME.config.toml)":
             conf = f'openai_base_url = "{w.url("openai_base_url")}/v1"\n'
             w.write(w.home / ".codex" / "gw.config.toml", f'openai_base_url = "{w.url("real")}/v1"\n')
@@ -420,7 +439,8 @@ CASES: list[Case] = [
          offline="Claude Code on Bedrock or Vertex signs with cloud credentials and talks to AWS/Google hosts: "
                  "no offline stand-in yet (a row to add)"),
     *(case("codex", s, ("node", "codex"), codex(s), env={"OPENAI_API_KEY": KEY})
-      for s in ("custom provider", "openai_base_url", "-c openai_base_url", "--profile (NAME.config.toml)")),
+      for s in ("custom provider", "openai_base_url", "-c openai_base_url", "--profile (NAME.config.toml)",
+                "--oss (CODEX_OSS_BASE_URL)")),
     case("codex", "OPENAI_BASE_URL only", ("node", "codex"), codex("OPENAI_BASE_URL only"), goes=None, limit=15,
          env={"OPENAI_API_KEY": KEY}),
     case("codex", "ChatGPT login", ("node", "codex"), None,
