@@ -73,6 +73,8 @@ def _group_name(v: Any, by: str, lang: str = "en") -> Text:
 
 #: cells a wrapping column (a model name, the fit) keeps before the tables give up their borders
 MIN_FOLD = 12
+#: below this, the fit's column would break its sentences and commands word by word: it goes under the table
+MIN_FIT_COLUMN = 36
 
 
 def _chrome(boxed: bool, ncols: int) -> int:
@@ -143,14 +145,33 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
     if avail is not None and avail < name_w + code_w + MIN_FOLD:  # too narrow: the codes fold, the name takes its share
         code_w = max(max(cell_len(w) for w in C("codes").split()), min(code_w, (avail - MIN_FOLD) // 2))
     name_w, name_lines = _name_lines(group_names, by_head, None if avail is None else max(1, avail - MIN_FOLD - code_w))
-    for c, j, wraps in ((by_head, "left", False), (C("requests"), "right", False), (C("errors"), "right", False),
-                        (C("codes"), "left", True), (C("cold"), "right", False),
-                        (C("fit"), "left", True)):
+    # the fit's sentences (a command among them) need a line's room: where the column would be narrower,
+    # they go under the table, one group each, and the table keeps its figures
+    fit_room = None if avail is None else avail - name_w - code_w
+    fit_below = fit_room is not None and fit_room < MIN_FIT_COLUMN
+    if fit_below:
+        summary, boxed = _table(label(lang, "stats.summary", by=by_head), width, fixed + [name_w, code_w], 0)
+        if boxed:  # the room the fit gave back: the count and its share on one line again
+            rows = [(g, n, e.replace("\n(", " ("), codes, cold) for g, n, e, codes, cold in rows]
+    heads = [(by_head, "left", False), (C("requests"), "right", False), (C("errors"), "right", False),
+             (C("codes"), "left", True), (C("cold"), "right", False)]
+    if not fit_below:
+        heads.append((C("fit"), "left", True))
+    for c, j, wraps in heads:
         summary.add_column(c, justify=j, overflow="fold", no_wrap=not wraps,
                            width=name_w if c == by_head else code_w if c == C("codes") else None)
+    below: list[Any] = []
     for (g, n, errors, codes, cold), lines in zip(rows, name_lines):
-        summary.add_row(Text("\n").join(lines), n, Text(errors, style="red" if g["errors"] else ""),
-                        Text(codes), cold, output.Wrapped(fit_text(g, lang)))
+        cells = [Text("\n").join(lines), n, Text(errors, style="red" if g["errors"] else ""), Text(codes), cold]
+        if fit_below:  # the group's name, then its fit, each further line indented under the name
+            head = Text(f"{printable(str(g['group'])) if g['group'] is not None else label(lang, 'stats.none')}: ",
+                        style="bold")
+            below += output.wrap(head.append_text(fit_text(g, lang)), width, 0, 2)
+        else:
+            cells.append(output.Wrapped(fit_text(g, lang)))
+        summary.add_row(*cells)
+    if below:
+        below.insert(0, Text(C("fit"), style="bold"))
 
     qs = [k for k in (groups[0]["ttft_ms"] if groups else {}) if k != "n"]
     figures = [[[label(lang, f"metric.{name}"), f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
@@ -173,7 +194,7 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
             pct.add_row(*row)
     note = output.Wrapped(Text(label(lang, "stats.note") + label(lang, "stats.note_population")
                                + label(lang, "stats.note_cold" if res["include_cold"] else "stats.note_warm"), style="dim"))
-    parts = [summary, pct, note]
+    parts = [summary, *below, pct, note]
     if any(g.get("engine") for g in groups):
         parts += engine_tables(res, width, lang)
     return Group(*parts)
