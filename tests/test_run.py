@@ -136,13 +136,20 @@ def test_joins_a_running_proxy_for_the_same_upstreams(sim, tmp_path):
         try:
             printed = subprocess.run([FT, "run", "--db", str(db), "--print-env", "--", sys.executable, str(script)],
                                      env=env, capture_output=True, text=True, timeout=30)
-            assert f"export ANTHROPIC_BASE_URL={p.url}/anthropic" in printed.stdout
+            # exactly what the run sets: the joined proxy's run path, with its own run id
+            m = re.search(rf"export ANTHROPIC_BASE_URL={re.escape(p.url)}/_run/([0-9a-f]{{8}})/anthropic\n", printed.stdout)
+            assert m and f"export FIRSTTOKEN_RUN_ID={m.group(1)}" in printed.stdout, printed.stdout
+            pasted = dict(env, ANTHROPIC_BASE_URL=f"{p.url}/_run/{m.group(1)}/anthropic")
+            assert subprocess.run([sys.executable, str(script), "0"], env=pasted, capture_output=True,
+                                  timeout=60).returncode == 0
             r = ft_run(db, [sys.executable, str(script), "0"], env)
         finally:
             clear_state(p)
         p.flush()
     assert r.returncode == 0, r.stderr
-    rs = rows(db)
+    pasted_rows = rows(db, "WHERE run_id = ?", (m.group(1),))  # the printed lines, pasted, record under their run
+    assert len(pasted_rows) == 1 and pasted_rows[0]["path"] == "/anthropic/v1/messages", pasted_rows
+    rs = rows(db, "WHERE run_id IS NOT ?", (m.group(1),))
     assert len(rs) == 1 and rs[0]["path"] == "/anthropic/v1/messages" and rs[0]["upstream_url"] == sim.url + "/v1/messages"
     check_summary(r.stderr, rs)
     assert f"proxy {p.url}" in r.stderr
@@ -168,7 +175,8 @@ def test_joins_a_proxy_on_another_database_unless_db_is_given(sim, tmp_path):
                                     sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=30)
         finally:
             clear_state(p)
-    assert f"export ANTHROPIC_BASE_URL={p.url}/anthropic" in plain.stdout, plain.stdout + plain.stderr
+    assert re.search(rf"export ANTHROPIC_BASE_URL={re.escape(p.url)}/_run/[0-9a-f]{{8}}/anthropic\n", plain.stdout), \
+        plain.stdout + plain.stderr
     assert p.url not in other.stdout
 
 def test_print_env_defaults_and_env(tmp_path):
@@ -187,6 +195,29 @@ def test_print_env_defaults_and_env(tmp_path):
                           "--upstream ollama=http://127.0.0.1:11434") for x in lines)
     assert any("OPENAI_BASE_URL is not set" in x for x in lines)
     assert not (tmp_path / "x.db").exists()  # nothing started, nothing written
+
+
+ENV_CHILD = """
+import json, os
+print(json.dumps({k: os.environ.get(k) for k in ("OPENAI_BASE_URL", "OLLAMA_HOST", "ANTHROPIC_BASE_URL")}))
+"""
+
+
+def test_print_env_says_what_a_run_with_its_own_proxy_sets(tmp_path):
+    """No proxy runs: `--print-env` says the run starts its own on a free port and sets exactly these values
+    (the port the one thing chosen later); what the run then gave its child is that, with the port filled in."""
+    script = tmp_path / "child.py"
+    script.write_text(ENV_CHILD)
+    env = base_env(tmp_path, OPENAI_BASE_URL="https://api.openai.com/v1")
+    printed = subprocess.run([FT, "run", "--db", str(tmp_path / "x.db"), "--print-env", "--", sys.executable,
+                              str(script)], env=env, capture_output=True, text=True, timeout=30)
+    said = dict(re.findall(r"^#   ([A-Z_]+)=(http://127\.0\.0\.1:<port>\S*)$", printed.stdout, re.M))
+    assert set(said) == {"OPENAI_BASE_URL", "OLLAMA_HOST"}, printed.stdout
+    r = ft_run(tmp_path / "x.db", [sys.executable, str(script)], env)
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    port = re.match(r"http://127\.0\.0\.1:(\d+)/", got["OPENAI_BASE_URL"]).group(1)
+    assert {k: v.replace("<port>", port) for k, v in said.items()} == {k: got[k] for k in said}, (said, got)
+    assert got["ANTHROPIC_BASE_URL"] is None
 
 
 def test_print_env_claude_settings_and_codex_config(tmp_path):

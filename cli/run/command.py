@@ -32,6 +32,7 @@ from firsttoken.cli.run.upstreams import (
     make_plan,
     redirect,
     serves,
+    settings_lines,
 )
 
 DEFAULT_PROXY_URL = "http://127.0.0.1:8787"
@@ -307,6 +308,10 @@ def _figures(db: str, run_id: str) -> dict | None:
         return None
 
 
+#: the URL of a proxy of run's own in `--print-env`'s account (its port is only chosen when the run starts)
+OWN_PROXY_SAMPLE = "http://127.0.0.1:65535"
+
+
 def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool, any_db: bool = False) -> list[str]:
     from firsttoken.cli.run.summary import mode_notes
 
@@ -323,11 +328,21 @@ def _print_env(plan: Plan, db: str, forward_reason: str | None, env, join: bool,
         r = Redirect(list(plan.argv), forward_env(url, ca, ca.parent / "firsttoken-ca-bundle.pem", env), "")
         return export_lines(plan, r, note, mode_notes(plan, forward_reason))
     found = find_running(plan, db, any_db=any_db) if join else None
-    if found is not None:
+    if found is not None:  # exactly what the run sets: the joined proxy's run path, with a run id of its own
         url, routes, _ = found
-        note = [f"the firsttoken proxy at {url} serves these upstreams"]
-    else:
-        url, routes = DEFAULT_PROXY_URL, plan.routes()
-        note = ["no firsttoken proxy runs for these upstreams: start one first with",
-                "  firsttoken proxy " + " ".join(f"--upstream {shlex.quote(s)}" for s in plan.route_specs())]
-    return export_lines(plan, redirect(plan, url, routes, env), note, mode_notes(plan, None))
+        run_id = os.urandom(4).hex()
+        r = redirect(plan, f"{url}/_run/{run_id}", routes, env)
+        r.env["FIRSTTOKEN_RUN_ID"] = run_id
+        note = [f"the firsttoken proxy at {url} serves these upstreams; `firsttoken run` sets exactly these lines, "
+                f"and what they record is run {run_id}: `firsttoken logs --run {run_id}`"]
+        return export_lines(plan, r, note, mode_notes(plan, None))
+    # no proxy runs: the run starts its own on a port free when it starts, which no line printed now can name
+    port = "<port>"
+    own = redirect(plan, OWN_PROXY_SAMPLE, plan.routes(), env)
+    said = settings_lines(own, OWN_PROXY_SAMPLE, "http://127.0.0.1:" + port)
+    note = ["no firsttoken proxy runs for these upstreams, so `firsttoken run` starts its own on a free port of "
+            f"127.0.0.1 and sets, for that run ({port}: the port, chosen when it starts):", *said,
+            "  FIRSTTOKEN_RUN_ID=<the run's id, printed in its summary>",
+            "to set these yourself instead, start a proxy first, then paste the lines below:",
+            "  firsttoken proxy " + " ".join(f"--upstream {shlex.quote(s)}" for s in plan.route_specs())]
+    return export_lines(plan, redirect(plan, DEFAULT_PROXY_URL, plan.routes(), env), note, mode_notes(plan, None))

@@ -135,6 +135,13 @@ def export_lines(plan: Plan, r: Redirect, proxy_note: list[str], notes: list[str
     return lines
 
 
+def settings_lines(r: Redirect, base: str, shown: str) -> list[str]:
+    """The variables ``r`` sets that name the proxy at ``base``, as comment lines with ``base`` written
+    ``shown`` (`--print-env`'s account of a run's own proxy, whose port is chosen when it starts); keys
+    masked as in ``export_lines``."""
+    return [f"  {k}={_printable(v).replace(base, shown)}" for k, v in r.env.items() if base in v]
+
+
 def _printable(value: str) -> str:
     """A value as `--print-env` shows it: inline JSON (OPENCODE_CONFIG_CONTENT) with its keys masked."""
     if not value.lstrip().startswith("{"):
