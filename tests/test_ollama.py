@@ -134,6 +134,41 @@ def test_openai_compatible_v1_through_the_proxy(served):
     assert r["api"] == "openai.chat" and r["status"] == 200 and r["ttft_ms"] is not None
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_v1_a_prompt_cut_to_the_default_context_is_found_with_the_servers_fix(served, stream):
+    """/v1 carries no num_ctx and no final object: the tell is usage.prompt_tokens (Ollama's prompt_eval_count)
+    far below what was sent; the fix is on the server or the model, since the request cannot set it."""
+    up, proxy, db = served(ctx=2048)
+    c = openai.OpenAI(base_url=proxy.url + "/v1", api_key="ollama", max_retries=0)
+    prompt = "the quick brown fox jumps over the lazy dog " * 1000  # ~9,000 tokens
+    kw = dict(model="llama3.2", messages=[{"role": "user", "content": prompt}])
+    if stream:
+        usage = [ch.usage for ch in c.chat.completions.create(stream=True, stream_options={"include_usage": True}, **kw)
+                 if ch.usage]
+        assert usage and usage[-1].prompt_tokens == 2048  # a 200 OK: the only tell is the count
+    else:
+        assert c.chat.completions.create(**kw).usage.prompt_tokens == 2048
+    (r,) = done_rows(proxy, db, 1)
+    assert r["api"] == "openai.chat" and r["status"] == 200 and r["num_ctx"] is None
+    assert r["engine"] == "ollama" and r["engine_prompt_tokens"] == 2048  # recognised from system_fingerprint
+    f = has(r, "engine.prompt_truncated", "warn", variant="count")
+    assert f["params"]["sent"] == r["prompt_tokens_est"] > 8000 and f["params"]["evaluated"] == 2048, f
+    assert "OLLAMA_CONTEXT_LENGTH" in f["hint"] and "PARAMETER num_ctx" in f["hint"], f
+    assert "options" not in f["hint"], f  # a /v1 request cannot carry num_ctx: no advice to set it there
+
+
+def test_v1_a_prompt_that_fits_is_no_truncation(served):
+    up, proxy, db = served(ctx=2048)
+    c = openai.OpenAI(base_url=proxy.url + "/v1", api_key="ollama", max_retries=0)
+    prompt = "the quick brown fox jumps over the lazy dog " * 150  # ~1,350 tokens: fits
+    usage = [ch.usage for ch in c.chat.completions.create(
+        model="llama3.2", messages=[{"role": "user", "content": prompt}], stream=True,
+        stream_options={"include_usage": True}) if ch.usage]
+    (r,) = done_rows(proxy, db, 1)
+    assert r["engine"] == "ollama" and r["engine_prompt_tokens"] == usage[-1].prompt_tokens > 1000
+    assert "engine.prompt_truncated" not in [x["code"] for x in findings(r)]
+
+
 #: how late the proxy may stamp a line it has been sent (its event loop under load)
 LATE_MS = 60.0
 

@@ -342,6 +342,8 @@ def said(c: Capture) -> Said:
                 s.prompt_tokens, s.completion_tokens = u.get("prompt_tokens"), u.get("completion_tokens")
             if any("stop_reason" in ch or "token_ids" in ch for ch in o.get("choices") or []):
                 s.engine = {"engine": "vllm"}
+            if o.get("system_fingerprint") == "fp_ollama":  # Ollama's /v1: no durations, its usage its own count
+                s.engine = {"engine": "ollama"}
         elif isinstance(o.get("token"), dict):  # TGI's native /generate_stream: one token per event
             saw(i, "" if o["token"].get("special") else o["token"].get("text") or "")
             if isinstance(o.get("details"), dict):
@@ -351,7 +353,7 @@ def said(c: Capture) -> Said:
             mi = o["meta_info"]
             s.engine = {"engine": "sglang", "engine_prompt_tokens": mi["prompt_tokens"],
                         "engine_cached_tokens": mi["cached_tokens"], "engine_decode_tokens": mi["completion_tokens"]}
-    if s.engine and s.engine["engine"] == "vllm" and s.prompt_tokens is not None:
+    if s.engine and (s.engine["engine"] == "vllm" or s.api == "openai.chat") and s.prompt_tokens is not None:
         s.engine.update(engine_prompt_tokens=s.prompt_tokens, engine_decode_tokens=s.completion_tokens)
     if c.header("x-queue-time") is not None:  # TGI's report, on a whole answer
         s.engine = {"engine": "tgi", "engine_queue_ms": float(c.header("x-queue-time")),

@@ -112,7 +112,7 @@ def rule_prompt_truncated(rec: Any, c: Ctx) -> None:
     if n > engines.TRUNCATED_SHARE * sent or sent - n < engines.TRUNCATED_MIN_TOKENS or (ctx and (n > ctx or sent <= ctx)):
         return
     c.add("engine.prompt_truncated", "warn", variant="num_ctx" if ctx else "count", **_params(rec, c), sent=sent,
-          evaluated=n, num_ctx=ctx or "-", knob=knobs.knob(knobs.CONTEXT, rec.engine))
+          evaluated=n, num_ctx=ctx or "-", knob=knobs.context(rec.engine, rec.api))
 
 
 RULES = (rule_cold_load, rule_queued, rule_decode_paused, rule_prompt_truncated, rule_cache_hit)

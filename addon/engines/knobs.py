@@ -41,6 +41,12 @@ CONTEXT = {
     "sglang": "start SGLang with a larger `--context-length`",
     None: "raise the server's context length setting",
 }
+#: ... where the request cannot carry the engine's context setting (Ollama's OpenAI- and Anthropic-compatible
+#: APIs pass no ``options``: docs/api/openai-compatibility in ollama/ollama)
+CONTEXT_COMPAT = {
+    "ollama": "the OpenAI-compatible API cannot pass `num_ctx`, so set it where this request cannot override it: start the server with a larger `OLLAMA_CONTEXT_LENGTH` (e.g. `OLLAMA_CONTEXT_LENGTH=32768 ollama serve`; without it Ollama gives 4096 tokens below 24 GiB of VRAM, older versions 2048), or `ollama create` a model from a Modelfile with `PARAMETER num_ctx 32768` and call it by that name; `ollama ps` shows the context the loaded model got",
+    None: CONTEXT[None],
+}
 #: the model had to be loaded first
 LOAD = {
     "ollama": "keep it loaded: `keep_alive` in the request (\"30m\", or -1 for ever) or `OLLAMA_KEEP_ALIVE` on the server; `ollama ps` shows what is loaded and until when",
@@ -50,6 +56,13 @@ LOAD = {
 
 def knob(table: dict, engine: str | None) -> str:
     return table.get(engine) or table[None]
+
+
+def context(engine: str | None, api: str | None) -> str:
+    """What gives a request a larger context on this engine: in the request where its own API can say so
+    (Ollama's native ``options.num_ctx``), else on the server or the model (Ollama's ``/v1``)."""
+    native = engine != "ollama" or (api or "").startswith("ollama.")
+    return knob(CONTEXT if native else CONTEXT_COMPAT, engine)
 
 
 def name(engine: str | None) -> str:

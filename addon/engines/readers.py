@@ -66,6 +66,20 @@ def read_vllm_usage(usage: dict, report: EngineReport) -> None:
     report.set("decode_tokens", usage.get("completion_tokens"), "vllm usage.completion_tokens")
 
 
+#: what Ollama's OpenAI-compatible ``/v1`` puts on every chunk and body (its openai/openai.go); it sends no Server header
+OLLAMA_FINGERPRINT = "fp_ollama"
+
+
+def read_ollama_openai(obj: dict, report: EngineReport) -> None:
+    """Ollama's ``/v1`` answer: no durations, but its usage is the engine's own count (``prompt_tokens`` is
+    ``prompt_eval_count``, the prompt as evaluated, after any cut to the context; cached part included)."""
+    report.name("ollama")
+    usage = obj.get("usage")
+    if type(usage) is dict:
+        report.set("prompt_tokens", usage.get("prompt_tokens"), "ollama /v1 usage.prompt_tokens (prompt_eval_count)")
+        report.set("decode_tokens", usage.get("completion_tokens"), "ollama /v1 usage.completion_tokens (eval_count)")
+
+
 def read_object(obj: dict, report: EngineReport) -> None:
     """Whatever engine report one JSON chunk or body of an OpenAI-compatible answer carries."""
     t = obj.get("timings")
@@ -80,6 +94,8 @@ def read_object(obj: dict, report: EngineReport) -> None:
         usage = obj.get("usage")
         if type(usage) is dict:
             read_vllm_usage(usage, report)
+    if obj.get("system_fingerprint") == OLLAMA_FINGERPRINT:
+        read_ollama_openai(obj, report)
     if obj.get("done") is True and ("prompt_eval_count" in obj or "eval_count" in obj or "total_duration" in obj):
         read_ollama(obj, report)
 
