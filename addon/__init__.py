@@ -22,8 +22,9 @@ def addons() -> list[Any]:
     from firsttoken.addon.forward import Forward
     from firsttoken.addon.metrics import MetricsAddon
     from firsttoken.addon.otel import OtelAddon
+    from firsttoken.addon.reconnect import Reconnect
 
     capture = Capture()
     capture.egress = Egress()  # asked by Capture once a request is routed
     metrics = MetricsAddon(capture)
-    return [Forward(), capture.egress, capture, metrics, OtelAddon(capture, metrics.metrics)]
+    return [Reconnect(), Forward(), capture.egress, capture, metrics, OtelAddon(capture, metrics.metrics)]
