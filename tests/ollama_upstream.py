@@ -66,11 +66,14 @@ class Exchange:
 class OllamaUpstream(LoopbackServer):
     """``models``: the names it has pulled; ``ctx``: the context when a request sets no ``num_ctx``; ``load_s``: the
     cold load; ``keep_alive_s``: how long a model stays loaded after a request (a request's own ``keep_alive``
-    in seconds overrides it; 0 unloads at once); ``gap_s``: between streamed objects."""
+    in seconds overrides it; 0 unloads at once); ``gap_s``: between streamed objects; ``token_share``: what its
+    tokenizer counts of a word-per-token one (a model whose tokenizer merges more counts fewer)."""
 
     def __init__(self, models: tuple[str, ...] = ("llama3.2", MIDSTREAM_ERROR), ctx: int = 2048,
-                 load_s: float = 0.0, keep_alive_s: float = 300.0, gap_s: float = 0.03, prefill_s: float = 0.05):
+                 load_s: float = 0.0, keep_alive_s: float = 300.0, gap_s: float = 0.03, prefill_s: float = 0.05,
+                 token_share: float = 1.0):
         self.models, self.ctx, self.load_s, self.keep_alive_s = set(models), ctx, load_s, keep_alive_s
+        self.token_share = token_share
         self.gap_s, self.prefill_s = gap_s, prefill_s
         self.loaded: dict[str, float] = {}  # model -> when it unloads (perf_counter)
         self.log: list[Exchange] = []
@@ -167,18 +170,32 @@ class OllamaUpstream(LoopbackServer):
         _json(h, 404, {"error": "404 page not found"}, ex, text=True)
 
     def _prompt(self, path: str, body: dict) -> tuple[int, int]:
-        """(tokens sent, tokens the engine evaluated): the prompt is cut silently to the context."""
-        if path.endswith("/generate"):
-            text = f"{body.get('system') or ''} {body.get('prompt') or ''}"
-        elif path == "/v1/messages":
-            sysp = body.get("system")
-            text = (sysp if isinstance(sysp, str) else "") + " " + " ".join(_content(m) for m in body.get("messages") or [])
-        else:
-            text = " ".join(_content(m) for m in body.get("messages") or [])
-        sent = count_tokens(text) + 4
+        """(tokens sent, tokens the engine evaluated): the prompt is cut silently to the context, as Ollama's
+        server/prompt.go chatPrompt does: whole turns dropped from the front, every system message and the last
+        turn kept; what still does not fit is cut by the runner to the context (llm/llama_server.go: the first
+        num_keep tokens and the tail)."""
         opts = body.get("options") if isinstance(body.get("options"), dict) else {}
         ctx = opts.get("num_ctx") if isinstance(opts.get("num_ctx"), int) and opts["num_ctx"] > 0 else self.ctx
-        return sent, min(sent, ctx)
+        if path.endswith("/generate"):
+            sent = self._count(f"{body.get('system') or ''} {body.get('prompt') or ''}") + 4
+            return sent, min(sent, ctx)
+        msgs = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        sysp = body.get("system") if path == "/v1/messages" else None
+        if isinstance(sysp, str):
+            msgs = [{"role": "system", "content": sysp}, *msgs]
+
+        def cost(ms: list[dict]) -> int:
+            return sum(self._count(_content(m)) for m in ms) + 4
+
+        kept = msgs
+        for i in range(len(msgs)):
+            kept = [m for m in msgs[:i] if m.get("role") == "system"] + msgs[i:]
+            if cost(kept) <= ctx or i == len(msgs) - 1:
+                break
+        return cost(msgs), min(cost(kept), ctx)
+
+    def _count(self, text: str) -> int:
+        return round(count_tokens(text) * self.token_share)
 
     def _native(self, h: BaseHTTPRequestHandler, path: str, body: dict, ex: Exchange) -> None:
         chat = path == "/api/chat"

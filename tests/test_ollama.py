@@ -169,6 +169,35 @@ def test_v1_a_prompt_that_fits_is_no_truncation(served):
     assert "engine.prompt_truncated" not in [x["code"] for x in findings(r)]
 
 
+def test_v1_old_turns_dropped_to_fit_are_found(served):
+    """Ollama drops whole turns from the front until the rest fits (system messages kept): the count it reports
+    is below its context, and still far below what was sent."""
+    up, proxy, db = served(ctx=2048)
+    c = openai.OpenAI(base_url=proxy.url + "/v1", api_key="ollama", max_retries=0)
+    turn = "the quick brown fox jumps over the lazy dog " * 150  # ~1,350 tokens a turn
+    msgs = [{"role": "system", "content": "You are terse."}]
+    for i in range(6):
+        msgs += [{"role": "user", "content": f"{i} {turn}"}, {"role": "assistant", "content": "ok"}]
+    msgs.append({"role": "user", "content": "And the last?"})
+    out = c.chat.completions.create(model="llama3.2", messages=msgs)
+    assert 1000 < out.usage.prompt_tokens < 2048
+    (r,) = done_rows(proxy, db, 1)
+    f = has(r, "engine.prompt_truncated", "warn", variant="count")
+    assert f["params"]["evaluated"] == out.usage.prompt_tokens and f["params"]["sent"] > 7000, f
+
+
+def test_v1_a_tokenizer_that_counts_fewer_is_no_truncation(served):
+    """A model whose tokenizer counts a quarter fewer tokens than firsttoken's estimate, with a context that
+    holds the prompt: a different count, not a cut."""
+    up, proxy, db = served(ctx=131072, token_share=0.75)
+    c = openai.OpenAI(base_url=proxy.url + "/v1", api_key="ollama", max_retries=0)
+    prompt = "the quick brown fox jumps over the lazy dog " * 1000
+    out = c.chat.completions.create(model="llama3.2", messages=[{"role": "user", "content": prompt}])
+    (r,) = done_rows(proxy, db, 1)
+    assert r["engine_prompt_tokens"] == out.usage.prompt_tokens and r["prompt_tokens_est"] - out.usage.prompt_tokens > 1000
+    assert "engine.prompt_truncated" not in [x["code"] for x in findings(r)]
+
+
 #: how late the proxy may stamp a line it has been sent (its event loop under load)
 LATE_MS = 60.0
 
