@@ -44,7 +44,7 @@ CONTEXT = {
 #: ... where the request cannot carry the engine's context setting (Ollama's OpenAI- and Anthropic-compatible
 #: APIs pass no ``options``: docs/api/openai-compatibility in ollama/ollama)
 CONTEXT_COMPAT = {
-    "ollama": "the OpenAI-compatible API cannot pass `num_ctx`, so set it where this request cannot override it: start the server with a larger `OLLAMA_CONTEXT_LENGTH` (e.g. `OLLAMA_CONTEXT_LENGTH=32768 ollama serve`; without it Ollama gives 4096 tokens below 24 GiB of VRAM, older versions 2048), or `ollama create` a model from a Modelfile with `PARAMETER num_ctx 32768` and call it by that name; `ollama ps` shows the context the loaded model got",
+    "ollama": "the OpenAI-compatible API cannot pass `num_ctx`, so set it on the server or the model: start the server with a larger `OLLAMA_CONTEXT_LENGTH` (e.g. `OLLAMA_CONTEXT_LENGTH=32768 ollama serve`; without it Ollama gives 4096 tokens below 24 GiB of VRAM, older versions 2048), or `ollama create` a model from a Modelfile with `PARAMETER num_ctx 32768` and call it by that name; `ollama ps` shows the context the loaded model got",
     None: CONTEXT[None],
 }
 #: the model had to be loaded first
