@@ -87,6 +87,29 @@ def test_a_proxy_that_cannot_start_refuses_the_child_at_once(tmp_path, capfd):
     assert "the proxy could not start" in capfd.readouterr().err
 
 
+def test_a_socket_nothing_reached_is_unused_and_one_a_connection_reached_is_not():
+    """`run` does not wait for a proxy still starting when the command exited having sent it nothing (issue 36
+    item 15: the run of a command that makes no request ends when the command does); a connection waiting
+    in the listen queue, or a proxy already started, makes it wait as before."""
+    early = EarlyProxy()
+    hold = threading.Event()
+    early.make = lambda sock: hold.wait(30) and None
+    early.start()
+    try:
+        assert early.unused()
+        c = socket.create_connection(("127.0.0.1", early.port), timeout=5)  # queued, never accepted
+        deadline = time.monotonic() + 5
+        while early.unused() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not early.unused()
+        c.close()
+    finally:
+        hold.set()
+    never = EarlyProxy()
+    assert not never.unused()  # never started (the command could not run): nothing to skip
+    never.close()
+
+
 def test_run_starts_the_child_before_the_proxy_and_records_its_request(sim, tmp_path):
     """Through the real command: the child's request (sent at once) is answered and recorded."""
     db = tmp_path / "ft.db"

@@ -117,6 +117,8 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
         else:
             _stop(server)
         fail(str(e), 127)
+    if early is not None and early.unused():  # the command exited having sent the proxy nothing: no wait
+        server = early = None  # (its start thread is left to the process's exit: nothing of it is written)
     if early is not None:  # its proxy started beside the child (cli/run/startup.py)
         try:
             server = early.wait()

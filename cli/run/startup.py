@@ -5,6 +5,7 @@ starts at once)."""
 
 from __future__ import annotations
 
+import select
 import socket
 import sys
 import threading
@@ -67,6 +68,17 @@ class EarlyProxy:
         if self.error is not None:
             raise self.error
         return self.server
+
+    def unused(self) -> bool:
+        """True when the proxy is still starting and no connection ever reached its socket (none waits
+        in the listen queue): the command sent it nothing, so there is nothing to wait for or record."""
+        if self._done.is_set() or self._thread is None:
+            return False
+        try:
+            pending, _, _ = select.select([self.sock], [], [], 0)
+        except (OSError, ValueError):  # handed over and closed meanwhile: the proxy owns it now
+            return False
+        return not pending and not self._done.is_set()
 
     def close(self) -> None:
         """Close the socket if no proxy took it (the child could not be started)."""
