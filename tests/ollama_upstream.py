@@ -71,7 +71,7 @@ class OllamaUpstream(LoopbackServer):
 
     def __init__(self, models: tuple[str, ...] = ("llama3.2", MIDSTREAM_ERROR), ctx: int = 2048,
                  load_s: float = 0.0, keep_alive_s: float = 300.0, gap_s: float = 0.03, prefill_s: float = 0.05,
-                 token_share: float = 1.0):
+                 token_share: float = 1.0, port: int = 0):
         self.models, self.ctx, self.load_s, self.keep_alive_s = set(models), ctx, load_s, keep_alive_s
         self.token_share = token_share
         self.gap_s, self.prefill_s = gap_s, prefill_s
@@ -95,7 +95,7 @@ class OllamaUpstream(LoopbackServer):
 
             do_POST = do_HEAD = do_GET
 
-        self.serve(H)
+        self.serve(H, port)
 
     # -- the engine's state ----------------------------------------------------------
     def _load(self, model: str, keep_alive: Any) -> float:

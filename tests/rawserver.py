@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class LoopbackServer:
-    """A threaded HTTP server on 127.0.0.1 (a free port) serving a handler class while in a with-block."""
+    """A threaded HTTP server on 127.0.0.1 (a free port, or ``port``) serving a handler class while in a with-block."""
 
-    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def serve(self, handler: type[BaseHTTPRequestHandler], port: int = 0) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self._t = threading.Thread(target=self.httpd.serve_forever, daemon=True)

@@ -21,6 +21,7 @@ from rawserver import LoopbackServer
 from firsttoken.cli.doctor import checks as dc
 from firsttoken.cli.doctor.command import doctor
 from firsttoken.cli.loopback import free_port
+from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
 
@@ -308,3 +309,67 @@ def test_real_llama_server_with_an_api_key_is_said_to_want_one(env, tmp_path):
     lines = section(out)
     assert "the engine answers, but its model list wants a key (HTTP 401)" in lines, out
     assert "(vLLM and llama-server: --api-key)" in lines
+
+
+# -- the clients of local engines: OLLAMA_HOST (Ollama's CLI and libraries), aider's OLLAMA_API_BASE, Codex --oss ---
+
+def base_urls(out: str) -> str:
+    """doctor's lines under its base URLs heading."""
+    title = dc.SECTIONS["base_urls"]
+    assert title in out, out
+    return out.split(title, 1)[1].split("\n\n", 1)[0]
+
+
+@pytest.mark.parametrize("var, value", [("OLLAMA_HOST", "{host}"), ("OLLAMA_HOST", "http://{host}/"),
+                                        ("OLLAMA_API_BASE", "http://{host}"), ("CODEX_OSS_BASE_URL", "http://{host}/v1")])
+def test_an_engine_clients_variable_straight_at_ollama(env, tmp_path, var, value):
+    with OllamaUpstream() as o:
+        host = o.url.split("://", 1)[1]
+        code, out = run_doctor(dict(env, **{var: value.format(host=host)}), tmp_path)
+        assert [e.path for e in o.log] == ["/props", "/api/ps", "/api/tags"]  # read-only GETs, nothing else
+    assert f"{o.url} (${var}): Ollama answers, no model loaded" in section(out), out
+    lines = base_urls(out)
+    assert f"{var} goes straight to 127.0.0.1" in lines and "not through firsttoken" in lines, lines
+    assert code == 0, out
+
+
+def test_ollama_host_through_a_running_proxy(env, tmp_path):
+    with OllamaUpstream() as o, ProxyServer([o.url], str(tmp_path / "p.db"), port=0) as p:
+        host = p.url.split("://", 1)[1]
+        e = dict(env, OLLAMA_HOST=host, OLLAMA_API_BASE=p.url, CODEX_OSS_BASE_URL=p.url + "/v1")
+        r = CliRunner().invoke(doctor, ["--proxy", p.url, "--db", str(tmp_path / "ft.db"), "--upstream", o.url],
+                               env=dict(e, COLUMNS="400"))
+        out = r.stdout
+        lines = base_urls(out)
+        for var in ("OLLAMA_HOST", "OLLAMA_API_BASE", "CODEX_OSS_BASE_URL"):
+            assert f"{var} points at firsttoken (route 'default')" in lines, lines
+        assert f"{p.url} → {o.url}" in lines and f"{p.url}/v1 → {o.url}" in lines
+        # the engine behind the route is probed once, as the route's
+        assert f"{o.url} (route 'default'): Ollama answers" in section(out)
+        assert r.exit_code == 0, out
+
+        r = CliRunner().invoke(doctor, ["--proxy", p.url, "--db", str(tmp_path / "ft.db"), "--upstream", o.url],
+                               env=dict(env, OLLAMA_HOST=p.url + "/v1", COLUMNS="400"))
+        assert r.exit_code == 1
+        assert "OLLAMA_HOST ends in /v1" in r.stdout and f"fix: use {p.url}" in r.stdout, r.stdout
+        assert "…/v1/api/chat (404)" in r.stdout
+
+        r = CliRunner().invoke(doctor, ["--proxy", p.url, "--db", str(tmp_path / "ft.db"), "--upstream", o.url + "/v1"],
+                               env=dict(env, OLLAMA_HOST=host, COLUMNS="400"))
+        assert r.exit_code == 1
+        assert "OLLAMA_HOST reaches the upstream under /v1" in r.stdout, r.stdout
+        assert f"--upstream {o.url}) and point OLLAMA_HOST at it" in r.stdout
+
+
+def test_ollama_host_unset_is_said_only_when_ollama_s_default_port_answers(env, tmp_path):
+    env = dict(env, OLLAMA_HOST=None)
+    try:
+        o = OllamaUpstream(port=11434)
+    except OSError:
+        pytest.skip("port 11434 is taken on this machine")
+    with o:
+        code, out = run_doctor(env, tmp_path)
+    assert "OLLAMA_HOST is not set: Ollama's clients go straight to http://127.0.0.1:11434" in base_urls(out), out
+    assert "http://127.0.0.1:11434 (Ollama's default: OLLAMA_HOST is unset): Ollama answers" in section(out)
+    code, out = run_doctor(env, tmp_path)  # nothing listens there: nothing said
+    assert "OLLAMA_HOST" not in out and "11434" not in out, out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import PurePath
 from typing import Any
@@ -19,12 +19,47 @@ from firsttoken.addon import routing
 from firsttoken.addon.engines.local import is_local
 from firsttoken.cli.doctor.core import BASE_URL_VARS, FAIL, PASS, WARN, Check, Context, same_endpoint
 from firsttoken.cli.doctor.net import Net, describe_oserror
+from firsttoken.cli.run.clients import copilot, ollama
 
 SECTION = "engines"
 #: what doctor reads of each engine, in words (said when none of them answered)
 READS = "llama.cpp /props, Ollama /api/ps, /v1/models"
-#: base URLs of clients that point at an engine besides the SDKs' (GitHub Copilot CLI's bring-your-own-key)
-ENGINE_URL_VARS = ("COPILOT_PROVIDER_BASE_URL",)
+#: base URLs of the clients of local engines besides the SDKs': the ollama CLI and libraries (OLLAMA_HOST, read
+#: by cli/run/clients/ollama.py's one rule), aider's Ollama models (litellm), Codex --oss, GitHub Copilot CLI's
+#: bring-your-own-key provider
+ENGINE_URL_VARS = ("OLLAMA_HOST", "OLLAMA_API_BASE", "CODEX_OSS_BASE_URL", "COPILOT_PROVIDER_BASE_URL")
+#: where Ollama's clients go when OLLAMA_HOST is unset (said, and probed, only when something listens there)
+OLLAMA_DEFAULT_SOURCE = "Ollama's default: OLLAMA_HOST is unset"
+
+
+def engine_urls(env: Mapping[str, str]) -> list[tuple[str, str, str]]:
+    """(variable, the URL its client goes to, the base-URL kind doctor checks it as) of each engine variable
+    that is set: OLLAMA_HOST as the ollama clients read it (a bare ``host:port`` too), the others as written."""
+    out = []
+    for var in ENGINE_URL_VARS:
+        value = (env.get(var) or "").strip()
+        if not value:
+            continue
+        if var == ollama.VARIABLE:
+            out.append((var, ollama.host_url(value), "ollama"))
+        elif var == "OLLAMA_API_BASE":  # litellm appends /api/chat to the server's root
+            out.append((var, value, "ollama"))
+        elif var == copilot.VARIABLE:
+            out.append((var, value, copilot.FAMILIES.get((env.get("COPILOT_PROVIDER_TYPE") or "").strip().lower()
+                                                         or "openai", "openai")))
+        else:
+            out.append((var, value, "openai"))
+    return out
+
+
+def ollama_default(ctx: Context) -> str | None:
+    """Ollama's default URL when OLLAMA_HOST is unset and something listens there (a TCP connect, nothing sent)
+    that is not firsttoken itself; else None."""
+    if (ctx.env.get(ollama.VARIABLE) or "").strip() or not ctx.network:
+        return None
+    if same_endpoint("127.0.0.1", ollama.DEFAULT_PORT, ctx):
+        return None
+    return ollama.DEFAULT if ctx.net.listening("127.0.0.1", ollama.DEFAULT_PORT) is None else None
 
 
 def local_engines(ctx: Context) -> list[tuple[str, str]]:
@@ -40,8 +75,10 @@ def local_engines(ctx: Context) -> list[tuple[str, str]]:
     for r in routes:
         if is_local(r.url):
             found.setdefault(_server(r.url), (r.url.rstrip("/"), f"route {r.name or 'default'!r}"))
-    for var in (*BASE_URL_VARS, *ENGINE_URL_VARS):
-        url = (ctx.env.get(var) or "").strip().rstrip("/")
+    urls = [(var, (ctx.env.get(var) or "").strip()) for var in BASE_URL_VARS]
+    urls += [(var, url) for var, url, _ in engine_urls(ctx.env)]
+    for var, url in urls:
+        url = url.rstrip("/")
         if "://" not in url or not is_local(url):
             continue
         u = urlsplit(url)
@@ -51,6 +88,9 @@ def local_engines(ctx: Context) -> list[tuple[str, str]]:
             continue
         if not same_endpoint(u.hostname or "", port, ctx):
             found.setdefault(_server(url), (url, f"${var}"))
+    default = ollama_default(ctx)
+    if default:
+        found.setdefault(_server(default), (default, OLLAMA_DEFAULT_SOURCE))
     return list(found.values())
 
 

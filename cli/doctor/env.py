@@ -26,8 +26,9 @@ from firsttoken.cli.doctor.core import (
     redact_url,
     same_endpoint,
 )
+from firsttoken.cli.doctor.engines import engine_urls, ollama_default
 from firsttoken.cli.env.clients import claude_oauth_login
-from firsttoken.cli.run.clients import cloud
+from firsttoken.cli.run.clients import cloud, ollama
 
 PROXY_VARS = ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy")
 #: the variables that apply to a plain-http URL such as firsttoken's
@@ -211,6 +212,10 @@ def check_base_url(var: str, value: str, kind: str, ctx: Context, source: str = 
         return Check(cid, "base_urls", FAIL, f"{where} ends in /{m.group(1)}",
                      f"{text}: Gemini clients append /{m.group(1)}/models/… themselves, so requests go to "
                      f"…/{m.group(1)}/{m.group(1)}/models/…", f"use {text.rstrip('/')[: -len(m.group(0))]}")
+    if kind == "ollama" and routing.ends_in_v1(path):
+        return Check(cid, "base_urls", FAIL, f"{where} ends in /v1",
+                     f"{text}: Ollama's native clients append /api/chat and /api/generate to the server's root, so "
+                     "requests go to …/v1/api/chat (404)", f"use {text.rstrip('/')[:-3]}")
     to_proxy = same_endpoint(u.hostname, port, ctx)
     if to_proxy and u.scheme == "https":
         fixed = "http" + text[5:]
@@ -261,6 +266,12 @@ def _check_against_routes(cid: str, where: str, text: str, path: str, kind: str,
         return Check(cid, "base_urls", FAIL, f"{where} lacks /v1",
                      f"{text} → {route.url}{rest if rest != '/' else ''}: the upstream gets /chat/completions without /v1",
                      f"use {right}")
+    if kind == "ollama" and n >= 1:
+        return Check(cid, "base_urls", FAIL, f"{where} reaches the upstream under {route.prefix + (rest if rest != '/' else '')}",
+                     f"{text} → {route.url}{rest if rest != '/' else ''} + /api/chat: Ollama's native paths sit at the "
+                     "server's root", f"give the proxy a route to the Ollama server's root (--upstream "
+                     f"{(route.name + '=') if route.name else ''}{route.url[: len(route.url) - len(route.prefix)]}) and point "
+                     f"{where} at it")
     if n > 1 or (kind in ("anthropic", "gemini") and n >= 1):
         warn = routing.base_url_warnings(route, kind)
         appended = {"anthropic": "/v1/messages", "gemini": "/v1beta/models/…"}.get(kind, "/chat/completions")
@@ -298,6 +309,13 @@ def check_env_base_urls(ctx: Context) -> list[Check]:
     for var, kind in BASE_URL_VARS.items():
         if var in ctx.env and ctx.env[var] != "":
             out.append(check_base_url(var, ctx.env[var], kind, ctx))
+    for var, url, kind in engine_urls(ctx.env):  # the local engines' clients (Ollama's, aider's, Codex --oss, Copilot)
+        out.append(check_base_url(var, url, kind, ctx))
+    if ollama_default(ctx):
+        out.append(Check("base_url.environment.OLLAMA_HOST", "base_urls", PASS,
+                         f"OLLAMA_HOST is not set: Ollama's clients go straight to {ollama.DEFAULT}",
+                         "something listens there; not through firsttoken (`firsttoken run -- ollama …` or "
+                         "`firsttoken env ollama` points them at the proxy)"))
     out += check_sigv4_through_proxy(ctx)
     a, b = (ctx.env.get("OPENAI_API_BASE") or "").strip(), (ctx.env.get("OPENAI_BASE_URL") or "").strip()
     if a and a.rstrip("/") != b.rstrip("/"):
