@@ -100,8 +100,8 @@ LABELS: dict[str, dict[str, str]] = {
         "no_match": "{n} requests are recorded, but none match these filters (`{filters}`). See which models are "
                     "recorded with `firsttoken stats` (routes: `firsttoken stats --by route`), then change or drop "
                     "a filter.",
-        "conv.line": "conversation {cid} · turn {turn} · {requests}", "conv.requests": "{n} requests",
-        "conv.requests.1": "{n} request", "conv.side": " ({n} by the client itself: titles, summaries, sub-tasks)", "conv.cached": " · cached {pct}%",
+        "conv.line": "latest conversation: turn {turn} (the user's prompts so far), {requests}", "conv.requests": "{n} requests",
+        "conv.requests.1": "{n} request", "conv.side": " ({n} by the client itself: titles, summaries, sub-tasks)", "conv.cached": ", {pct}% of its prompt tokens from the cache", "conv.more": "; `firsttoken session {cid}` shows it turn by turn",
         "show.phase": "phase", "show.starts": "starts at", "show.took": "took", "show.connect": "connect",
         "show.reused": "reused connection", "show.ttfb": "TTFB (headers)", "show.prefill": "prefill",
         "show.reasoning": "reasoning", "show.gap": "gap (prefill)",
@@ -344,8 +344,8 @@ LABELS: dict[str, dict[str, str]] = {
         "no_rows": "还没有记录到请求。把客户端指向 `firsttoken proxy`，或试试 `firsttoken demo`。",
         "no_match": "已记录 {n} 个请求，但没有一个符合这些筛选条件（`{filters}`）。用 `firsttoken stats` 查看记录了哪些模型"
                     "（路由：`firsttoken stats --by route`），再修改或去掉筛选条件。",
-        "conv.line": "会话 {cid} · 第 {turn} 轮 · {requests}", "conv.requests": "{n} 个请求",
-        "conv.requests.1": "{n} 个请求", "conv.side": "（其中 {n} 个是客户端自己的辅助请求：标题、摘要、子任务）", "conv.cached": " · 缓存 {pct}%",
+        "conv.line": "最近的会话：第 {turn} 轮（用户到目前为止的提问），{requests}", "conv.requests": "{n} 个请求",
+        "conv.requests.1": "{n} 个请求", "conv.side": "（其中 {n} 个是客户端自己的辅助请求：标题、摘要、子任务）", "conv.cached": "，{pct}% 的提示词 token 来自缓存", "conv.more": "；`firsttoken session {cid}` 逐轮显示它",
         "show.phase": "阶段", "show.starts": "开始于", "show.took": "耗时", "show.connect": "建立连接",
         "show.reused": "复用连接", "show.ttfb": "TTFB（响应头）", "show.prefill": "预填充",
         "show.reasoning": "推理", "show.gap": "gap（预填充）",

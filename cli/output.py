@@ -269,6 +269,9 @@ def wrap_spans(plain: str, room, start: int = 0, end: int | None = None,
         not started its own line yet (it moves down first, then breaks at its spaces)."""
         return any(a < j < b and (a > line_start or cell_len(plain[a:b]) <= cap) for a, b in keep)
 
+    def _after_dot(j: int) -> bool:  # a line never ends in a separator (` · `): it starts the next line
+        return j > 0 and plain[j - 1] == "·"
+
     spans: list[tuple[int, int]] = []
     i = start
     while i < end:
@@ -282,10 +285,10 @@ def wrap_spans(plain: str, room, start: int = 0, end: int | None = None,
         while j < end and plain[j] != "\n":
             cw = cell_len(plain[j])
             if w + cw > cap and j > i:
-                if (plain[j] == " " if cjk is None else j in cjk) and not splits(j, cap, i):
+                if (plain[j] == " " and not _after_dot(j) if cjk is None else j in cjk) and not splits(j, cap, i):
                     brk = j  # the break right here is allowed (a space just past the line's end)
                 break
-            if ((plain[j] == " ") if cjk is None else (j in cjk and j > i)) and not splits(j, cap, i):
+            if ((plain[j] == " " and not _after_dot(j)) if cjk is None else (j in cjk and j > i)) and not splits(j, cap, i):
                 brk = j
             w += cw
             j += 1

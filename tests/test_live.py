@@ -325,18 +325,28 @@ def test_db_source_shows_the_active_conversation(tmp_path):
         assert facts == from_capture(p.capture, listen_url=p.url).conversation  # one rule, both sources
         line = conversation_text(facts, "en")
         cid = rows(path)[-1]["conversation_id"]
-        assert cid and line.startswith(f"conversation {cid} · turn 2 · 2 requests")
-        assert re.search(r" · cached [1-9]\d*%$", line)  # the repeat of the system prompt was cached
+        assert cid and line.startswith("latest conversation: turn 2 (the user's prompts so far), 2 requests")
+        assert re.search(r", [1-9]\d*% of its prompt tokens from the cache;", line)  # the system prompt's repeat
+        # the line's command works as printed: it shows that conversation turn by turn
+        cmd = re.search(r"`firsttoken session ([0-9a-f]+)`", line).group(1)
+        from click.testing import CliRunner
+
+        from firsttoken.cli.sessions import session
+        shown = CliRunner().invoke(session, ["--db", str(path), cmd], catch_exceptions=False)
+        assert shown.exit_code == 0 and cid in shown.output, shown.output
 
         client.chat.completions.create(model="gpt-4o-mini", messages=msgs)  # the user's next turn
         p.flush()
         assert src.poll()
         s = src.snapshot()
-        assert conversation_text(s.conversation, "en").startswith(f"conversation {cid} · turn 3 · 3 requests")
-        assert conversation_text(s.conversation, "en") in screen(render(s, 120, "en"), 120)
+        assert conversation_text(s.conversation, "en").startswith("latest conversation: turn 3 (the user's prompts so far), 3 requests")
+        def flat(t: str) -> str:  # wrapped on the screen (an indent on each further line)
+            return "".join(t.split())
+
+        assert flat(conversation_text(s.conversation, "en")) in flat(screen(render(s, 120, "en"), 120))
         zh = conversation_text(s.conversation, "zh")
-        assert zh.startswith(f"会话 {cid} · 第 3 轮 · 3 个请求") and "缓存" in zh
-        assert zh in screen(render(s, 120, "zh"), 120)
+        assert zh.startswith("最近的会话：第 3 轮（用户到目前为止的提问），3 个请求") and "缓存" in zh and cid[:8] in zh
+        assert flat(zh) in flat(screen(render(s, 120, "zh"), 120))
         src.close()
 
 

@@ -54,3 +54,12 @@ def test_a_path_longer_than_any_line_still_folds_and_loses_nothing():
     got = lines(Text("db: ").append_text(output.whole(path)), 30)
     assert "".join(got).replace(" ", "") == ("db:" + path)
     assert all(len(ln) <= 30 for ln in got)
+
+
+def test_a_line_never_ends_in_a_separator():
+    """live's header at any width: a ` · ` between counters starts the next line, never ends one."""
+    t = "firsttoken  up 3m12s · 3,000 requests · 12 errors · 2 in flight · proxy lag 5 ms, cpu 30%"
+    for width in range(20, 100):
+        got = lines(t, width, 0, 2)
+        assert not any(ln.rstrip().endswith("·") for ln in got), (width, got)
+        assert words(got) == t.split()

@@ -132,15 +132,17 @@ def conversation_line(done: Any) -> dict[str, Any] | None:
 
 
 def conversation_text(c: dict[str, Any] | None, lang: str) -> str | None:
-    """``conversation 3f2a91c0d4e2 · turn 3 · 12 requests (2 side) · cached 41%`` (or in Chinese)."""
+    """``latest conversation: turn 3 (the user's prompts so far), 12 requests (2 by the client itself: …), 41% of
+    its prompt tokens from the cache; `firsttoken session 3f2a91c0` shows it turn by turn`` (or in Chinese)."""
     if not c:
         return None
     n = c["requests"]
-    text = label(lang, "conv.line", cid=c["id"], turn=c["turn"],
+    text = label(lang, "conv.line", turn=c["turn"],
                  requests=label(lang, "conv.requests.1" if n == 1 else "conv.requests", n=n))
     text += label(lang, "conv.side", n=c["side"]) if c["side"] else ""
     if c.get("cached") is not None:
         text += label(lang, "conv.cached", pct=f"{c['cached'] * 100:.0f}")
+    text += label(lang, "conv.more", cid=str(c["id"])[:8])  # `session` takes an id's first characters
     return printable(text)  # a client-sent session id never reaches the terminal raw
 
 
