@@ -37,6 +37,22 @@ def shown_output() -> str:
     return m.group(1)
 
 
+def logs_sample() -> list[str]:
+    """README's sample of `firsttoken logs` (the block after "(`firsttoken logs` at N columns, …)") and N."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    m = re.search(r"\(`firsttoken logs` at (\d+) columns[^)]*\):\s*```\n(.*?)```", text, re.S)
+    assert m, "README has no logs sample that says its width"
+    return int(m.group(1)), m.group(2).splitlines()
+
+
+def shape(line: str) -> str:
+    """A line without what differs run to run (times, ids, ports, figures): its words and layout."""
+    line = re.sub(r"\b\d\d:\d\d:\d\d\b", "T", line)
+    line = re.sub(r"\b[0-9a-f]{8}\b", "ID", line)
+    line = re.sub(r"127\.0\.0\.1:\d+", "HOST", line)
+    return re.sub(r"~?\d[\d.,]*(ms|s)?", "N", line)
+
+
 def test_the_readme_setup_line_activates_the_venv_it_installs_into():
     """The first command leaves `firsttoken` on the PATH of the shell that ran it (no bare
     `.venv/bin/firsttoken` that the walkthrough's plain `firsttoken` would then miss)."""
@@ -67,6 +83,18 @@ def test_the_readme_walkthrough_works_as_written(tmp_path):
             assert res.returncode == want, f"{cmd!r} exited {res.returncode}, not {want}:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}"
             outputs[argv[1] + (" " + argv[2] if argv[1] == "baseline" else "")] = res.stdout + res.stderr
     assert "gpt-4o-mini" in outputs["logs"] and "→" in outputs["logs"]  # rows, with a fix under a finding
+    # README's logs sample is what `logs` prints at the width it names: its header, and each of its rows with
+    # the finding's lines as they wrap there (figures aside), every line as long as the table is wide
+    width, sample = logs_sample()
+    res = subprocess.run(["bash", "-c", f". {shlex.quote(str(activate))} && firsttoken logs --db demo.db"], cwd=tmp_path,
+                         env={**env, "COLUMNS": str(width)}, capture_output=True, text=True, timeout=60)
+    real = res.stdout.splitlines()
+    assert sample[0] == real[0], (sample[0], real[0])
+    shapes = [shape(x) for x in real]
+    for ln in sample[1:]:
+        assert len(ln) <= width and shape(ln) in shapes, (ln, "\n".join(real))
+        if not ln.startswith(" "):  # a row: the columns where the header puts them
+            assert len(ln) == len(next(x for x in real if shape(x) == shape(ln))), (ln, real)
     assert "TTFB" in outputs["show"]
     stats = outputs["stats"].split("gpt-4o-mini", 1)[1]
     assert " 0 " not in stats[:12]
