@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import rows, start_proxy_process
+from ollama_upstream import OllamaUpstream
 from test_run import FT, SIM_TEXT, base_env, check_summary, find_cli, ft_run
 
 from firsttoken.addon import routing
@@ -107,6 +108,24 @@ def test_which_provider_and_its_base_url(tmp_path):
     plan = make_plan(["cline", "Say hi"], {}, home, tmp_path)
     assert any("has no API version" in n and "/v1/messages" in n for n in plan.notes)
 
+
+
+def test_the_ollama_provider_goes_to_its_server_s_root(tmp_path):
+    """Cline's Ollama provider speaks Ollama's native API at the server's root (Cline drops a /v1 or /api and
+    appends /api/chat; no baseUrl: http://localhost:11434): the route is that root, the copy's baseUrl the route's
+    root too (no /v1), so the provider is recorded instead of reaching the engine through forward mode."""
+    home = tmp_path / "home"
+    path = write_providers(user_settings(home), "ollama", apiKey="none", model="llama3.2")  # as `cline auth -p ollama`
+    plan = make_plan(["cline", "--json", "Say hi"], {}, home, tmp_path)
+    assert plan.families == ("ollama",) and not plan.forward_reason
+    assert plan.upstreams["ollama"].url == "http://localhost:11434"
+    assert plan.upstreams["ollama"].source == "Cline's default for ollama"
+    doc = json.loads(redirect(plan, "http://127.0.0.1:8787", plan.routes(), {}).files[0].text)
+    assert doc["providers"]["ollama"]["settings"]["baseUrl"] == "http://127.0.0.1:8787/ollama"
+    for written in ("http://10.0.0.5:11434/v1", "http://10.0.0.5:11434/api/", "http://10.0.0.5:11434"):
+        write_providers(path, "ollama", model="llama3.2", baseUrl=written)
+        plan = make_plan(["cline", "Say hi"], {}, home, tmp_path)
+        assert plan.upstreams["ollama"].url == "http://10.0.0.5:11434", written
 
 def test_what_cannot_be_redirected_is_said(tmp_path):
     home = tmp_path / "home"
@@ -383,3 +402,26 @@ def test_firsttoken_run_cline_while_its_hub_runs(sim, tmp_path):
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
                 time.sleep(0.1)
+
+
+def test_firsttoken_run_cline_with_its_ollama_provider(tmp_path):
+    """The real Cline, its Ollama provider pointed at a loopback Ollama: `firsttoken run` records its native
+    /api/chat through the route to that server, and the user's providers.json is left as it was."""
+    cline = find_cli("cline")
+    env = cline_env(tmp_path)
+    with OllamaUpstream() as o:
+        settings = write_providers(user_settings(Path(env["HOME"])), "ollama", apiKey="none", model="llama3.2",
+                                   baseUrl=o.url)
+        before = snapshot(settings)
+        r = ft_run(tmp_path / "ft.db", [cline, "--json", PROMPT], env, timeout=120, cwd=tmp_path / "work")
+        chats = [e for e in o.log if e.path == "/api/chat"]
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    assert answer(r.stdout)["model"] == {"id": "llama3.2", "provider": "ollama"}
+    # (the loopback Ollama answers a request with tools by calling one Cline does not have: Cline stops there)
+    rs = rows(tmp_path / "ft.db", "where api = 'ollama.chat'")
+    assert rs and len(rs) == len(chats), (rs, [e.path for e in o.log])
+    assert all(x["usage_completion_tokens"] and x["engine"] == "ollama" for x in rs)
+    assert all((x["api"], x["route"], x["path"], x["upstream_url"], x["status"], x["model"]) ==
+               ("ollama.chat", "ollama", "/ollama/api/chat", o.url + "/api/chat", 200, "llama3.2") for x in rs), rs
+    assert "via: CLINE_PROVIDER_SETTINGS_PATH = a copy of ~/.cline/data/settings/providers.json" in r.stderr
+    assert snapshot(settings) == before

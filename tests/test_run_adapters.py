@@ -357,6 +357,22 @@ def test_cn_config_flag_is_replaced_by_a_copy(tmp_path):
     assert make_plan(["cn", "--config", "acme/assistant"], {}, tmp_path, tmp_path).forward_reason
 
 
+def test_cn_ollama_models_go_to_a_route_to_the_server_s_root(tmp_path):
+    """cn's ollama provider is Ollama's OpenAI-compatible API: apiBase (default http://localhost:11434/) plus the
+    "v1/" cn appends unless it is there. The route is the server's root and the copy's apiBase the route's root,
+    so cn's own v1/ makes /v1/chat/completions upstream, once; a model naming no apiBase is redirected too."""
+    conf = tmp_path / "my.yaml"
+    conf.write_text("name: x\nmodels:\n  - name: a\n    provider: ollama\n    model: llama3.2\n"
+                    "  - name: b\n    provider: ollama\n    model: qwen3\n    apiBase: http://10.0.0.5:11434/v1/\n"
+                    "  - name: c\n    provider: ollama\n    model: qwen3\n    apiBase: http://10.0.0.5:11434\n")
+    plan, r = plan_and_redirect(["cn", "--config", str(conf), "-p", "hi"], {}, tmp_path, tmp_path)
+    assert not plan.forward_reason
+    assert {n: (u.family, u.url) for n, u in plan.upstreams.items()} == {
+        "ollama": ("ollama", "http://localhost:11434"), "ollama-2": ("ollama", "http://10.0.0.5:11434")}
+    assert plan.upstreams["ollama"].source == "cn's default for the ollama provider of 'a'"
+    models = json.loads(r.files[0].text)["models"]
+    assert [m.get("apiBase") for m in models] == [f"{PROXY}/ollama/", f"{PROXY}/ollama-2/", f"{PROXY}/ollama-2/"]
+
 def test_auth_rejected_fix_names_where_the_client_keeps_its_key(tmp_path):
     """The upstream rejects the key: the summary's fix says where this client's key comes from."""
     script = tmp_path / "child.py"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FAST, rows
+from ollama_upstream import REPLY, OllamaUpstream
 from runkit import KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, find_client, ft_run, snapshot
 
 from firsttoken.cli.simulate.config import SimConfig
@@ -190,6 +191,38 @@ def test_continue_cn(servers, tmp_path, how):
     assert "via: cn --config = a private copy" in r.stderr
     assert snapshot(path) == before
 
+
+@pytest.mark.parametrize("api_base", ["{url}", "{url}/v1/", None])
+def test_continue_cn_with_an_ollama_model(tmp_path, api_base):
+    """A `provider: ollama` model (cn speaks Ollama's OpenAI-compatible /v1 to it), with its apiBase as users
+    write it or none (Ollama's default port): each request is recorded through the route to that server, and
+    reached it at /v1/chat/completions."""
+    cn = find_client("cn", NODE_BIN)
+    try:
+        o = OllamaUpstream() if api_base else OllamaUpstream(port=11434)
+    except OSError:
+        pytest.skip("port 11434 is taken on this machine")
+    env = base_env(tmp_path, CONTINUE_CLI_ENABLE_TELEMETRY="0", CONTINUE_METRICS_ENABLED="0")
+    with o:
+        base = f"    apiBase: {api_base.format(url=o.url)}\n" if api_base else ""
+        path = Path(env["HOME"]) / ".continue" / "config.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("name: local\nversion: 1.0.0\nschema: v1\nmodels:\n  - name: local\n    provider: ollama\n"
+                        f"    model: llama3.2\n{base}    roles: [chat]\n")
+        before = snapshot(path)
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [cn, "-p", "Say hi"], env, timeout=180, cwd=tmp_path)
+        arrived = [e.path for e in o.log]
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "".join(REPLY) in r.stdout, r.stdout + r.stderr
+    rs = rows(db)
+    assert "/v1/chat/completions" in arrived and len(rs) == len(arrived), (arrived, [x["path"] for x in rs])
+    server = o.url if api_base else "http://localhost:11434"  # (cn's default names localhost)
+    chat = [x for x in rs if x["upstream_url"] == server + "/v1/chat/completions"]
+    assert chat and all(x["route"] == "ollama" and x["path"] == "/ollama/v1/chat/completions" and x["status"] == 200
+                        for x in chat), rs
+    assert "via: cn --config = a private copy" in r.stderr
+    assert snapshot(path) == before
 
 # -- Kilo CLI (npm @kilocode/cli, in .ci/node) -----------------------------------------------------
 

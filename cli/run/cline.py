@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,7 +18,9 @@ from firsttoken.addon import routing
 #: the base URL of a provider whose settings name none (Cline's defaults); every Cline base URL holds the
 #: API version, the Anthropic one too: Cline appends /chat/completions, /responses or /messages
 DEFAULT_BASE_URLS = {"openai-compatible": "https://api.openai.com/v1", "openai-native": "https://api.openai.com/v1",
-                     "anthropic": "https://api.anthropic.com/v1"}
+                     "anthropic": "https://api.anthropic.com/v1", "ollama": "http://localhost:11434"}
+#: Cline's Ollama provider speaks Ollama's native API: its base URL is the server's root (Cline drops a ``/v1`` or
+#: ``/api`` at its end and appends ``/api/chat``), the only one without the API version
 #: ``cline auth -p openai`` and ``cline -P openai`` mean the OpenAI-compatible provider
 PROVIDER_ALIASES = {"openai": "openai-compatible"}
 #: the commands of the cline CLI (anything else is a prompt): none of them is a task to redirect
@@ -53,7 +56,7 @@ class ClineConfig:
     doc: dict[str, Any] = field(default_factory=dict)  # its contents ({} when the file does not exist)
     models_json: str | None = None  # models.json beside it (custom model info), copied with it
     provider: str = "cline"
-    family: str | None = None  # anthropic | openai; None: firsttoken does not know its base URL
+    family: str | None = None  # anthropic | openai | ollama; None: firsttoken does not know its base URL
     base_url: str | None = None  # the base URL Cline would use
     source: str = ""  # where base_url came from, in words
     sandbox: str | None = None  # set: the settings file cannot be relocated (why, in words)
@@ -65,6 +68,8 @@ class ClineConfig:
         url = self.base_url.strip().rstrip("/")
         if self.family == "anthropic" and routing.ends_in_v1(url):
             url = url[: -len("/v1")]
+        if self.family == "ollama":
+            url = re.sub(r"/(v1|api)$", "", url)  # as Cline's normalizeOllamaBaseUrl reads it
         return url
 
 
@@ -147,7 +152,7 @@ def read_config(args: ClineArgs, env: Mapping[str, str], home: Path, cwd: Path) 
     elif cfg.provider in DEFAULT_BASE_URLS:
         cfg.base_url, cfg.source = DEFAULT_BASE_URLS[cfg.provider], f"Cline's default for {cfg.provider}"
     if cfg.base_url is not None:
-        cfg.family = "anthropic" if cfg.provider == "anthropic" else "openai"
+        cfg.family = cfg.provider if cfg.provider in ("anthropic", "ollama") else "openai"
     return cfg
 
 

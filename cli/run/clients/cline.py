@@ -53,8 +53,11 @@ class Cline(Client):
         if cfg is None or cfg.family not in routes:
             return Redirect(list(plan.argv), {}, "Cline's settings as they are")
         # Cline appends /chat/completions, /responses or /messages to its base URL, which therefore
-        # holds the API version whatever the API: the OpenAI half of the one base-URL rule.
-        base = versioned_base(proxy_url, routes[cfg.family])
+        # holds the API version whatever the API: the OpenAI half of the one base-URL rule. Its Ollama
+        # provider appends /api/chat to the server's root: the route's root.
+        route = routes[cfg.family]
+        base = (routing.client_base_url(proxy_url, route, "ollama") if cfg.family == "ollama"
+                else versioned_base(proxy_url, route))
         files = [ChildFile("providers.json", cline.settings_copy(cfg, base), "CLINE_PROVIDER_SETTINGS_PATH")]
         if cfg.models_json is not None:
             files.append(ChildFile("models.json", cfg.models_json))  # Cline reads it beside providers.json

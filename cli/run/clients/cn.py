@@ -1,5 +1,6 @@
 """Continue's CLI ``cn`` (npm ``@continuedev/cli``): ``--config FILE``, else ``$CONTINUE_GLOBAL_DIR/config.yaml``;
-a model's requests go to its ``apiBase``. Redirected by ``--config`` = a private copy whose ``apiBase`` values
+a model's requests go to its ``apiBase``; a ``provider: ollama`` model's to Ollama's OpenAI-compatible API
+(``apiBase``, default http://localhost:11434/, plus ``v1/``). Redirected by ``--config`` = a private copy whose ``apiBase`` values
 are the proxy; a Hub assistant, or no model with an ``apiBase``: forward mode. Precedence, and relative
 paths in the copy: docs/run.md (Client by client: Continue's cn)."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from firsttoken.addon import routing
 from firsttoken.cli.run.clients.base import (
     ChildFile,
     Client,
@@ -23,6 +25,8 @@ from firsttoken.cli.run.clients.base import (
 from firsttoken.cli.run.clients.files import ConfigError, read_yaml
 
 COPY = "cn-config.yaml"
+#: the server cn's ollama provider goes to when its model names no apiBase (it adds /v1/)
+OLLAMA_DEFAULT = "http://localhost:11434"
 
 
 class ContinueCli(Client):
@@ -52,10 +56,18 @@ class ContinueCli(Client):
         routes = {}
         for i, m in enumerate(doc.get("models") or [] if isinstance(doc, dict) else []):
             base = m.get("apiBase") if isinstance(m, dict) else None
-            if isinstance(base, str) and base.strip():
+            name = f"{m.get('name') or m.get('model')!r}" if isinstance(m, dict) else ""
+            if isinstance(m, dict) and m.get("provider") == "ollama":
+                # cn's Ollama provider is Ollama's OpenAI-compatible API: apiBase (default
+                # http://localhost:11434/) with "v1/" appended unless it ends so; the route is the server's root
+                given = isinstance(base, str) and base.strip()
+                routes[i] = add_upstream(plan, "ollama", strip_v1(base) if given else OLLAMA_DEFAULT,
+                                         f"{ctx.label(path)} apiBase of {name}" if given
+                                         else f"cn's default for the ollama provider of {name}")
+            elif isinstance(base, str) and base.strip():
                 fam = "anthropic" if m.get("provider") == "anthropic" else "openai"
                 routes[i] = add_upstream(plan, fam, strip_v1(base) if fam == "anthropic" else base,
-                                         f"{ctx.label(path)} apiBase of {m.get('name') or m.get('model')!r}")
+                                         f"{ctx.label(path)} apiBase of {name}")
         plan.state.update(doc=doc, routes=routes, flag=flag)
         if not routes:
             plan.forward_reason = (f"no model of {ctx.label(path)} names an apiBase (cn uses its providers' "
@@ -65,7 +77,9 @@ class ContinueCli(Client):
     def redirect(self, plan, bases, proxy_url, routes, env) -> Redirect:
         doc = json.loads(json.dumps(plan.state["doc"], default=str))
         for i, name in plan.state["routes"].items():
-            if name in routes:
+            if name in routes and doc["models"][i].get("provider") == "ollama":  # cn appends v1/ itself
+                doc["models"][i]["apiBase"] = routing.client_base_url(proxy_url, routes[name], "ollama") + "/"
+            elif name in routes:
                 doc["models"][i]["apiBase"] = versioned_base(proxy_url, routes[name]) + "/"
         argv = list(plan.argv)
         # the copy lives in the private directory: a relative `uses: ./…` in it is read from there
