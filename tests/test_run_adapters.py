@@ -357,6 +357,27 @@ def test_cn_config_flag_is_replaced_by_a_copy(tmp_path):
     assert make_plan(["cn", "--config", "acme/assistant"], {}, tmp_path, tmp_path).forward_reason
 
 
+def test_opencode_ollama_providers(tmp_path):
+    """opencode's Ollama recipe (an @ai-sdk/openai-compatible provider at …:11434/v1) is an OpenAI base URL; the
+    AI SDK's Ollama providers (npm ollama-ai-provider, -v2: native API, baseURL the server's /api, default
+    http://127.0.0.1:11434/api) are routed to that /api as it is and given the route's root, no /v1 added."""
+    home = tmp_path / "home"
+    (home / ".config" / "opencode").mkdir(parents=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text(json.dumps({"provider": {
+        "ollama": {"npm": "@ai-sdk/openai-compatible", "options": {"baseURL": "http://localhost:11434/v1"}},
+        "native": {"npm": "ollama-ai-provider-v2", "options": {"baseURL": "http://10.0.0.5:11434/api"}},
+        "plain": {"npm": "ollama-ai-provider"}}}))
+    plan, r = plan_and_redirect(["opencode", "run", "hi"], {}, home, tmp_path)
+    assert not plan.forward_reason
+    assert sorted((u.family, u.url) for u in plan.upstreams.values()) == [
+        ("ollama", "http://10.0.0.5:11434/api"), ("ollama", "http://127.0.0.1:11434/api"),
+        ("openai", "http://localhost:11434/v1")]
+    prov = json.loads(r.env["OPENCODE_CONFIG_CONTENT"])["provider"]
+    by_url = {u.url: n for n, u in plan.upstreams.items()}
+    assert prov["ollama"]["options"]["baseURL"] == f"{PROXY}/{by_url['http://localhost:11434/v1']}"
+    assert prov["native"]["options"]["baseURL"] == f"{PROXY}/{by_url['http://10.0.0.5:11434/api']}"
+    assert prov["plain"]["options"]["baseURL"] == f"{PROXY}/{by_url['http://127.0.0.1:11434/api']}"
+
 def test_cn_ollama_models_go_to_a_route_to_the_server_s_root(tmp_path):
     """cn's ollama provider is Ollama's OpenAI-compatible API: apiBase (default http://localhost:11434/) plus the
     "v1/" cn appends unless it is there. The route is the server's root and the copy's apiBase the route's root,

@@ -167,6 +167,32 @@ def test_opencode(servers, tmp_path, how):
     assert snapshot(path) == before
 
 
+def test_opencode_with_its_ollama_recipe(tmp_path):
+    """opencode's documented Ollama set-up, an @ai-sdk/openai-compatible provider at the server's /v1: each
+    request is recorded through the route to that Ollama, and reached it at /v1/chat/completions."""
+    opencode = find_client("opencode", NODE_BIN)
+    env = base_env(tmp_path, **OPENCODE_QUIET)
+    with OllamaUpstream() as o:
+        conf = {"$schema": "https://opencode.ai/config.json", "autoupdate": False, "share": "disabled",
+                "model": "ollama/llama3.2",
+                "provider": {"ollama": {"npm": "@ai-sdk/openai-compatible", "name": "Ollama (local)",
+                                        "options": {"baseURL": f"{o.url}/v1"},
+                                        "models": {"llama3.2": {"name": "Llama 3.2"}}}}}
+        path = Path(env["HOME"]) / ".config" / "opencode" / "opencode.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(conf, indent=2))
+        before = snapshot(path)
+        db = tmp_path / "ft.db"
+        r = ft_run(db, [opencode, "run", "Say hi"], env, timeout=180, cwd=tmp_path)
+        arrived = [e.path for e in o.log]
+    assert r.returncode == 0, r.stdout + r.stderr
+    rs = rows(db)
+    assert "/v1/chat/completions" in arrived and len(rs) == len(arrived), (arrived, [x["path"] for x in rs])
+    chat = [x for x in rs if x["upstream_url"] == o.url + "/v1/chat/completions"]
+    assert chat and all(x["status"] == 200 and x["model"] == "llama3.2" for x in chat), rs
+    assert "via: OPENCODE_CONFIG_CONTENT" in r.stderr
+    assert snapshot(path) == before
+
 # -- Continue's cn (npm @continuedev/cli, in .ci/node) ---------------------------------------------
 
 @pytest.mark.parametrize("how", ["~/.continue", "--config"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from firsttoken.addon import routing
 from firsttoken.cli.run.clients import installed
 from firsttoken.cli.run.clients.base import (
     Client,
@@ -36,8 +37,18 @@ def config_files(ctx: Context) -> list[tuple[Path, bool]]:
     return files
 
 
+#: the AI SDK's community Ollama providers (npm ollama-ai-provider, ollama-ai-provider-v2): Ollama's native API,
+#: whose baseURL is the server's ``/api`` (they append /chat), by default:
+OLLAMA_NPM, OLLAMA_DEFAULT = "ollama-ai-provider", "http://127.0.0.1:11434/api"
+
+
 def family(pid: str, provider: dict) -> str:
+    """How a provider's baseURL maps to the upstream: anthropic (…/v1 + /messages), ollama (an Ollama
+    provider's …/api + /chat: taken as it is) or openai (…/v1 + /chat/completions: opencode's Ollama recipe,
+    an @ai-sdk/openai-compatible provider at http://localhost:11434/v1, is one)."""
     npm = str(provider.get("npm") or "")
+    if npm.startswith(OLLAMA_NPM):
+        return "ollama"
     return "anthropic" if npm == "@ai-sdk/anthropic" or (not npm and pid == "anthropic") else "openai"
 
 
@@ -133,7 +144,10 @@ class Opencode(Client):
         for pid, name in plan.state["routes"].items():
             if name in routes:
                 entry = prov.setdefault(pid, {})
-                entry.setdefault("options", {})["baseURL"] = versioned_base(proxy_url, routes[name])
+                fam = plan.upstreams[name].family if name in plan.upstreams else "openai"
+                entry.setdefault("options", {})["baseURL"] = (
+                    routing.client_base_url(proxy_url, routes[name], "ollama") if fam == "ollama"
+                    else versioned_base(proxy_url, routes[name]))
         return Redirect(list(plan.argv), {self.content_var: json.dumps(inline)},
                         f"{self.content_var} = provider.ID.options.baseURL → the proxy (inline config beats "
                         f"{self.title}'s config files)")
@@ -154,4 +168,6 @@ def provider_bases(layers: list[tuple[str, dict]], kinds: dict[str, str]) -> dic
             base = (p.get("options") or {}).get("baseURL") if isinstance(p.get("options"), dict) else None
             if isinstance(base, str) and base.strip():
                 providers[pid] = (base.strip(), f"{where} provider.{pid}.options.baseURL")
+            elif kinds[pid] == "ollama" and pid not in providers:  # its package's default: Ollama on this machine
+                providers[pid] = (OLLAMA_DEFAULT, f"the Ollama provider's default (provider.{pid} in {where})")
     return providers
