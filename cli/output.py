@@ -333,6 +333,31 @@ class Wrapped:
         yield from wrap(self.text, max(1, options.max_width))
 
 
+#: where a name (a model, a route) may break when it is wider than its column: after one of these
+NAME_BREAKS = "/-.:_@"
+
+
+def fold_name(name: Text | str, width: int) -> list[Text]:
+    """A name wider than ``width`` as lines of it, each broken after a separator (``NAME_BREAKS``:
+    ``accounts/fireworks/`` · ``models/…``) where one is on the line, else folded; nothing is lost."""
+    t = name if isinstance(name, Text) else Text(name)
+    plain, out, i = t.plain, [], 0
+    width = max(1, width)
+    while i < len(plain):
+        j, w = i, 0
+        while j < len(plain) and w + cell_len(plain[j]) <= width:
+            w += cell_len(plain[j])
+            j += 1
+        j = max(j, i + 1)
+        if j < len(plain):
+            cut = max((k + 1 for k in range(i, j) if plain[k] in NAME_BREAKS), default=None)
+            if cut is not None and cut > i:
+                j = cut
+        out.append(t[i:j])
+        i = j
+    return out or [t]
+
+
 def say(console: Any, text: Text | str, indent: int = 0, rest: int | None = None) -> None:
     """Print ``text`` wrapped to the console's width by ``wrap`` (a command, URL or path moves down
     whole, never broken across lines): the one way a message longer than a line is printed."""
@@ -342,6 +367,8 @@ def say(console: Any, text: Text | str, indent: int = 0, rest: int | None = None
 
 
 def _fold(s: str, w: int) -> list[str]:
+    if " " not in s and cell_len(s) > w:  # one name (a model, a path): broken after its separators
+        return [t.plain for t in fold_name(s, w)]
     return [s[a:b].rstrip() for a, b in wrap_spans(s, lambda i: w)]
 
 

@@ -103,7 +103,7 @@ def _name_lines(names: list[Text], header: str, room: int | None) -> tuple[int, 
     w = max([cell_len(header)] + [n.cell_len for n in names])
     if room is not None:
         w = max(1, min(w, room))
-    return w, [output.wrap(n, w) if n.cell_len > w else [n] for n in names]
+    return w, [output.fold_name(n, w) if n.cell_len > w else [n] for n in names]
 
 
 def _beside(lines: list[Text], rows: list[list[Any]]) -> list[list[Any]]:

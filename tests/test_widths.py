@@ -429,6 +429,8 @@ def english_left(out: str, view: str) -> list[str]:
         words = re.split(r"\{[^}]*\}", en)  # the fixed words around the values
         for w in words:
             w = w.strip(" ()·:;,~")
+            if w.startswith("`"):  # a command in backticks is the same in every language
+                continue
             if len(w) >= 4 and re.search(r"(?<![\w/.\"=-])" + re.escape(w) + r"(?![\w/.\"=(-])", out):  # not in a path or code
                 left.append(f"{key}: {w}")
     return left

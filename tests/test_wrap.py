@@ -63,3 +63,13 @@ def test_a_line_never_ends_in_a_separator():
         got = lines(t, width, 0, 2)
         assert not any(ln.rstrip().endswith("·") for ln in got), (width, got)
         assert words(got) == t.split()
+
+
+@pytest.mark.parametrize("width", range(6, 40))
+def test_a_long_name_breaks_after_its_separators(width):
+    name = "accounts/fireworks/models/llama-v3p1-405b-instruct"
+    got = [t.plain for t in output.fold_name(name, width)]
+    assert "".join(got) == name and all(len(x) <= width for x in got), got
+    # each line but the last ends at a separator unless no separator fits on it
+    for x in got[:-1]:
+        assert x[-1] in output.NAME_BREAKS or not any(c in output.NAME_BREAKS for c in x), (width, got)
