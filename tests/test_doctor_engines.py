@@ -20,6 +20,7 @@ from rawserver import LoopbackServer
 
 from firsttoken.cli.doctor import checks as dc
 from firsttoken.cli.doctor.command import doctor
+from firsttoken.cli.doctor.engines import ENGINE_URL_VARS
 from firsttoken.cli.loopback import free_port
 from firsttoken.cli.proxy.server import ProxyServer
 from firsttoken.cli.simulate.config import SimConfig
@@ -32,7 +33,7 @@ def env(tmp_path):
     home.mkdir()
     e = {"HOME": str(home), "USERPROFILE": str(home), "FIRSTTOKEN_DB": None, "NO_PROXY": "127.0.0.1,localhost",
          "FIRSTTOKEN_STATE_DIR": str(tmp_path / "state")}
-    for v in dc.PROXY_VARS + dc.KEY_VARS + tuple(dc.BASE_URL_VARS):
+    for v in dc.PROXY_VARS + dc.KEY_VARS + tuple(dc.BASE_URL_VARS) + ENGINE_URL_VARS:
         e[v] = None
     return e
 
@@ -361,8 +362,10 @@ def test_ollama_host_through_a_running_proxy(env, tmp_path):
         assert f"--upstream {o.url}) and point OLLAMA_HOST at it" in r.stdout
 
 
+@pytest.mark.slow  # it takes Ollama's own port, 11434: the slow tier runs one test at a time
 def test_ollama_host_unset_is_said_only_when_ollama_s_default_port_answers(env, tmp_path):
-    env = dict(env, OLLAMA_HOST=None)
+    """OLLAMA_HOST unset: Ollama's clients go to 127.0.0.1:11434; doctor says so, and probes it, only when
+    something listens there (a TCP connect first), so a machine without Ollama hears nothing of it."""
     try:
         o = OllamaUpstream(port=11434)
     except OSError:

@@ -65,7 +65,8 @@ def ollama_default(ctx: Context) -> str | None:
 def local_engines(ctx: Context) -> list[tuple[str, str]]:
     """(base URL, where it came from) of each upstream that is a model server of the user's own: the
     proxy's routes and --upstream, then the clients' base URLs that point at one directly (not at firsttoken);
-    one per server (scheme, host and port), the first found."""
+    one per server (scheme, host and port), the first found. (No network: Ollama's default, probed when
+    OLLAMA_HOST is unset and something listens there, is check_engines'.)"""
     found: dict[str, tuple[str, str]] = {}  # scheme://host:port -> (its URL, the source)
     routes = list(ctx.routes or [])
     try:
@@ -88,9 +89,6 @@ def local_engines(ctx: Context) -> list[tuple[str, str]]:
             continue
         if not same_endpoint(u.hostname or "", port, ctx):
             found.setdefault(_server(url), (url, f"${var}"))
-    default = ollama_default(ctx)
-    if default:
-        found.setdefault(_server(default), (default, OLLAMA_DEFAULT_SOURCE))
     return list(found.values())
 
 
@@ -268,7 +266,11 @@ def check_engines(ctx: Context, earlier: Sequence[Check] = ()) -> list[Check]:
     one failure for one cause."""
     out = []
     failed = {c.id: c for c in earlier if c.status == FAIL}
-    for url, source in local_engines(ctx):
+    engines = local_engines(ctx)
+    default = ollama_default(ctx)  # OLLAMA_HOST unset and something listens on Ollama's port
+    if default and all(_server(url) != _server(default) for url, _ in engines):
+        engines.append((default, OLLAMA_DEFAULT_SOURCE))
+    for url, source in engines:
         u = urlsplit(url)
         port = u.port or (443 if u.scheme == "https" else 80)
         down = failed.get(f"upstream.{u.hostname}:{port}")
