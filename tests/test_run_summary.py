@@ -36,6 +36,21 @@ def test_forward_is_suggested_only_where_it_can_help(tmp_path):
     assert forward_can_help("https://api.anthropic.com") and not forward_can_help("http://10.0.0.5:8000/v1")
 
 
+def test_after_forward_mode_a_local_endpoint_in_an_unknown_variable_is_named_as_the_cause(tmp_path):
+    """Issue 36 item 13: a client that went to a loopback or plain-HTTP endpoint set in a variable run does not
+    know sent nothing through forward mode. The summary says that is why (NO_PROXY, plain http), names the
+    variable and what to do; proxy variables and https endpoints off this machine are not candidates."""
+    env = {"MY_LLM_URL": "http://127.0.0.1:8000/v1", "HTTPS_PROXY": "http://127.0.0.1:8080",
+           "NO_PROXY": "127.0.0.1,localhost", "OTHER_API": "https://api.example.com/v1", "HOME": "/root"}
+    adv = " ".join(_text(no_request_advice(["python", "app.py"], "other", {}, True, tmp_path, env=env)).split())
+    assert "points MY_LLM_URL at http://127.0.0.1:8000/v1" in adv and "NO_PROXY holds this machine" in adv, adv
+    assert "`firsttoken proxy --upstream http://127.0.0.1:8000/v1`" in adv and "may not honour" not in adv
+    assert "HTTPS_PROXY at" not in adv and "OTHER_API" not in adv
+    plain = " ".join(_text(no_request_advice(["python", "app.py"], "other", {}, True, tmp_path,
+                                             env={"OTHER_API": "https://api.example.com/v1"})).split())
+    assert "may not honour HTTPS_PROXY" in plain  # nothing local in the environment: the old, general cause
+
+
 def test_claude_code_first_run_says_what_happened(tmp_path):
     adv = _text(no_request_advice(["claude"], "claude-code", {"anthropic": "https://api.anthropic.com"}, False, tmp_path))
     assert "first-run check goes straight to api.anthropic.com" in adv and "claude -p" in adv

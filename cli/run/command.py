@@ -136,7 +136,7 @@ def run(cmd, print_env, db_path, force_forward, join, save_bodies, lang, upstrea
     via += f"; proxy {joined[0]}" if joined else ""
     advice = [] if rows else no_request_advice(list(cmd), plan.client, {f: u.url for f, u in plan.upstreams.items()
                                                                           if f in plan.families and not u.implied},
-                                               forward_used=bool(forward_reason), home=home_dir(env))
+                                               forward_used=bool(forward_reason), home=home_dir(env), env=env)
     summary = summarize(run_id, rows, _figures(db, run_id) if rows else None)
     _name_key_source(summary, plan)
     for line in render(summary, more, via=via, notes=mode_notes(plan, forward_reason, recorded=bool(rows)),

@@ -142,13 +142,34 @@ def claude_first_run(home: Path) -> bool:
     return not (isinstance(data, dict) and data.get("hasCompletedOnboarding"))
 
 
+#: variables that name a proxy or its exceptions, never an endpoint a client calls
+_PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY")
+
+
+def direct_endpoints(env: Mapping[str, str], known: set[str] = frozenset()) -> list[tuple[str, str]]:
+    """(variable, URL) of the environment's values that are an endpoint forward mode cannot carry (a
+    loopback host, or plain http://: :func:`forward_can_help` is false), other than ``known`` URLs and
+    the proxy variables: where a command that sent nothing through forward mode may have gone instead."""
+    from urllib.parse import urlsplit
+
+    out = []
+    for k, v in sorted(env.items()):
+        if k.upper() in _PROXY_VARS or not isinstance(v, str) or not v.startswith(("http://", "https://")):
+            continue
+        if v in known or " " in v or not urlsplit(v).hostname or forward_can_help(v):
+            continue
+        out.append((k, v))
+    return out[:4]
+
+
 def no_request_advice(cmd: list[str], client: str, upstreams: Mapping[str, str], forward_used: bool,
-                      home: Path | None = None) -> list[str]:
+                      home: Path | None = None, env: Mapping[str, str] | None = None) -> list[str]:
     """What happened and what to do when a command sent nothing through firsttoken: the one rule
     behind `run`'s zero-request summary. ``upstreams``: family -> the URL the client would use.
 
     --forward is suggested only when it was not used and can help (an HTTPS upstream off this
-    machine); for a plain-HTTP or loopback upstream, the client's own base URL setting is."""
+    machine); for a plain-HTTP or loopback upstream, the client's own base URL setting is. After forward
+    mode, a loopback or plain-HTTP URL in ``env`` (a variable run does not know) is named as the cause."""
     shown = shlex.join(cmd[:3]) + (" …" if len(cmd) > 3 else "")
     out: list[str] = []
     one_shot = any(a in ("-p", "--print") for a in cmd[1:])  # `claude -p` does no first-run setup
@@ -161,9 +182,19 @@ def no_request_advice(cmd: list[str], client: str, upstreams: Mapping[str, str],
     helpful = [u for u in upstreams.values() if forward_can_help(u)]
     local = [u for u in upstreams.values() if not forward_can_help(u)]
     if forward_used:
-        out.append("Even in forward mode nothing came through: the command may not honour HTTPS_PROXY, or it "
-                   "sent no LLM request. Start `firsttoken proxy --upstream URL` and set the client's own base URL "
-                   "setting to the proxy's address (`firsttoken env` prints it).")
+        direct = direct_endpoints(env or {}, set(upstreams.values()))
+        if direct:  # the likelier cause: an endpoint forward mode never sees, in a variable run does not know
+            name, url = direct[0]
+            out.append(f"Even in forward mode nothing came through. The environment points {name} at {url}: a "
+                       "client going there never passes HTTPS_PROXY (NO_PROXY holds this machine, and plain "
+                       "http:// is mostly sent directly), so forward mode cannot record it. Start "
+                       f"`firsttoken proxy --upstream {url}` and set {name} to the proxy's address "
+                       "(`firsttoken env` prints it), then run again"
+                       + (f"; the same goes for {', '.join(n for n, _ in direct[1:])}." if direct[1:] else "."))
+        else:
+            out.append("Even in forward mode nothing came through: the command may not honour HTTPS_PROXY, or it "
+                       "sent no LLM request. Start `firsttoken proxy --upstream URL` and set the client's own base "
+                       "URL setting to the proxy's address (`firsttoken env` prints it).")
     elif helpful:
         out.append("If it should have: it may read its base URL from somewhere firsttoken does not know; "
                    f"`firsttoken run --print-env -- {shown}` shows what was set, `firsttoken run --forward -- "
