@@ -270,6 +270,8 @@ class Analyzer:
             rec.no_choices = _redact(f.no_choices, flight.secrets)
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
+            if rec.malformed_sample is None and tap.other_text and (rec.status or 0) >= 400:
+                rec.malformed_sample = _redact(tap.other_text, flight.secrets)  # quoted by its finding
             rec.oversize_events = tap.oversize_events
             rec.frame_error = tap.frame_error
             if f.reported:  # what the provider said of its own timings in the body (Bedrock's invocationMetrics)

@@ -20,6 +20,8 @@ from firsttoken.addon.engines import read_object as read_engine
 from firsttoken.addon.framing import decoder_for, framing_of
 from firsttoken.addon.record import Clock
 
+#: of a non-JSON body on a path no API knows, what an error finding may quote
+OTHER_TEXT_CHARS = 200
 #: how much of a body no API interprets is kept, to quote the error object it may hold
 OTHER_BODY_COPY = 8 * 1024
 
@@ -117,6 +119,7 @@ class StreamTap:
             self.interp = None
             self.decoder = None
         self.body = bytearray()  # decoded copy of a non-SSE body (for parsing), capped
+        self.other_text: str | None = None  # a path no API knows: the start of its non-JSON body
         self.body_truncated = False
         self.keep_body = keep_body  # bytes of decoded body to keep for --save-bodies
         self.saved = bytearray()
@@ -307,12 +310,16 @@ class StreamTap:
         """A path no API knows (``GET /``, a typo, an engine's own API such as SGLang's ``/generate``): the
         error object its JSON body holds, so a finding quotes what the upstream said (``Invalid URL (GET /)``),
         not a placeholder, and the engine's report it carries (SGLang's ``meta_info``)."""
+        text = bytes(self.body).decode("utf-8", "replace").strip()
         try:
-            obj = load_json(bytes(self.body).decode("utf-8", "replace").strip())
+            obj = load_json(text)
         except ValueError:
             obj = None
         self.body = bytearray()
         if not isinstance(obj, dict):
+            # a text or HTML answer ("404 page not found"): its start, which the record keeps only for an
+            # error status (the analyzer decides: the tap does not know the status), to be quoted
+            self.other_text = text[:OTHER_TEXT_CHARS] or None
             return
         said = error_of(obj, plain=True)
         if said:

@@ -1113,3 +1113,25 @@ def test_unknown_endpoint_quotes_what_the_upstream_said(proxy, db_path):
     said = r.json()["error"]["message"]
     f = has(one(proxy, db_path), "path.not_found", "error")
     assert "“-”" not in f["message"] and said[:40] in f["message"], (said, f["message"])
+
+
+def test_a_plain_text_error_on_an_unknown_path_is_quoted_and_a_healthy_page_is_not_kept(tmp_path):
+    """Go's `404 page not found` (Ollama, many servers) on a path no API knows was quoted as “-”; it is quoted
+    now. A 200 page on such a path (a web UI at GET /) keeps no sample of its body: bodies only when asked.
+    A 404 on Ollama's native /api/chat is no missing /v1 (Ollama's paths have none)."""
+    db = tmp_path / "ft.db"
+    with RawUpstream([b"404 page not found\n"], headers={"content-type": "text/plain"}, status=404) as up, \
+            ProxyServer([up.url], str(db), port=0) as p:
+        for path in ("/foo", "/api/chat"):
+            httpx.post(p.url + path, json={"model": "m", "messages": []}, timeout=10)
+        p.flush()
+    foo, chat = rows(db)
+    f = has(foo, "path.not_found", "error")
+    assert "“404 page not found”" in f["message"], f["message"]
+    assert chat["api"] == "ollama.chat" and findings(chat)[0]["code"] == "path.not_found", findings(chat)
+    with RawUpstream([b"<html><title>llama.cpp</title>secret page text</html>"], headers={"content-type": "text/html"},
+                     status=200) as up, ProxyServer([up.url], str(tmp_path / "ok.db"), port=0) as p:
+        httpx.get(p.url + "/", timeout=10)
+        p.flush()
+    (page,) = rows(tmp_path / "ok.db")
+    assert page["malformed_sample"] is None and "secret page text" not in json.dumps(page)

@@ -128,8 +128,8 @@ def rule_protocol_mismatch(rec: Any, c: Ctx) -> None:
 
 
 def rule_missing_v1(rec: Any, c: Ctx) -> None:
-    if rec.status != 404 or c.errors() or platform_of(rec.api):
-        return  # (Bedrock's paths hold no version, Vertex's one of its own: neither is a missing /v1)
+    if rec.status != 404 or c.errors() or platform_of(rec.api) or (rec.api or "").startswith("ollama."):
+        return  # (Bedrock's paths hold no version, Vertex's one of its own, Ollama's /api/… none: no missing /v1)
     up = upstream_path(rec)
     if "/v1/" in up + "/" or has_any(up, ("/v1beta", "/v2/", "/v3/", "/deployments/", "/v4/")):
         return

@@ -1,9 +1,8 @@
-"""Ollama's clients: the ``ollama`` CLI (``ollama run``, ``ollama ps``, …) and Ollama's Python library read
-``OLLAMA_HOST`` (``host``, ``host:port`` or a URL with a path; unset: http://127.0.0.1:11434) and append Ollama's
-native paths (``/api/chat``, ``/api/generate``) to it; the JS library reads no variable itself (apps pass
-``new Ollama({ host: process.env.OLLAMA_HOST })``), but parses a host the same way. THE rule for reading it (:func:`host_url`), for
-the ``ollama`` adapter here and for any other command (cli/run/clients/sdk.py). Redirected by ``OLLAMA_HOST`` =
-the proxy's route (no /v1: the native paths sit at the server's root). The clients table: docs/run.md."""
+"""Ollama's clients: the ``ollama`` CLI and Python library read ``OLLAMA_HOST`` (``host``, ``host:port`` or a
+URL with a path; unset: http://127.0.0.1:11434) and append the native paths (``/api/chat``, ``/api/generate``);
+the JS library reads no variable (apps pass ``process.env.OLLAMA_HOST``). THE rule for reading it is
+:func:`host_url`, for this adapter and any other command (cli/run/clients/sdk.py); redirected by ``OLLAMA_HOST`` =
+the proxy's route (no /v1). The clients table: docs/run.md."""
 
 from __future__ import annotations
 
