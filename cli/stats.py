@@ -116,6 +116,26 @@ def _beside(lines: list[Text], rows: list[list[Any]]) -> list[list[Any]]:
     return out
 
 
+def _rows_by_group(title: str, heads: list[str], groups: list[dict[str, Any]], figures: list[list[list[str]]],
+                   by: str, width: int | None, lang: str) -> Table:
+    """A table of rows per group (``figures``: each group's rows under ``heads``), the group's name down
+    its first column: a row's name and its numbers never wrap, only the group name folds."""
+    fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
+    t, boxed = _table(title, width, fixed, 1)
+    room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
+    by_head = label(lang, f"col.by.{by}")
+    name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head, room)
+    t.add_column(by_head, width=name_w, no_wrap=True)
+    for i, h in enumerate(heads):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
+    for gi, (lines, rs) in enumerate(zip(names, figures)):
+        if gi:
+            t.add_section()
+        for row in _beside(lines, rs):
+            t.add_row(*row)
+    return t
+
+
 def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> Group:
     """The summary and percentile tables for a ``width``-column terminal (None: as wide as they
     need), every label in ``lang``. Names and text wrap inside their column; a number is never
@@ -177,21 +197,9 @@ def render(res: dict[str, Any], width: int | None = None, lang: str = "en") -> G
     figures = [[[label(lang, f"metric.{name}"), f"{m['n']:,}", *[output.ms(m.get(q)) for q in qs]]
                 for name, _ in sq.METRICS if (m := g.get(f"{name}_ms")) is not None
                 and (m["n"] or name != sq.WHOLE)] for g in groups]
-    heads = [C("metric"), C("n"), *[q.upper() for q in qs]]
-    fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
-    pct, boxed = _table(label(lang, "stats.percentiles") + label(lang, "stats.population")
-                        + ("" if res["include_cold"] else label(lang, "stats.cold_excluded")),
-                        width, fixed, 1)
-    room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
-    name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head, room)
-    pct.add_column(by_head, width=name_w, no_wrap=True)
-    for i, h in enumerate(heads):  # a metric's name and its numbers never wrap: only the group name folds
-        pct.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-    for gi, (lines, rs) in enumerate(zip(names, figures)):
-        if gi:
-            pct.add_section()
-        for row in _beside(lines, rs):
-            pct.add_row(*row)
+    pct = _rows_by_group(label(lang, "stats.percentiles") + label(lang, "stats.population")
+                         + ("" if res["include_cold"] else label(lang, "stats.cold_excluded")),
+                         [C("metric"), C("n"), *[q.upper() for q in qs]], groups, figures, by, width, lang)
     note = output.Wrapped(Text(label(lang, "stats.note") + label(lang, "stats.note_population")
                                + label(lang, "stats.note_cold" if res["include_cold"] else "stats.note_warm"), style="dim"))
     parts = [summary, *below, pct, note]
@@ -240,7 +248,6 @@ def engine_tables(res: dict[str, Any], width: int | None = None, lang: str = "en
     groups = [g for g in res["groups"] if g.get("engine")]
     C = lambda k: label(lang, f"col.{k}")  # noqa: E731
     L = lambda k, **kw: label(lang, f"stats.eng.{k}", **kw)  # noqa: E731
-    by_head = C(f"by.{by}")
     figures = []
     for g in groups:
         rs = []
@@ -253,20 +260,7 @@ def engine_tables(res: dict[str, Any], width: int | None = None, lang: str = "en
                 name += L("inferred", n=f"{t['inferred']:,}")
             rs.append([name, f"{t['n']:,}", output.ms(t.get("p50")), output.ms(t.get("p95"))])
         figures.append(rs)
-    heads = [L("term"), C("n"), "P50", "P95"]
-    fixed = [_widest(h, [r[k] for rs in figures for r in rs]) for k, h in enumerate(heads)]
-    t, boxed = _table(L("title"), width, fixed, 1)
-    room = None if width is None else width - _chrome(boxed, len(heads) + 1) - sum(fixed)
-    name_w, names = _name_lines([_group_name(g["group"], by, lang) for g in groups], by_head, room)
-    t.add_column(by_head, width=name_w, no_wrap=True)
-    for i, h in enumerate(heads):
-        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=True)
-    for gi, (lines, rs) in enumerate(zip(names, figures)):
-        if gi:
-            t.add_section()
-        for row in _beside(lines, rs):
-            t.add_row(*row)
-    out: list[Any] = [t]
+    out: list[Any] = [_rows_by_group(L("title"), [L("term"), C("n"), "P50", "P95"], groups, figures, by, width, lang)]
     for g in groups:
         e = g["engine"]
         said = [engine_reading(g, lang)]
