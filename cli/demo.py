@@ -122,7 +122,9 @@ def demo(db_path, rounds, slower):
         except ProxyStartError as e:  # e.g. --db names a file that is not a firsttoken database
             fail(str(e))
         try:
-            out.print(f"[bold]firsttoken demo[/]: simulated upstream {sim.url}, proxy {proxy.url}, db {path}")
+            output.say(out, Text("firsttoken demo", style="bold").append(": ").append_text(
+                output.whole(f"simulated upstream {sim.url},", "none")).append(" ").append_text(
+                output.whole(f"proxy {proxy.url},", "none")).append(" ").append_text(output.whole(f"db {path}", "none")))
             started = time.time()
             for _ in range(max(1, rounds)):
                 scen = _scenarios()
