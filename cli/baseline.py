@@ -287,9 +287,16 @@ def _print_check(report: dict[str, Any], lines: list[str], lang: str = "en") -> 
 
     con = console()
     what = ", ".join(label(lang, f"bl.{k}", v=v) for k, v in report["compared"].items())
-    t = Table(title=label(lang, "bl.title", name=report["baseline"], what=what), header_style="bold", title_justify="left")
+    from rich import box
+
+    # no borders, as the saved baselines' table: at 60 columns every figure and word stays whole (a long model
+    # name folds down its column, nothing is cut)
+    t = Table(title=label(lang, "bl.title", name=report["baseline"], what=what), header_style="bold", title_justify="left",
+              box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    widest = max([len(printable(m["model"] or "")) for m in report["models"]] + [5])
     for c in ("model", "metric", "baseline", "now", "change", ""):
-        t.add_column(label(lang, f"bl.col.{c}") if c else "", justify="left" if c in ("model", "metric", "") else "right")
+        t.add_column(label(lang, f"bl.col.{c}") if c else "", justify="left" if c in ("model", "metric", "") else "right",
+                     overflow="fold", no_wrap=c != "model", min_width=min(widest, 24) if c == "model" else None)
     for m in report["models"]:
         for i, it in enumerate(m.get("metrics", [])):
             ch = f"{it['change'] * 100:+.0f}%" if it["change"] is not None else "–"
@@ -300,8 +307,9 @@ def _print_check(report: dict[str, Any], lines: list[str], lang: str = "en") -> 
     if t.rows:
         con.print(t)
     style = {0: "green", 1: "bold red", 2: "yellow"}[report["exit_code"]]
-    for line in lines:  # as plain text (a model name is no markup), wrapped by the one line-break rule
-        con.print(output.Wrapped(Text(printable(line), style="" if line.startswith("  ") else style)))
+    for line in lines:  # as plain text (a model name is no markup), wrapped by the one rule, under its own indent
+        ind = len(line) - len(line.lstrip(" "))
+        output.say(con, Text(printable(line.lstrip(" ")), style="" if ind else style), ind, ind + 2)
 
 
 def _probe(base_rows, name, base_url, runs, api, key_env, db_path) -> str:

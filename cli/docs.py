@@ -54,9 +54,11 @@ def docs(topic, raw):
 
     if topic is None:
         c = console()
-        c.print("firsttoken docs TOPIC, where TOPIC is one of:", markup=False)
-        for name, (_, what) in TOPICS.items():
-            c.print(f"  {name:<13} {what}", markup=False)
+        from firsttoken.cli import output
+
+        output.say(c, "firsttoken docs TOPIC, where TOPIC is one of:")
+        for name, (_, what) in TOPICS.items():  # a wrapped description stays under its column
+            output.say(c, f"  {name:<13} {what}", 0, 16)
         return
     text = doc_text(topic)
     if raw:
