@@ -133,7 +133,9 @@ def test_an_openai_only_proxy_is_joined_by_an_openai_client(servers, tmp_path):
             clear_state(p)
         p.flush()
     exports = [x for x in printed.stdout.splitlines() if x.startswith("export ")]
-    assert exports == [f"export OPENAI_BASE_URL={p.url}/v1"], printed.stdout
+    run_id = next(x.split("=", 1)[1] for x in exports if x.startswith("export FIRSTTOKEN_RUN_ID="))
+    assert exports == [f"export OPENAI_BASE_URL={p.url}/_run/{run_id}/v1", f"export FIRSTTOKEN_RUN_ID={run_id}"], \
+        printed.stdout  # exactly what the run sets: the joined proxy's run path
     assert r.returncode == 0, r.stderr
     assert f"proxy {p.url}" in r.stderr
     assert where(upstream, decoy) == [(upstream.port, "/v1/chat/completions")] * 2
