@@ -28,7 +28,7 @@ from rich.text import Text
 
 from firsttoken.addon.diagnose.lang import LANGS, resolve
 from firsttoken.cli.live import render as view
-from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, session_models, slim
+from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, iso, session_models, slim
 from firsttoken.cli.options import PORT
 
 log = logging.getLogger("firsttoken")
@@ -270,7 +270,7 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
     Raises what ``server.serve`` raises (ProxyStartError) after giving the terminal back.
     """
     tally = Tally()
-    since = iso_now()  # the session: what the summary on exit reads back from the store
+    since = iso(time.time())  # the session (as the store writes started_at): what the summary on exit reads back
     cache: dict[str, Any] = {}
     runner = LiveRunner(
         lambda: from_capture(server.capture, listen_url=server.url, tally=tally, window=window, cache=cache),
@@ -299,13 +299,6 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
     for msg in notices:
         console.print(f"firsttoken: {msg}", markup=False, soft_wrap=True, style="yellow")
     return tally
-
-
-def iso_now() -> str:
-    """Now, as the store writes ``started_at`` (UTC, milliseconds): where a session's rows begin."""
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 def print_summary(console: Console, tally: Tally | None, db: str | None, lang: str, attached: bool = False,
@@ -338,7 +331,7 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
     from firsttoken.cli.live.feed import Follow
 
     console = console or Console(highlight=False)
-    since = iso_now()
+    since = iso(time.time())
     src = Follow(db_path, window=window, interval=interval)
 
     def on_term(*_: Any) -> None:

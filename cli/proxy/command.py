@@ -140,15 +140,19 @@ def _serve(server, out, lang, no_live) -> None:
     server.capture.idle_listeners.append(on_idle)
     server.capture.store_listeners.append(on_store)
     server.on_drain.append(on_drain)
-    from firsttoken.cli.live.runner import iso_now, print_summary
+    import time
 
-    since = iso_now()  # the session: what the summary on exit reads back from the store
+    from firsttoken.cli.live.db import iso
+
+    since = iso(time.time())  # the session (as the store writes started_at): what the summary on exit reads back
     try:
         asyncio.run(server.serve(on_ready=lambda s: banner(s, out), handle_signals=True))
     except ProxyStartError as e:
         fail(str(e))
     except KeyboardInterrupt:
         pass
+    from firsttoken.cli.live.runner import print_summary  # (rich's live view: imported at exit, not at start)
+
     print_summary(out, None, server.db, lang, since=since)  # the figures `stats --since` gives this session
     sys.stdout.flush()
 
