@@ -556,7 +556,15 @@ class Capture:
         if flight.finished:
             return
         flight.finished = True
-        self.flights.pop(flight.record.id, None)
+        try:
+            self._hand_over(flight)
+        finally:
+            # only now: a flight out of ``flights`` is one ProxyServer.flush() need not wait for, so it
+            # must already be queued for the analyzer (popped first, a flush() on another thread could
+            # put its marker on the queue ahead of this record and return with the row still in flight)
+            self.flights.pop(flight.record.id, None)
+
+    def _hand_over(self, flight: Flight) -> None:
         if flight.tap is not None:
             flight.tap.finish()
         copy = flight.body_copy
