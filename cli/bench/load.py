@@ -45,8 +45,20 @@ def responseheaders(flow):
 PATHS = ("direct", "bare mitmproxy", "firsttoken")
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """User+system CPU time of a process and its threads (Linux /proc)."""
+def workers_path(n: int) -> str:
+    """The path of ``--workers N``: N firsttoken proxies sharing one port (cli/bench/workers.py)."""
+    return f"firsttoken ×{n}"
+
+
+def paths_of(workers: int) -> tuple[str, ...]:
+    return PATHS + ((workers_path(workers),) if workers > 1 else ())
+
+
+def cpu_seconds(pid: int | tuple[int, ...]) -> float | None:
+    """User+system CPU time of a process and its threads (Linux /proc); of several processes, their sum."""
+    if isinstance(pid, tuple):
+        each = [cpu_seconds(p) for p in pid]
+        return None if any(c is None for c in each) else sum(each)  # type: ignore[misc]
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -54,7 +66,10 @@ def cpu_seconds(pid: int) -> float | None:
         return None
 
 
-def rss_mb(pid: int) -> float | None:
+def rss_mb(pid: int | tuple[int, ...]) -> float | None:
+    if isinstance(pid, tuple):
+        each = [rss_mb(p) for p in pid]
+        return None if any(m is None for m in each) else sum(each)  # type: ignore[misc]
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -178,11 +193,14 @@ def plan(concurrency: int, target: int) -> int:
 
 @contextlib.contextmanager
 def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float, bare: bool = True,
-                proxy_args: tuple[str, ...] = ()) -> Iterator[tuple[dict[str, int], dict[str, int], Path]]:
+                proxy_args: tuple[str, ...] = (), workers: int = 1) -> Iterator[tuple[dict[str, int], dict[str, Any], Path]]:
     """The simulated upstream, bare mitmproxy (unless not ``bare``) and firsttoken (recording into a
-    temporary database, ``proxy_args`` added to its command), each in its own process: yields the
-    ports by path, the proxies' pids and the database."""
-    sp, bp, fp = free_port(), free_port(), free_port()
+    temporary database, ``proxy_args`` added to its command), each in its own process, and with ``workers`` > 1
+    that many firsttoken processes on one more port (:func:`workers_path`, recording into the same database):
+    yields the ports by path, the proxies' pids (a tuple for the workers) and the database."""
+    from firsttoken.cli.bench.workers import workers as worker_procs
+
+    sp, bp, fp, wp = free_port(), free_port(), free_port(), free_port()
     sim_argv = CLI + ["simulate", "--port", str(sp), "--quiet", "--ttfb-ms", "5", "--prefill-base-ms", str(prefill_ms),
                       "--prefill-ms-per-1k", "0", "--tpot-ms", str(tpot_ms), "--output-tokens", str(output_tokens)]
     with tempfile.TemporaryDirectory() as tmp:
@@ -193,22 +211,28 @@ def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float, bare: boo
                      "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
         ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db), *proxy_args]
         with process(sim_argv, sp), (process(bare_argv, bp) if bare else contextlib.nullcontext()) as mitm, \
-                process(ft_argv, fp) as ft:
+                process(ft_argv, fp) as ft, \
+                (worker_procs(workers, wp, f"http://127.0.0.1:{sp}", str(db)) if workers > 1
+                 else contextlib.nullcontext()) as group:
             ports, pids = {"direct": sp, "firsttoken": fp}, {"firsttoken": ft.pid}
             if mitm is not None:
                 ports["bare mitmproxy"], pids["bare mitmproxy"] = bp, mitm.pid
+            if group is not None:
+                ports[workers_path(workers)], pids[workers_path(workers)] = wp, tuple(p.pid for p in group)
             yield ports, pids, db
 
 
 def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefill_ms: float = 20.0,
-        target: int = 40, progress: Any = None) -> dict[str, Any]:
+        target: int = 40, progress: Any = None, workers: int = 1) -> dict[str, Any]:
     say = progress or (lambda msg: None)
     body = json.dumps({"model": "gpt-4o-mini", "stream": True, "max_tokens": output_tokens,
                        "messages": [{"role": "user", "content": "Say hi."}]}).encode()
     out: dict[str, Any] = {"config": {"levels": levels, "output_tokens": output_tokens, "tpot_ms": tpot_ms,
-                                      "prefill_ms": prefill_ms, "cores": os.cpu_count(), "python": sys.version.split()[0]},
+                                      "prefill_ms": prefill_ms, "cores": os.cpu_count(), "python": sys.version.split()[0],
+                                      "mitmproxy": _mitmproxy_version(), "workers": workers},
                            "levels": []}
-    with three_paths(output_tokens, tpot_ms, prefill_ms) as (ports, pids, db):
+    paths = paths_of(workers)
+    with three_paths(output_tokens, tpot_ms, prefill_ms, workers=workers) as (ports, pids, db):
         loop = asyncio.new_event_loop()
         try:
             for port in ports.values():  # warm up: imports, tokenizers, connection pools
@@ -216,17 +240,17 @@ def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefi
             _recorded(db, set(), timeout=0)
             for n in levels:
                 bursts = plan(n, target)
-                samples: dict[str, list[dict[str, Any]]] = {p: [] for p in PATHS}
+                samples: dict[str, list[dict[str, Any]]] = {p: [] for p in paths}
                 cpu = {p: 0.0 for p in pids}
-                recorded: dict[str, dict[str, Any]] = {}
+                recorded: dict[str, dict[str, dict[str, Any]]] = {p: {} for p in paths if p.startswith("firsttoken")}
                 for b in range(bursts):
-                    order = PATHS if b % 2 == 0 else PATHS[::-1]
+                    order = paths if b % 2 == 0 else paths[::-1]
                     for path in order:
                         tags = [f"load-{n}-{uuid.uuid4().hex[:12]}" for _ in range(n)]
                         c0 = cpu_seconds(pids[path]) if path in pids else None
                         samples[path] += loop.run_until_complete(stream_burst(ports[path], body, n, tags))
-                        if path == "firsttoken":  # its analysis and writes count too: wait for them
-                            recorded.update(_recorded(db, set(tags)))
+                        if path in recorded:  # its analysis and writes count too: wait for them
+                            recorded[path].update(_recorded(db, set(tags)))
                         if c0 is not None:
                             time.sleep(0.1)  # what the proxy does right after the burst (closing) counts
                             cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
@@ -238,23 +262,16 @@ def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefi
     return out
 
 
-def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cpu: dict[str, float],
-               recorded: dict[str, dict[str, Any]], rss: dict[str, float | None]) -> dict[str, Any]:
-    paths: dict[str, Any] = {}
-    for path, ss in samples.items():
-        ttft = [s["ttft"] for s in ss]
-        gaps = [g for s in ss for g in s["gaps"]]
-        chunks = sum(s["events"] for s in ss)
-        st: dict[str, Any] = {"streams": len(ss), "chunks": chunks, "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
-                              "gap_p99": pct(gaps, 99)}
-        if path in cpu:
-            st["cpu_s"] = cpu[path]
-            st["cpu_us_per_chunk"] = cpu[path] / chunks * 1e6 if chunks else None
-            st["rss_mb"] = rss.get(path)
-        paths[path] = st
-    ft = samples["firsttoken"]
+def _mitmproxy_version() -> str:
+    from importlib.metadata import version
+
+    return version("mitmproxy")
+
+
+def _truth(ss: list[dict[str, Any]], recorded: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """How far a firsttoken path's records are from what its clients saw (docs/performance.md, "Truth")."""
     err, err_plain, rel, rel_plain, delays, saturated = [], [], [], [], [], 0
-    for s in ft:
+    for s in ss:
         r = recorded.get(s["tag"])
         if r is None or r["ttft_ms"] is None:
             continue
@@ -267,7 +284,7 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
             delays.append(r["delay"])
         saturated += '"proxy.saturated"' in (r["findings"] or "")
     abs_err = [abs(e) for e in err]
-    paths["firsttoken"].update({
+    return {
         "recorded": len(err),
         "ttft_error_p50": pct(err, 50), "ttft_error_abs_p99": pct(abs_err, 99),
         "ttft_error_without_lag_p50": pct(err_plain, 50),
@@ -276,12 +293,46 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
         "ttft_error_without_lag_rel_p50": pct(rel_plain, 50),
         "proxy_delay_p50": pct(delays, 50), "proxy_delay_p99": pct(delays, 99),
         "saturated_findings": saturated,
-    })
+    }
+
+
+def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cpu: dict[str, float],
+               recorded: dict[str, dict[str, dict[str, Any]]], rss: dict[str, float | None]) -> dict[str, Any]:
+    paths: dict[str, Any] = {}
+    for path, ss in samples.items():
+        ttft = [s["ttft"] for s in ss]
+        gaps = [g for s in ss for g in s["gaps"]]
+        chunks = sum(s["events"] for s in ss)
+        st: dict[str, Any] = {"streams": len(ss), "chunks": chunks, "ttft_p50": pct(ttft, 50), "ttft_p99": pct(ttft, 99),
+                              "gap_p99": pct(gaps, 99)}
+        if path in cpu:
+            st["cpu_s"] = cpu[path]
+            st["cpu_us_per_chunk"] = cpu[path] / chunks * 1e6 if chunks else None
+            st["rss_mb"] = rss.get(path)
+        paths[path] = st
+    for path, rows in recorded.items():
+        paths[path].update(_truth(samples[path], rows))
     bare, fts = paths["bare mitmproxy"], paths["firsttoken"]
     ratio = (fts["cpu_us_per_chunk"] / bare["cpu_us_per_chunk"]
              if fts.get("cpu_us_per_chunk") and bare.get("cpu_us_per_chunk") else None)
-    return {"concurrency": n, "bursts": bursts, "paths": paths, "cpu_ratio_vs_bare": ratio,
-            "added_gap_p99": (fts["gap_p99"] - bare["gap_p99"]) if fts["gap_p99"] is not None and bare["gap_p99"] is not None else None}
+    out = {"concurrency": n, "bursts": bursts, "paths": paths, "cpu_ratio_vs_bare": ratio,
+           "added_gap_p99": (fts["gap_p99"] - bare["gap_p99"]) if fts["gap_p99"] is not None and bare["gap_p99"] is not None else None}
+    direct = paths["direct"]
+    for path, st in paths.items():  # what each proxy adds to the client's TTFT over going direct
+        if path != "direct" and st["ttft_p50"] is not None and direct["ttft_p50"] is not None:
+            st["added_ttft_p50"] = st["ttft_p50"] - direct["ttft_p50"]
+            st["added_ttft_p99"] = st["ttft_p99"] - direct["ttft_p99"]
+    group = next((p for p in paths if p.startswith("firsttoken ×")), None)
+    if group is not None:
+        one, many = paths["firsttoken"], paths[group]
+        out["workers"] = {
+            "path": group,
+            "added_ttft_p50_ratio": (many["added_ttft_p50"] / one["added_ttft_p50"]
+                                     if one.get("added_ttft_p50") and many.get("added_ttft_p50") is not None else None),
+            "cpu_ratio_vs_one": (many["cpu_us_per_chunk"] / one["cpu_us_per_chunk"]
+                                 if many.get("cpu_us_per_chunk") and one.get("cpu_us_per_chunk") else None),
+        }
+    return out
 
 
 def _ms(v: float | None, sign: bool = False) -> str:
@@ -291,6 +342,10 @@ def _ms(v: float | None, sign: bool = False) -> str:
 SHORT = {"direct": "direct", "bare mitmproxy": "bare", "firsttoken": "firsttoken"}
 
 
+def short(path: str) -> str:
+    return SHORT.get(path, path)
+
+
 def level_table(levels: list[dict[str, Any]], title: str, caption: str, n_key: str, cpu_key: str) -> Table:
     """One row per path and level: client TTFT and gaps, the proxies' CPU per unit and memory, and
     firsttoken's recorded-vs-client error (the HTTP and the WebSocket benchmarks)."""
@@ -298,15 +353,16 @@ def level_table(levels: list[dict[str, Any]], title: str, caption: str, n_key: s
     for col in ("N", "path", "TTFT p50", "p99", "gap p99", "CPU µs", "RSS MB", "rec. err"):
         t.add_column(col, justify="left" if col == "path" else "right", no_wrap=col in ("path", "rec. err"))
     for lv in levels:
-        for i, path in enumerate(PATHS):
+        order = list(lv["paths"])
+        for i, path in enumerate(order):
             st = lv["paths"][path]
             cpu = f"{st[cpu_key]:.0f}" if st.get(cpu_key) is not None else ""
             rss = f"{st['rss_mb']:.0f}" if st.get("rss_mb") is not None else ""
             err = ""
-            if path == "firsttoken" and st.get("recorded"):
+            if path.startswith("firsttoken") and st.get("recorded"):
                 err = f"{_ms(st['ttft_error_p50'], True)}/{_ms(st['ttft_error_abs_p99'])}"
-            t.add_row(str(lv[n_key]) if i == 0 else "", SHORT[path], _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
-                      _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(PATHS) - 1)
+            t.add_row(str(lv[n_key]) if i == 0 else "", short(path), _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
+                      _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(order) - 1)
     return t
 
 
@@ -327,6 +383,16 @@ def report(res: dict[str, Any], out: Console) -> None:
                   f"{_ms(ft.get('ttft_error_rel_p50'))}% median, {_ms(ft.get('ttft_error_rel_p99'))}% p99 "
                   f"({_ms(ft.get('ttft_error_without_lag_rel_p50'))}% median without proxy_lag_ms, the wait before "
                   "the proxy could read the request)")
+        w = lv.get("workers")
+        if w is not None:
+            many = lv["paths"][w["path"]]
+            share = f"{w['added_ttft_p50_ratio']:.2f}×" if w["added_ttft_p50_ratio"] is not None else "—"
+            cpu = f"{w['cpu_ratio_vs_one']:.2f}×" if w["cpu_ratio_vs_one"] is not None else "—"
+            out.print(f"  {w['path']}: adds {_ms(many.get('added_ttft_p50'))} ms to the client's TTFT p50 over direct "
+                      f"(p99 {_ms(many.get('added_ttft_p99'))}), against {_ms(ft.get('added_ttft_p50'))} "
+                      f"(p99 {_ms(ft.get('added_ttft_p99'))}) for one proxy: {share} of it; CPU per chunk {cpu} one "
+                      f"proxy's; recorded TTFT vs the client's: {_ms(many.get('ttft_error_rel_p50'))}% median, "
+                      f"{_ms(many.get('ttft_error_rel_p99'))}% p99")
 
 
 def parse_levels(text: str) -> list[int]:

@@ -78,10 +78,13 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
               help="With --soak: the weights of stream, json, 401 and ws (a WebSocket connection of --turns turns) "
                    "[default: stream=8,json=1,401=2,ws=1].")
 @click.option("--save-bodies", is_flag=True, help="With --soak: run the proxy with --save-bodies.")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="With --concurrency: also N firsttoken proxies sharing one port (SO_REUSEPORT), alternated "
+                   "with one proxy: what they add to TTFT over direct and their CPU per chunk.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 @json_option("summary")
 def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int = 5, wrapper: bool = False, pairs: int = 7, client_startup_ms: float = 1500.0,
-          soak: int | None = None, mix: str | None = None, save_bodies: bool = False,
+          soak: int | None = None, mix: str | None = None, save_bodies: bool = False, workers: int = 1,
           cmd: tuple[str, ...] = (), as_json: bool = False) -> None:
     """Measure the proxy's own overhead on loopback (prints numbers).
 
@@ -90,7 +93,8 @@ def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int =
     per level: client TTFT and chunk gaps for direct / bare mitmproxy / firsttoken, the
     proxies' CPU per chunk and memory, and how far firsttoken's recorded TTFT is from the
     client's. With --websocket as well: N connections per level, each running --turns
-    Responses turns over a WebSocket, and the proxies' CPU per frame.
+    Responses turns over a WebSocket, and the proxies' CPU per frame. With --workers N as well: N firsttoken
+    processes sharing one port, alternated burst by burst with one proxy.
 
     With --soak N: N requests (streams, JSON answers, 401s and WebSocket turns, --mix) through one
     firsttoken proxy while its live feed is read, the proxy's RSS after each tenth, the rows written
@@ -105,6 +109,9 @@ def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int =
                                "firsttoken bench --websocket --concurrency 10,50")
     if (mix is not None or save_bodies) and soak is None:
         raise click.UsageError("--mix and --save-bodies go with --soak N, e.g. firsttoken bench --soak 100000 --mix stream=8,401=2")
+    if workers > 1 and (concurrency is None or websocket or soak is not None):
+        raise click.UsageError("--workers compares proxies under load over HTTP: give the streams per level, e.g. "
+                               "firsttoken bench --concurrency 10,50,120 --workers 2")
     if soak is not None:
         from firsttoken.cli.bench import load
         from firsttoken.cli.bench import soak as soak_bench
@@ -145,7 +152,7 @@ def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int =
             else:
                 ws.report(res, Console(highlight=False))
             return
-        res = load.run(levels, target=max(1, n or 40), progress=lambda m: err.print(f"[dim]{m}[/]"))
+        res = load.run(levels, target=max(1, n or 40), progress=lambda m: err.print(f"[dim]{m}[/]"), workers=workers)
         if as_json:
             click.echo(json.dumps(res, indent=2))
         else:

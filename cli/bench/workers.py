@@ -1,0 +1,83 @@
+"""`firsttoken bench --concurrency … --workers N`: is firsttoken faster as N proxy processes on one port?
+
+The experiment of issue 37 ("every core when there is load"), kept so that its figures in docs/performance.md can be
+measured again: N firsttoken proxies, each a process of its own with its own mitmproxy event loop, share one
+listening port through ``SO_REUSEPORT`` (the kernel spreads new connections over their sockets) and record into one
+database (SQLite's WAL takes each one's writer in turn). The benchmark alternates them with one proxy, burst by burst.
+
+Run as ``python -m firsttoken.cli.bench.workers PORT UPSTREAM DB``: one such worker, which prints ``ready`` once it
+listens and stops on SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import click
+
+HOST = "127.0.0.1"
+
+
+def reuse_port_socket(port: int, host: str = HOST) -> socket.socket:
+    """A listening TCP socket on ``host:port`` that other sockets of this user may share (``SO_REUSEPORT``)."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise click.ClickException("--workers needs SO_REUSEPORT (Linux, BSD, macOS); this system has none")
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        s.bind((host, port))
+        s.listen(socket.SOMAXCONN)
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
+@contextlib.contextmanager
+def workers(n: int, port: int, upstream: str, db: str, timeout: float = 60.0) -> Iterator[list[subprocess.Popen]]:
+    """N worker processes serving ``port`` for the length of a with-block: each awaited until it listens,
+    stopped with SIGINT after."""
+    argv = [sys.executable, "-m", "firsttoken.cli.bench.workers", str(port), upstream, db]
+    procs: list[subprocess.Popen] = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, text=True))
+        for p in procs:
+            line = p.stdout.readline() if p.stdout else ""  # blocks until the worker listens or exits
+            if line.strip() != "ready":
+                raise click.ClickException(f"a proxy worker did not start (exit code {p.poll()}): "
+                                           f"run `{' '.join(argv)}` to see why")
+        yield procs
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(2)
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+
+
+def main(argv: list[str]) -> int:
+    from firsttoken.cli.proxy.server import ProxyServer
+
+    port, upstream, db = int(argv[0]), argv[1], argv[2]
+    server = ProxyServer([upstream], db, sock=reuse_port_socket(port))
+
+    def ready(_server: ProxyServer) -> None:
+        print("ready", flush=True)
+
+    asyncio.run(server.serve(on_ready=ready, handle_signals=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
