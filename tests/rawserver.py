@@ -1,12 +1,16 @@
-"""A loopback upstream that sends exactly the bytes a test gives it (for byte-identity and garbage)."""
+"""Loopback upstreams that send exactly the bytes a test gives it (for byte-identity and garbage): HTTP
+servers, and ``SocketUpstream``, a raw socket whose every connection a test scripts."""
 
 from __future__ import annotations
 
 import hashlib
+import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
 
 
 class LoopbackServer:
@@ -205,6 +209,149 @@ class ReplayUpstream(LoopbackServer):
     def arm(self, replay: Replay) -> Replay:
         self.current = replay
         return replay
+
+
+class RawRequest(NamedTuple):
+    """One request a ``SocketUpstream`` read: ``head`` (the request line and header lines, without
+    the blank line) and ``body`` (Content-Length bytes, or as many as came before the peer stopped)."""
+
+    head: bytes
+    body: bytes
+
+
+class SocketConn:
+    """One connection a ``SocketUpstream`` accepted, as its script reads and writes it."""
+
+    def __init__(self, sock: socket.socket, upstream: SocketUpstream):
+        self.sock = sock
+        self.upstream = upstream
+        self.buffered = b""  # read, not yet part of a request
+
+    def recv(self) -> bytes:
+        """The next bytes the peer sent (recorded in ``upstream.received``); b"" once it closed,
+        the connection broke, or the read timed out."""
+        try:
+            got = self.sock.recv(65536)
+        except OSError:  # a timeout, a reset, or close() shutting the connection down
+            return b""
+        self.upstream.record(got)
+        return got
+
+    def read_request(self, timeout: float | None = None) -> RawRequest | None:
+        """Reads one HTTP/1.1 request: its head up to the blank line, then Content-Length bytes of
+        body (no more: a kept-alive connection's next request stays buffered). None when the head
+        never came whole (the peer closed, or ``timeout`` seconds passed without a byte); a body cut
+        short is returned as far as it came. Each request is added to ``upstream.requests``."""
+        self.sock.settimeout(timeout)
+        while b"\r\n\r\n" not in self.buffered:
+            got = self.recv()
+            if not got:
+                return None
+            self.buffered += got
+        head, _, rest = self.buffered.partition(b"\r\n\r\n")
+        n = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")[1:]
+                  if line.lower().startswith(b"content-length:")), 0)
+        while len(rest) < n:
+            got = self.recv()
+            if not got:
+                break
+            rest += got
+        req = RawRequest(head, rest[:n])
+        self.buffered = rest[n:]
+        self.upstream.requests.append(req)
+        return req
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+
+class SocketUpstream:
+    """A raw-socket upstream on 127.0.0.1 (a free port), for answers no HTTP server class writes:
+    each connection it accepts runs ``script(conn)`` (a ``SocketConn``) on a thread of its own and
+    is closed when the script returns (an ``OSError`` in it, the peer gone, ends it quietly).
+
+    What arrived: ``connections`` (accepted), ``requests`` (each ``RawRequest`` read, in order) and
+    ``received`` (every byte read). A with-block or ``close()`` stops it: no more accepts, open
+    connections shut down, their scripts given a few seconds to end."""
+
+    def __init__(self, script: Callable[[SocketConn], object]):
+        self.script = script
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.connections = 0
+        self.requests: list[RawRequest] = []
+        self.received = b""
+        self._lock = threading.Lock()
+        self._open: set[socket.socket] = set()
+        self._threads: list[threading.Thread] = []
+        self._acceptor = threading.Thread(target=self._accept, daemon=True)
+        self._acceptor.start()
+
+    def record(self, data: bytes) -> None:
+        with self._lock:
+            self.received += data
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # close() shut the listener down
+                return
+            with self._lock:
+                self.connections += 1
+                self._open.add(conn)
+            t = threading.Thread(target=self._run, args=(conn,), daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _run(self, conn: socket.socket) -> None:
+        try:
+            with conn:
+                self.script(SocketConn(conn, self))
+        except OSError:
+            pass
+        finally:
+            with self._lock:
+                self._open.discard(conn)
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept(); close() alone does not on Linux
+        except OSError:
+            pass
+        self.sock.close()
+        self._acceptor.join(5)
+        with self._lock:
+            still = list(self._open)
+        for conn in still:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 5
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> SocketUpstream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def answer_each(answer: Callable[[RawRequest], bytes | Iterable[bytes]]) -> Callable[[SocketConn], None]:
+    """A ``SocketUpstream`` script: reads one request and writes what ``answer(request)`` returns,
+    bytes or an iterable of bytes (each written as it comes: a generator paces a stream), then closes."""
+
+    def script(conn: SocketConn) -> None:
+        req = conn.read_request()
+        if req is None:
+            return
+        out = answer(req)
+        for part in [out] if isinstance(out, bytes) else out:
+            conn.send(part)
+
+    return script
 
 
 def _reason(status: int) -> str:
