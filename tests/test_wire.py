@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 
 import pytest
 from conftest import rows
+from rawserver import SocketConn, SocketUpstream
 
 from firsttoken.cli.proxy.server import ProxyServer
 
@@ -100,38 +100,16 @@ def test_a_real_upstream_close_is_still_the_upstreams(sim, db_path):
 
 
 # -- 10. bare CR and obs-fold in request headers -----------------------------------------------
-class Recorder:
+def recorder() -> SocketUpstream:
     """A loopback upstream that records every byte it receives and answers a small JSON 200."""
 
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        self.received = b""
-        threading.Thread(target=self._serve, daemon=True).start()
+    def script(conn: SocketConn) -> None:
+        conn.read_request(timeout=2)
+        body = b'{"id":"x","object":"chat.completion","choices":[]}'
+        conn.send(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                  b"connection: close\r\n\r\n%s" % (len(body), body))
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2)
-                data = b""
-                try:
-                    while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < len(BODY):
-                        chunk = conn.recv(65536)
-                        if not chunk:
-                            break
-                        data += chunk
-                except TimeoutError:
-                    pass
-                self.received += data
-                body = b'{"id":"x","object":"chat.completion","choices":[]}'
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-                             b"connection: close\r\n\r\n%s" % (len(body), body))
+    return SocketUpstream(script)
 
 
 @pytest.mark.parametrize("header, variant", [
@@ -139,8 +117,7 @@ class Recorder:
     (b"X-Fold: first\r\n  second-line\r\n", "obs_fold"),
 ])
 def test_bare_cr_and_obs_fold_get_400_and_never_reach_the_upstream(db_path, header, variant):
-    up = Recorder()
-    with ProxyServer([up.url], str(db_path), port=0) as p:
+    with recorder() as up, ProxyServer([up.url], str(db_path), port=0) as p:
         clean = exchange(p.bound_port, PATH + b"X-Ok: fine\r\nContent-Length: %d\r\n\r\n" % len(BODY) + BODY)
         assert clean.startswith(b"HTTP/1.1 200") and b"X-Ok: fine" in up.received  # the recorder does see requests
         got = exchange(p.bound_port, PATH + header + b"Content-Length: %d\r\n\r\n" % len(BODY) + BODY)
