@@ -22,6 +22,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from conftest import rows, start_proxy_process
+from rawserver import SocketUpstream, answer_each
 
 from firsttoken.addon.safe_text import printable
 from firsttoken.addon.store import writer as writer_mod
@@ -39,58 +40,6 @@ ESC_TEXT = "\x1b]0;PWNED\x1b\\\x1b[2J"
 
 
 # -- helpers -------------------------------------------------------------------------------------
-class Upstream:
-    """A loopback HTTP/1.1 server whose answer a test writes as raw bytes: ``answer(request_bytes) -> bytes``."""
-
-    def __init__(self, answer, with_head: bool = False):
-        self.answer, self.with_head = answer, with_head  # with_head: ``answer(body, head_bytes)``
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn):
-        with conn:
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                data += chunk
-            head, _, body = data.partition(b"\r\n\r\n")
-            n = 0
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    n = int(line.split(b":")[1])
-            while len(body) < n:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                body += chunk
-            try:
-                out = self.answer(body, head) if self.with_head else self.answer(body)
-                if isinstance(out, bytes):
-                    conn.sendall(out)
-                else:
-                    for part in out:
-                        conn.sendall(part)
-            except OSError:
-                pass
-
-    def close(self):
-        self.sock.close()
-
-
 def http_response(status: int, body: bytes, ctype: str = "application/json", extra: str = "") -> bytes:
     return (f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n{extra}"
             f"connection: close\r\n\r\n").encode() + body
@@ -315,16 +264,16 @@ def test_kill_9_loses_little_and_a_restart_closes_rows_left_in_flight(sim, tmp_p
         assert str(p.pid) in json.loads(c["findings"])[0]["message"]
 
 
-def _hanging_upstream() -> tuple[Upstream, threading.Event]:
+def _hanging_upstream() -> tuple[SocketUpstream, threading.Event]:
     """An upstream that sends the head and one event, then holds the stream open until released."""
     release = threading.Event()
 
-    def answer(body):
+    def answer(req):
         yield (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n"
                b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n')
         release.wait(60)
 
-    return Upstream(answer), release
+    return SocketUpstream(answer_each(answer)), release
 
 
 def _stall_one(port: int) -> threading.Thread:
@@ -484,11 +433,11 @@ def test_data_dir_and_files_are_owner_only_whatever_the_umask(sim, tmp_path):
 
 # -- 4. terminal escapes ------------------------------------------------------------------------------
 def test_escape_sequences_from_the_upstream_never_reach_the_terminal(tmp_path):
-    def answer(body):
+    def answer(req):
         err = {"error": {"message": f"boom {ESC_TEXT} boom", "type": f"t{ESC_TEXT}"}, "model": f"m{ESC_TEXT}"}
         return http_response(400, json.dumps(err).encode())
 
-    up = Upstream(answer)
+    up = SocketUpstream(answer_each(answer))
     db = tmp_path / "esc.db"
     p = ProxyServer([up.url], str(db), port=0)
     p.start()
@@ -532,12 +481,12 @@ def test_a_body_key_is_redacted_everywhere_even_when_the_upstream_quotes_it(tmp_
     secret = "0123456789abcdef0123456789abcdef"  # Azure style: 32 hex, no sk- prefix
     password = "correct-horse-battery"
 
-    def answer(body):
+    def answer(req):
         # the upstream quotes the body back in its error (many gateways do)
-        msg = f"Invalid request: {body.decode()} (key {secret}, pw {password})"
+        msg = f"Invalid request: {req.body.decode()} (key {secret}, pw {password})"
         return http_response(400, json.dumps({"error": {"message": msg, "type": "invalid_request_error"}}).encode())
 
-    up = Upstream(answer)
+    up = SocketUpstream(answer_each(answer))
     db = tmp_path / "keys.db"
     p = ProxyServer([up.url], str(db), port=0, save_bodies=True)
     p.start()
@@ -571,14 +520,14 @@ def test_a_key_in_a_gateways_own_header_is_fingerprinted_and_never_written(tmp_p
     other_key = "hx0123456789abcdefGATEWAY2"  # a second gateway's header, no key-like shape
     cookie = "COOKIEVALUE0123456789abcdef"
 
-    def answer(body, head):
+    def answer(req):
         sent = {n.strip().lower(): v.strip() for n, _, v in
-                (ln.decode("latin-1").partition(":") for ln in head.split(b"\r\n")[1:])}
+                (ln.decode("latin-1").partition(":") for ln in req.head.split(b"\r\n")[1:])}
         msg = (f"invalid portkey key {sent.get('x-portkey-api-key')} (helicone {sent.get('helicone-auth')}, "
                f"cookie {sent.get('cookie')}, key id {sent.get('x-api-key-id')})")
         return http_response(401, json.dumps({"error": {"message": msg, "type": "invalid_request_error"}}).encode())
 
-    up = Upstream(answer, with_head=True)
+    up = SocketUpstream(answer_each(answer))
     db = tmp_path / "gw.db"
     p, port = start_proxy_process(["--upstream", up.url, "--db", str(db), "--save-bodies"])
     try:
@@ -647,8 +596,8 @@ def test_gzip_bomb_is_capped_and_does_not_stall_a_concurrent_stream(tmp_path):
     bomb = b"".join(comp.compress(block) for _ in range(inflated // len(block))) + comp.flush()
     sse_events = [b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'] * 60
 
-    def answer(body):
-        if b"bomb" in body:
+    def answer(req):
+        if b"bomb" in req.body:
             head = (f"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-encoding: gzip\r\n"
                     f"content-length: {len(bomb)}\r\nconnection: close\r\n\r\n").encode()
             return [head] + [bomb[i:i + 16384] for i in range(0, len(bomb), 16384)]
@@ -661,7 +610,7 @@ def test_gzip_bomb_is_capped_and_does_not_stall_a_concurrent_stream(tmp_path):
             yield b"0\r\n\r\n"
         return paced()
 
-    up = Upstream(answer)
+    up = SocketUpstream(answer_each(answer))
     db = tmp_path / "bomb.db"
     p = ProxyServer([up.url], str(db), port=0)
     p.start()
@@ -705,12 +654,12 @@ def test_a_20_mb_sse_event_is_too_large_to_analyse_not_malformed(tmp_path):
     big = b'data: {"choices":[{"delta":{"content":"' + b"a" * (20 * 2**20) + b'"}}]}\n\n'
     tail = b'data: {"choices":[{"delta":{"content":"ok"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
-    def answer(body):
+    def answer(req):
         head = (f"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {len(big) + len(tail)}\r\n"
                 f"connection: close\r\n\r\n").encode()
         return [head] + [big[i:i + 65536] for i in range(0, len(big), 65536)] + [tail]
 
-    up = Upstream(answer)
+    up = SocketUpstream(answer_each(answer))
     db = tmp_path / "big.db"
     p = ProxyServer([up.url], str(db), port=0)
     p.start()
@@ -785,8 +734,8 @@ def test_memory_stays_flat_over_a_long_stream(tmp_path):
     n_events = 256 * 2**20 // 4096
     event = b'data: {"choices":[{"delta":{"content":"' + b"x" * 4040 + b'"}}]}\n\n'
 
-    def answer(body):
-        n = 16 if b"warm" in body else n_events
+    def answer(req):
+        n = 16 if b"warm" in req.body else n_events
 
         def gen():
             yield b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
@@ -796,7 +745,7 @@ def test_memory_stays_flat_over_a_long_stream(tmp_path):
             yield b"0\r\n\r\n"
         return gen()
 
-    up = Upstream(answer)
+    up = SocketUpstream(answer_each(answer))
     port = free_port()
     proc = subprocess.Popen([FT, "proxy", "--no-live", "--port", str(port), "-u", up.url, "--db", str(tmp_path / "m.db")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
