@@ -19,7 +19,7 @@ import openai
 import pytest
 from conftest import FAST, findings, has, rows, sent_since, token_writes
 from egress_proxy import EgressProxy
-from rawserver import RawUpstream
+from rawserver import RawUpstream, SocketUpstream
 
 from firsttoken.addon.diagnose import CATALOG, latency
 from firsttoken.cli.loopback import free_port
@@ -555,26 +555,8 @@ def test_unreachable_https_to_plain_http(sim, make_proxy, db_path):
 @pytest.fixture
 def hangup_server():
     """Reads the request, then closes the connection without a word."""
-    ls = socket.socket()
-    ls.bind(("127.0.0.1", 0))
-    ls.listen(16)
-
-    def serve():
-        while True:
-            try:
-                conn, _ = ls.accept()
-            except OSError:
-                return
-            conn.settimeout(5)
-            try:
-                conn.recv(65536)
-            except OSError:
-                pass
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield f"http://127.0.0.1:{ls.getsockname()[1]}"
-    ls.close()
+    with SocketUpstream(lambda conn: conn.read_request(timeout=5)) as up:
+        yield up.url
 
 
 def test_upstream_closed_before_response(hangup_server, make_proxy, db_path):
