@@ -143,7 +143,7 @@ class StreamTap:
         self.backlog_asked = False  # on_backlog was called and drain() has not run since
         self._closed_at: float | None = None  # finish() while deferring: drain() closes the decoder
         self._draining = threading.Lock()  # one drain() at a time: chunks are decoded in order
-        # the common case, decoded by the short path in _decode: an event stream with its
+        # the common case, decoded by the short path in _safe_decode: an event stream with its
         # interpreter, not compressed, no saved copy (False for good once anything fails)
         self._plain = (self.decoder is not None and self.interp is not None and self._decompress is None
                        and not keep_body)
@@ -183,7 +183,10 @@ class StreamTap:
 
     def _safe_decode(self, chunk: bytes, now: float) -> None:
         try:
-            self._decode(chunk, now)
+            if self._plain:  # the short path: nothing to decompress or keep
+                self._sse(chunk, now)
+            else:
+                self._decode(chunk, now)
         except Exception as e:  # never let analysis break forwarding
             if self.error is None:
                 self.error = f"{type(e).__name__}: {e}"
@@ -218,10 +221,7 @@ class StreamTap:
 
     # -- internals -----------------------------------------------------------------
     def _decode(self, chunk: bytes, now: float) -> None:
-        """Decode a copy of one chunk that arrived at ``now``."""
-        if self._plain:  # the short path: nothing to decompress or keep
-            self._sse(chunk, now)
-            return
+        """Decode a copy of one chunk that arrived at ``now`` (not the short path: ``_safe_decode``)."""
         data = chunk
         if not self._wants_data():
             return  # nothing reads the decoded bytes: no decompression, no copy
@@ -256,7 +256,9 @@ class StreamTap:
     def _sse(self, data: bytes, now: float) -> None:
         ev = self.decoder.feed_one(data)  # the common case: one whole event per chunk
         if ev is not None:
-            self._deltas(self.interp.on_event(ev), now)  # (never truncated: it is the whole chunk)
+            deltas = self.interp.on_event(ev)  # (never truncated: it is the whole chunk)
+            if deltas:
+                self._deltas(deltas, now)
         else:
             for ev in self.decoder.feed(data):
                 self._event(ev, now)
@@ -339,15 +341,19 @@ class StreamTap:
         c = self.clock
         visible = False
         for d in deltas:
-            n = len(d.text)
+            text = d.text
+            n = len(text)
             if d.kind in VISIBLE:
                 visible = True
                 self.output_chars += n
+                if n and self._text_len < MAX_TEXT_KEEP:
+                    self.text.append(text)
+                    self._text_len += n
             else:
                 self.reasoning_chars += n
-            if self._text_len < MAX_TEXT_KEEP and d.text:
-                (self.text if d.kind in VISIBLE else self.reasoning_text).append(d.text)
-                self._text_len += n
+                if n and self._text_len < MAX_TEXT_KEEP:
+                    self.reasoning_text.append(text)
+                    self._text_len += n
         if now is None:  # a non-streamed body: output, but no token timing
             return
         if len(c.token_events) < MAX_TOKEN_EVENTS:

@@ -332,7 +332,10 @@ class JsonInterpreter:
             if _is_done_marker(data):
                 self._done_marker()
                 return
-        obj = load_json(data)
+        try:  # load_json, its first step inline (once an event: the common case is valid JSON)
+            obj = _fast_loads(data)
+        except Exception:
+            obj = load_json(data)
         if type(obj) is not dict:
             note_malformed(self.facts, data)
             return

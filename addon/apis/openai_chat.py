@@ -102,7 +102,11 @@ class OpenAIChat(JsonInterpreter):
                 if type(d) is not dict:
                     d = ch.get("message")  # a few servers stream whole messages
                 if type(d) is dict:
-                    self._delta(d, ch.get("index"), out)
+                    if len(d) == 1 and type(c := d.get("content")) is str:  # _delta's common case, inline
+                        if c:
+                            out.append(Delta(TEXT, c))
+                    else:
+                        self._delta(d, ch.get("index"), out)
                 fr = ch.get("finish_reason")
                 if type(fr) is str and fr:
                     f.finish_reason = fr

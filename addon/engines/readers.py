@@ -50,14 +50,6 @@ def read_sglang(meta: dict, report: EngineReport) -> None:
     report.set("decode_tokens", meta.get("completion_tokens"), "sglang meta_info.completion_tokens")
 
 
-def _vllm_choice(choices: Any) -> bool:
-    """A choice with vLLM's own extras (``stop_reason``, ``token_ids``): the engine that answered is vLLM."""
-    if type(choices) is not list or not choices or type(choices[0]) is not dict:
-        return False
-    c = choices[0]
-    return "stop_reason" in c or "token_ids" in c
-
-
 def read_vllm_usage(usage: dict, report: EngineReport) -> None:
     report.set("prompt_tokens", usage.get("prompt_tokens"), "vllm usage.prompt_tokens")
     d = usage.get("prompt_tokens_details")
@@ -88,9 +80,15 @@ def read_object(obj: dict, report: EngineReport) -> None:
     meta = obj.get("meta_info")
     if type(meta) is dict:
         read_sglang(meta, report)
-    if report.engine is None and _vllm_choice(obj.get("choices")):
-        report.name("vllm")
-    if report.engine == "vllm":
+    engine = report.engine
+    if engine is None:
+        # a choice with vLLM's own extras (``stop_reason``, ``token_ids``): the engine that answered is vLLM
+        choices = obj.get("choices")
+        if (type(choices) is list and choices and type(c := choices[0]) is dict
+                and ("stop_reason" in c or "token_ids" in c)):
+            report.name("vllm")
+            engine = report.engine
+    if engine == "vllm":
         usage = obj.get("usage")
         if type(usage) is dict:
             read_vllm_usage(usage, report)
