@@ -1,12 +1,7 @@
-"""`firsttoken bench --concurrency … --workers N`: is firsttoken faster as N proxy processes on one port?
-
-The experiment of issue 37 ("every core when there is load"), kept so that its figures in docs/performance.md can be
-measured again: N firsttoken proxies, each a process of its own with its own mitmproxy event loop, share one
-listening port through ``SO_REUSEPORT`` (the kernel spreads new connections over their sockets) and record into one
-database (SQLite's WAL takes each one's writer in turn). The benchmark alternates them with one proxy, burst by burst.
-
-Run as ``python -m firsttoken.cli.bench.workers PORT UPSTREAM DB``: one such worker, which prints ``ready`` once it
-listens and stops on SIGINT or SIGTERM.
+"""`firsttoken bench --concurrency … --workers N`: N firsttoken proxies, each a process of its own, sharing one port
+through ``SO_REUSEPORT`` and recording into one database, alternated with one proxy (issue 37's experiment; its
+figures and what a real ``--workers`` needs: docs/performance.md, 2026-12-07). ``python -m
+firsttoken.cli.bench.workers PORT UPSTREAM DB`` runs one worker: it prints ``ready`` once it listens, stops on SIGINT.
 """
 
 from __future__ import annotations
