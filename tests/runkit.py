@@ -1,6 +1,7 @@
 """What the tests of `firsttoken run` with real clients share: where the clients are installed (npm ones
-under .ci/node, or the prefix CLIENT_PREFIX names: `npm install --prefix DIR …`), a clean environment,
-running a command with and without `firsttoken run`, and the user's files as they were."""
+under .ci/node, Gemini CLI under .ci/gemini, PyPI ones in venvs .ci/NAME; other installs: CLIENT_PREFIX,
+GEMINI_PREFIX, CLIENT_VENVS), a clean environment, running a command with and without `firsttoken run`,
+and the user's files as they were."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the npm clients: .ci/node (pinned by .ci/run), or another install (CLIENT_PREFIX=/tmp/newest) to try it
 NODE_PREFIX = Path(os.environ.get("CLIENT_PREFIX") or ROOT / ".ci" / "node")
 NODE_BIN = NODE_PREFIX / "node_modules" / ".bin"
+#: Gemini CLI: .ci/gemini (a prefix of its own), or another (GEMINI_PREFIX=/tmp/newest-gemini)
+GEMINI_BIN = Path(os.environ.get("GEMINI_PREFIX") or ROOT / ".ci" / "gemini") / "node_modules" / ".bin"
+#: the PyPI clients' venvs, one per client: .ci/NAME (pinned by .ci/run), or CLIENT_VENVS/NAME (=/tmp/newest-py)
+VENVS = Path(os.environ.get("CLIENT_VENVS") or ROOT / ".ci")
 SIM_TEXT = "The quick brown fox"
 KEY = "sk-test-123456789012345678901234"
 
@@ -72,6 +77,11 @@ def find_client(name: str, where: Path) -> str:
     if in_ci():
         pytest.fail(msg)
     pytest.skip(msg)
+
+
+def venv_bin(name: str) -> Path:
+    """The bin folder of a PyPI client's venv (aider, llm, kimi): VENVS/NAME/bin."""
+    return VENVS / name / "bin"
 
 
 def snapshot(*paths: Path) -> dict[str, str]:

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 from conftest import rows, start_proxy_process
 from gemini_upstream import GEMINI_TEXT, GeminiUpstream
-from runkit import ROOT, base_env, find_client, ft_run, snapshot
+from runkit import GEMINI_BIN, base_env, find_client, ft_run, snapshot
 
 pytestmark = pytest.mark.slow
 
 KEY = "AIzaSyD-test-key-0000000000000000000wxyz"
-GEMINI_BIN = ROOT / ".ci" / "gemini" / "node_modules" / ".bin"
 QUIET = {"privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
          "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False}}
 

@@ -6,7 +6,8 @@ appears, and the user's own files are unchanged. All offline: telemetry and upda
 
 The clients are installed by .ci/run: npm (opencode-ai, @qwen-code/qwen-code, @continuedev/cli,
 @kilocode/cli) into .ci/node; pip (aider-chat, llm, kimi-cli) each into its own venv (.ci/aider, .ci/llm,
-.ci/kimi). With CI set, a missing one fails its test.
+.ci/kimi); CLIENT_PREFIX and CLIENT_VENVS try other installs (tests/runkit.py). With CI set, a missing
+one fails its test.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import FAST, rows
 from ollama_upstream import REPLY, OllamaUpstream
-from runkit import KEY, NODE_BIN, ROOT, SIM_TEXT, base_env, find_client, ft_run, snapshot
+from runkit import KEY, NODE_BIN, SIM_TEXT, base_env, find_client, ft_run, snapshot, venv_bin
 
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
@@ -66,7 +67,7 @@ def test_aider(servers, tmp_path, how):
     """The issue's case: aider with --openai-api-base (or openai-api-base in .aider.conf.yml) and no
     OPENAI_BASE_URL; litellm reads OPENAI_BASE_URL first, so setting it by guess sent aider elsewhere."""
     upstream, decoy = servers
-    aider = find_client("aider", ROOT / ".ci" / "aider" / "bin")
+    aider = find_client("aider", venv_bin("aider"))
     env = aider_env(tmp_path)
     argv = [aider, *AIDER_ARGS, "--openai-api-key", KEY]
     conf = tmp_path / ".aider.conf.yml"
@@ -87,7 +88,7 @@ def test_aider(servers, tmp_path, how):
 @pytest.mark.parametrize("how", ["default dir", "LLM_USER_PATH"])
 def test_llm(servers, tmp_path, how):
     upstream, decoy = servers
-    llm = find_client("llm", ROOT / ".ci" / "llm" / "bin")
+    llm = find_client("llm", venv_bin("llm"))
     env = base_env(tmp_path)
     d = Path(env["HOME"]) / ".config" / "io.datasette.llm"
     if how == "LLM_USER_PATH":
@@ -301,7 +302,7 @@ def test_kimi(servers, tmp_path, how):
     """An openai_legacy provider's base_url in ~/.kimi/config.toml (OPENAI_BASE_URL, which would beat it,
     unset), or a kimi-type provider whose config names the decoy, beaten by KIMI_BASE_URL."""
     upstream, decoy = servers
-    kimi = find_client("kimi", ROOT / ".ci" / "kimi" / "bin")
+    kimi = find_client("kimi", venv_bin("kimi"))
     env = base_env(tmp_path, KIMI_CLI_NO_AUTO_UPDATE="1", KIMI_DISABLE_TELEMETRY="1")
     kind, base = ("openai_legacy", upstream.url) if how == "config.toml" else ("kimi", decoy.url)
     if how == "KIMI_BASE_URL":

@@ -20,7 +20,7 @@ from conftest import rows
 from ollama._client import _parse_host
 from ollama_upstream import REPLY, OllamaUpstream
 from rawserver import LoopbackServer
-from runkit import NODE_BIN, ROOT, SIM_TEXT, base_env, find_client, ft_run
+from runkit import NODE_BIN, SIM_TEXT, base_env, find_client, ft_run, venv_bin
 
 from firsttoken.addon import routing
 from firsttoken.cli.env.clients import plan_for
@@ -275,7 +275,7 @@ def test_env_ollama_prints_what_the_library_reads(tmp_path, monkeypatch):
 def test_aider_ollama_chat_goes_through_the_proxy(tmp_path):
     """aider 0.86.2 (.ci/run's pin) on an ``ollama_chat/`` model with the OLLAMA_API_BASE a user sets: run adds
     --set-env OLLAMA_API_BASE=<route>, so litellm's calls to the Ollama (/api/show, /api/chat) are recorded there."""
-    aider = find_client("aider", ROOT / ".ci" / "aider" / "bin")
+    aider = find_client("aider", venv_bin("aider"))
     with OllamaUpstream() as up:
         env = child_env(tmp_path, LITELLM_LOCAL_MODEL_COST_MAP="True", OLLAMA_API_BASE=up.url)
         caches = Path(env["HOME"]) / ".aider" / "caches"  # aider's model-price cache, fresh: it fetches nothing
