@@ -929,3 +929,99 @@ def test_load_json_is_json_loads(text):
     if "18446744073709551616" in str(text) or "1180591620717411303424" in str(text):
         want = json.loads(text, parse_int=lambda s: int(s) if abs(int(s)) < 2**64 else float(s))
     assert json.dumps(got, allow_nan=True) == json.dumps(want, allow_nan=True) and type(got) is type(want)
+
+
+def _read_whole_and_by_shape(events: list[SSEEvent]) -> tuple[list, list, int]:
+    """Deltas and facts of one chat stream read by an interpreter that learns its chunks' shape, and by one
+    that reads every chunk whole; and how many events took the shape."""
+    fast, whole = OpenAIChat(), OpenAIChat()
+    whole._shape_tries = 0  # never learns a shape: every chunk parsed
+    out, ref, by_shape = [], [], 0
+    for e in events:
+        shaped = fast._shape is not None and e.data.startswith(fast._shape[0])
+        got = [(d.kind, d.text) for d in fast.on_event(e)]
+        out.append(got)
+        ref.append([(d.kind, d.text) for d in whole.on_event(e)])
+        by_shape += shaped and fast.facts == whole.facts and got == ref[-1]
+    return [out, fast.facts], [ref, whole.facts], by_shape
+
+
+def test_chat_chunks_of_one_shape_read_as_if_parsed() -> None:
+    """A chunk that is an earlier plain text chunk with only its text changed is not parsed again: its
+    deltas and every fact are what parsing it gives, whatever the text or the chunk's other fields."""
+    head = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "system_fingerprint": "fp_1"}
+
+    def chunk(delta: Any, finish: Any = None, **extra: Any) -> str:
+        return json.dumps({**head, **extra, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                                         "finish_reason": finish}]}, separators=(",", ":"))
+
+    plain = chunk({"content": "hello"})
+    before, after = plain.split("hello")
+    texts = ["The", " fox", "", "日本語 🦊", " a\"quote", "back\\slash", "tab\tand\nline", "\u2028", "x\x7f",
+             '","finish_reason":"stop', '"}],"usage":{"prompt_tokens":9},"x":"', "\ud800", "content", '"content"']
+    events = [ev(chunk({"role": "assistant", "content": ""})), ev(plain)]
+    events += [ev(before + t + after) for t in texts]  # raw: quotes and backslashes change what the chunk is
+    events += [ev(chunk({"content": t})) for t in texts]  # as JSON writes them (escaped)
+    events += [ev(plain.replace('"content":', '"content" : ')), ev(plain, "error"), ev(before), ev(after),
+               ev(before + after), ev(before + after[1:]), ev(chunk({}, "stop")), ev("[DONE]")]
+    got, want, by_shape = _read_whole_and_by_shape(events)
+    assert got == want
+    assert by_shape >= len(texts)  # (the shape was used: not a comparison of two whole reads)
+    # a chunk with more than its text (usage, a finish reason, an error, another model): read again whole,
+    # so what a later chunk changed is changed back as parsing would
+    for extra in ({"usage": {"prompt_tokens": 3}}, {"error": {"message": "boom"}}, {"object": "error"},
+                  {"model": "other"}, {"obfuscation": "ab"}, {"timings": {"prompt_n": 1}}, {"done": True}):
+        other = {k: ({"prompt_tokens": 4} if k == "usage" else {"message": "two"} if k == "error"
+                     else {"prompt_n": 2} if k == "timings" else "x") for k in extra}
+        events = [ev(chunk({"content": "u"}, **extra)), ev(chunk({"content": "v"}, **other)),
+                  ev(chunk({"content": "w"}, **extra)), ev(plain), ev(chunk({"content": "w"}, **extra))]
+        got, want, _ = _read_whole_and_by_shape(events)
+        assert got == want, extra
+    for finish in ("stop", ""):
+        events = [ev(chunk({"content": "u"}, finish)), ev(chunk({"content": "v"}, "length")),
+                  ev(chunk({"content": "w"}, finish))]
+        got, want, _ = _read_whole_and_by_shape(events)
+        assert got == want, finish
+    two = [{"index": 0, "delta": {"content": "u"}}, {"index": 1, "delta": {}, "finish_reason": "stop"}]
+    events = [ev({**head, "choices": two}), ev(chunk({"content": "v"}, "length")),
+              ev(json.dumps({**head, "choices": two}).replace('"u"', '"w"'))]
+    got, want, _ = _read_whole_and_by_shape(events)
+    assert got == want
+    # "content" elsewhere in the chunk, with the same text: not where the text is
+    logprobs = [{"index": 0, "logprobs": {"content": "u"}, "delta": {"content": "u"}}]
+    events = [ev({**head, "choices": logprobs}), ev(json.dumps({**head, "choices": logprobs}).replace('t": "u"}, "d', 't": "v"}, "d'))]
+    got, want, _ = _read_whole_and_by_shape(events)
+    assert got == want
+    escaped = json.dumps({**head, "choices": logprobs}).replace('{"content": "u"}}', '{"cont\\u0065nt": "u"}}')
+    events = [ev(escaped), ev(escaped.replace('"content": "u"', '"content": "v"'))]
+    got, want, _ = _read_whole_and_by_shape(events)
+    assert got == want and want[0][1] == [(TEXT, "u")]
+    # a null field is an absent one (OpenAI's "usage": null with include_usage): the shape is used
+    nulls = [ev(chunk({"content": t}, usage=None, x_extra=None)) for t in ("a", "b", "c")]
+    got, want, by_shape = _read_whole_and_by_shape(nulls)
+    assert got == want and by_shape == 2
+    # random texts, in raw and as JSON writes them, and random cuts of the shape
+    rng = random.Random(37)
+    alphabet = 'ab "\\{}[],:\t\n\x00\x1f\x7fé€🦊\ud83d'
+    events = [ev(plain)]
+    for _ in range(400):
+        t = "".join(rng.choice(alphabet) for _ in range(rng.randrange(6)))
+        events.append(ev(rng.choice([before + t + after, chunk({"content": t}), before[:rng.randrange(len(before))] + t
+                                     + after, before + t + after[rng.randrange(len(after)):]])))
+    got, want, by_shape = _read_whole_and_by_shape(events)
+    assert got == want and by_shape > 0
+
+
+def test_chat_shape_of_spaced_json_and_its_limit() -> None:
+    """A server that writes JSON with spaces has a shape too; a stream whose chunks all differ (OpenAI's
+    ``obfuscation``) stops being looked at for one after SHAPE_TRIES chunks."""
+    from firsttoken.addon.apis.openai_chat import SHAPE_TRIES
+
+    i = OpenAIChat()
+    feed(i, json.dumps({"id": "x", "choices": [{"index": 0, "delta": {"content": "a b"}}]}))
+    assert i._shape == ('{"id": "x", "choices": [{"index": 0, "delta": {"content": "', '"}}]}')
+    assert feed(i, '{"id": "x", "choices": [{"index": 0, "delta": {"content": "cd"}}]}') == [[(TEXT, "cd")]]
+    j = OpenAIChat()
+    feed(j, *[{"id": "x", "obfuscation": str(n), "choices": [{"delta": {"content": "a"}}]} for n in range(20)])
+    assert j._shape is None and j._shape_tries == 0 and SHAPE_TRIES < 20
