@@ -931,10 +931,10 @@ def test_load_json_is_json_loads(text):
     assert json.dumps(got, allow_nan=True) == json.dumps(want, allow_nan=True) and type(got) is type(want)
 
 
-def _read_whole_and_by_shape(events: list[SSEEvent]) -> tuple[list, list, int]:
-    """Deltas and facts of one chat stream read by an interpreter that learns its chunks' shape, and by one
+def _read_whole_and_by_shape(events: list[SSEEvent], cls: Any = OpenAIChat) -> tuple[list, list, int]:
+    """Deltas and facts of one stream read by an interpreter that learns its chunks' shape, and by one
     that reads every chunk whole; and how many events took the shape."""
-    fast, whole = OpenAIChat(), OpenAIChat()
+    fast, whole = cls(), cls()
     whole._shape_tries = 0  # never learns a shape: every chunk parsed
     out, ref, by_shape = [], [], 0
     for e in events:
@@ -979,10 +979,12 @@ def test_chat_chunks_of_one_shape_read_as_if_parsed() -> None:
         got, want, _ = _read_whole_and_by_shape(events)
         assert got == want, extra
     for finish in ("stop", ""):
-        events = [ev(chunk({"content": "u"}, finish)), ev(chunk({"content": "v"}, "length")),
-                  ev(chunk({"content": "w"}, finish))]
+        events = [ev(chunk({"content": "u"}, finish)), ev(chunk({}, "length")), ev(chunk({"content": "w"}, finish))]
         got, want, _ = _read_whole_and_by_shape(events)
         assert got == want, finish
+    events = [ev(chunk({"content": "u", "refusal": "r"})), ev(chunk({"content": "w", "refusal": "r"}))]
+    got, want, _ = _read_whole_and_by_shape(events)
+    assert got == want and want[0][1] == [(TEXT, "w"), (REFUSAL, "r")]
     two = [{"index": 0, "delta": {"content": "u"}}, {"index": 1, "delta": {}, "finish_reason": "stop"}]
     events = [ev({**head, "choices": two}), ev(chunk({"content": "v"}, "length")),
               ev(json.dumps({**head, "choices": two}).replace('"u"', '"w"'))]
@@ -1016,12 +1018,38 @@ def test_chat_chunks_of_one_shape_read_as_if_parsed() -> None:
 def test_chat_shape_of_spaced_json_and_its_limit() -> None:
     """A server that writes JSON with spaces has a shape too; a stream whose chunks all differ (OpenAI's
     ``obfuscation``) stops being looked at for one after SHAPE_TRIES chunks."""
-    from firsttoken.addon.apis.openai_chat import SHAPE_TRIES
+    from firsttoken.addon.apis.base import SHAPE_TRIES
 
     i = OpenAIChat()
     feed(i, json.dumps({"id": "x", "choices": [{"index": 0, "delta": {"content": "a b"}}]}))
-    assert i._shape == ('{"id": "x", "choices": [{"index": 0, "delta": {"content": "', '"}}]}')
+    assert i._shape == ('{"id": "x", "choices": [{"index": 0, "delta": {"content": "', '"}}]}', TEXT)
     assert feed(i, '{"id": "x", "choices": [{"index": 0, "delta": {"content": "cd"}}]}') == [[(TEXT, "cd")]]
     j = OpenAIChat()
     feed(j, *[{"id": "x", "obfuscation": str(n), "choices": [{"delta": {"content": "a"}}]} for n in range(20)])
     assert j._shape is None and j._shape_tries == 0 and SHAPE_TRIES < 20
+
+
+def test_anthropic_deltas_of_one_shape_read_as_if_parsed() -> None:
+    """Anthropic's text and thinking deltas: the same as parsing them, whatever the text; a delta whose type
+    is only its event's name is always parsed (the same bytes under another event name are another thing)."""
+    def delta(kind: str, key: str, t: str, **extra: Any) -> str:
+        return json.dumps({"type": "content_block_delta", "index": 0, **extra,
+                           "delta": {"type": kind, key: t}}, separators=(",", ":"))
+
+    texts = ["The", "", " a\"quote", "back\\slash", "tab\tline", "\ud800", "x\x7f", '"}}', "text", '"text"']
+    for kind, key in (("text_delta", "text"), ("thinking_delta", "thinking")):
+        plain = delta(kind, key, "hello")
+        before, after = plain.split("hello")
+        events = [ev(plain, "content_block_delta")]
+        events += [ev(before + t + after, "content_block_delta") for t in texts]
+        events += [ev(delta(kind, key, t), "content_block_delta") for t in texts]
+        events += [ev(plain, "error"), ev(before + after[1:]), ev(delta("text_delta", "thinking", "z")),
+                   ev(delta(kind, key, "u", extra=key)), ev(delta(kind, key, "u", extra=key)),
+                   ev(plain.replace('"type":"content_block_delta",', ""), "content_block_delta"),
+                   ev(plain.replace('"type":"content_block_delta",', ""), "message"), ev(plain)]
+        got, want, by_shape = _read_whole_and_by_shape(events, AnthropicMessages)
+        assert got == want and by_shape >= len(texts), kind
+    untyped = json.dumps({"index": 0, "delta": {"type": "text_delta", "text": "a"}})
+    events = [ev(untyped, "content_block_delta"), ev(untyped.replace('"a"', '"b"'), "message")]
+    got, want, _ = _read_whole_and_by_shape(events, AnthropicMessages)
+    assert got == want and want[1].no_choices is not None

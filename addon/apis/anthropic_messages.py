@@ -67,9 +67,15 @@ class AnthropicMessages(JsonInterpreter):
             if type(d) is dict:
                 dt = d.get("type")
                 if dt == "text_delta":
-                    add(out, TEXT, d.get("text"))
+                    text = d.get("text")
+                    add(out, TEXT, text)
+                    if self._shape_tries > 0 and type(text) is str and obj.get("type") == t:
+                        self._learn_shape(raw, "text", text, TEXT)  # (such a delta has no other effect)
                 elif dt == "thinking_delta":
-                    add(out, REASONING, d.get("thinking"))
+                    text = d.get("thinking")
+                    add(out, REASONING, text)
+                    if self._shape_tries > 0 and type(text) is str and obj.get("type") == t:
+                        self._learn_shape(raw, "thinking", text, REASONING)
                 elif dt == "input_json_delta":
                     add(out, TOOL, d.get("partial_json"))
         elif t == "content_block_start":

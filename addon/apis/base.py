@@ -74,6 +74,11 @@ MALFORMED_CHARS = 200
 BODY_SAMPLE_CHARS = 2000
 ERROR_CHARS = 1000
 
+#: chunks a stream's shape is looked for in (``JsonInterpreter._learn_shape``): a stream whose chunks
+#: all differ (OpenAI's ``obfuscation``) stops being looked at
+SHAPE_TRIES = 8
+_JSON_SPACE = " \t\n\r"
+
 _BAD: Any = object()  # load_json's "not JSON" marker
 _loads = json.loads
 _fast_loads = orjson.loads
@@ -257,6 +262,11 @@ def add(out: list[Delta], kind: str, text: Any) -> None:
         out.append(Delta(kind, text))
 
 
+def plain_text(text: str) -> bool:
+    """Text JSON writes as it is between quotes (no quote, backslash or control character)."""
+    return '"' not in text and "\\" not in text and text.isprintable()
+
+
 def _is_done_marker(data: str) -> bool:
     return data.startswith("[DONE]") or (len(data) < 64 and data.strip().startswith("[DONE]"))
 
@@ -281,9 +291,22 @@ class JsonInterpreter:
 
     def __init__(self) -> None:
         self.facts = ApiFacts()
+        #: (before, after, kind): the bytes around the text of a chunk read whole whose only effect was
+        #: that text, as a delta of ``kind`` (``_learn_shape``)
+        self._shape: tuple[str, str, str] | None = None
+        self._shape_tries = SHAPE_TRIES
 
     # -- public ------------------------------------------------------------------
     def on_event(self, event: SSEEvent) -> list[Delta]:
+        shape = self._shape
+        if shape is not None:  # an earlier chunk of no other effect, with only its text changed: unparsed
+            data = event.data
+            before, after, kind = shape
+            if (type(data) is str and data.startswith(before) and data.endswith(after)
+                    and len(data) >= len(before) + len(after) and event.event != "error"):
+                text = data[len(before):len(data) - len(after)]
+                if plain_text(text):
+                    return [Delta(kind, text)] if text else []
         out: list[Delta] = []
         try:
             self._event(event, out)
@@ -388,6 +411,29 @@ class JsonInterpreter:
             note_no_choices(f, text)
         note_ids(f, obj.get("model"), obj.get("id"))
         return main
+
+    def _learn_shape(self, raw: str, key: str, text: str, kind: str) -> None:
+        """Keep the bytes around ``text`` in ``raw``, a chunk the caller read whole and knows had no
+        effect but a ``kind`` delta of ``text`` (the value of ``key``), and no other it would have again
+        (what else it set, it set only if unset): a later chunk that is those bytes around another
+        plain text is that text's delta (``on_event``). Only a chunk with no escape anywhere, and
+        ``key`` once in it, has a shape."""
+        self._shape_tries -= 1
+        quoted = f'"{key}"'
+        if "\\" in raw or raw.count(quoted) != 1:  # (no escape: every key is written as it is)
+            return
+        i = raw.index(quoted) + len(quoted)
+        n = len(raw)
+        while i < n and raw[i] in _JSON_SPACE:
+            i += 1
+        if raw[i:i + 1] != ":":
+            return
+        i += 1
+        while i < n and raw[i] in _JSON_SPACE:
+            i += 1
+        if raw[i:i + 1] != '"' or not raw.startswith(text + '"', i + 1):
+            return
+        self._shape = (raw[:i + 1], raw[i + 1 + len(text):], kind)
 
     # -- for subclasses ----------------------------------------------------------
     def _done_marker(self) -> None:

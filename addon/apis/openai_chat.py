@@ -23,20 +23,11 @@ from firsttoken.addon.apis.base import (
     set_error,
 )
 from firsttoken.addon.engines import read_object as read_engine
-from firsttoken.addon.sse import SSEEvent
 
 #: a chunk with only these keys (or others, null: what every reader takes for absent) and one choice whose
 #: delta is text alone and with no finish reason has no effect but its text once a chunk of its shape was
 #: read: what else it sets is set only if unset (ids, an error, the engine's name), and was by that chunk
 _SHAPE_KEYS = frozenset({"id", "object", "created", "model", "service_tier", "system_fingerprint", "choices"})
-#: chunks a stream's shape is looked for in (a stream whose chunks differ, e.g. OpenAI's ``obfuscation``)
-SHAPE_TRIES = 8
-_JSON_SPACE = " \t\n\r"
-
-
-def _plain(text: str) -> bool:
-    """Text JSON writes as it is between quotes (no quote, backslash or control character)."""
-    return '"' not in text and "\\" not in text and text.isprintable()
 
 
 def _content(c: Any, out: list[Delta]) -> None:
@@ -91,56 +82,22 @@ class OpenAIChat(JsonInterpreter):
         super().__init__()
         self._named: set = set()  # tool calls whose name was already counted
         self._sglang_text = ""  # SGLang's native stream: the output so far
-        #: (before, after) the text of a chunk read whole that had no effect but its text (``_learn_shape``)
-        self._shape: tuple[str, str] | None = None
-        self._shape_tries = SHAPE_TRIES
 
     # -- stream ------------------------------------------------------------------
-    def on_event(self, event: SSEEvent) -> list[Delta]:
-        """A chunk that is an earlier chunk of no other effect with only its text changed (the same
-        bytes before and after a plain text) has that text as its one delta, unparsed; any other
-        event is read whole."""
-        shape = self._shape
-        if shape is not None:
-            data = event.data
-            before, after = shape
-            if (type(data) is str and data.startswith(before) and data.endswith(after)
-                    and len(data) >= len(before) + len(after) and event.event != "error"):
-                text = data[len(before):len(data) - len(after)]
-                if _plain(text):
-                    return [Delta(TEXT, text)] if text else []
-        return super().on_event(event)
-
-    def _learn_shape(self, obj: dict, raw: str) -> None:
-        """Keep ``raw`` as the shape of chunks of no other effect than their text, if it is one: it has no
-        escape, and ``"content"`` occurs once in it (where the text is)."""
-        self._shape_tries -= 1
+    def _text_only(self, obj: dict, raw: str) -> None:
+        """Keep ``raw`` as the stream's shape (``_learn_shape``) if it is a chunk of no other effect than
+        its text (see _SHAPE_KEYS)."""
         for k, v in obj.items():
             if v is not None and k not in _SHAPE_KEYS:
+                self._shape_tries -= 1
                 return
         choices = obj.get("choices")
-        if type(choices) is not list or len(choices) != 1:
-            return
-        ch = choices[0]
-        if type(ch) is not dict or ch.get("finish_reason") is not None:
-            return
-        d = ch.get("delta")
-        if type(d) is not dict or len(d) != 1 or type(text := d.get("content")) is not str:
-            return
-        if "\\" in raw or raw.count('"content"') != 1:  # (no escape: every key is written as it is)
-            return
-        i = raw.index('"content"') + 9
-        n = len(raw)
-        while i < n and raw[i] in _JSON_SPACE:
-            i += 1
-        if raw[i:i + 1] != ":":
-            return
-        i += 1
-        while i < n and raw[i] in _JSON_SPACE:
-            i += 1
-        if raw[i:i + 1] != '"' or not raw.startswith(text + '"', i + 1):
-            return
-        self._shape = (raw[:i + 1], raw[i + 1 + len(text):])
+        if type(choices) is list and len(choices) == 1 and type(ch := choices[0]) is dict \
+                and ch.get("finish_reason") is None and type(d := ch.get("delta")) is dict and len(d) == 1 \
+                and type(text := d.get("content")) is str:
+            self._learn_shape(raw, "content", text, TEXT)
+        else:
+            self._shape_tries -= 1
 
     def _done_marker(self) -> None:
         self.facts.done = True
@@ -180,8 +137,8 @@ class OpenAIChat(JsonInterpreter):
         elif err is None and type(usage) is not dict and "moderation" not in obj:
             if event == "message":
                 note_no_choices(f, raw)
-        if self._shape is None and self._shape_tries > 0:
-            self._learn_shape(obj, raw)
+        if self._shape_tries > 0:
+            self._text_only(obj, raw)
 
     def _sglang(self, obj: dict, out: list[Delta]) -> None:
         """One event of SGLang's native ``/generate`` stream: ``text`` is the whole output so far (its default), or
