@@ -5,12 +5,17 @@ and the user's files as they were."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -48,24 +53,63 @@ def ft_run(db, argv, env, timeout=90, cwd=None) -> subprocess.CompletedProcess:
                           timeout=timeout, stdin=subprocess.DEVNULL, cwd=cwd)
 
 
-def run_for(argv: list[str], env: dict[str, str], cwd: Path, limit: float, grace: float = 20.0
-            ) -> tuple[int | None, str, str]:
-    """Run a command (``firsttoken run -- …`` or the client itself) for at most ``limit`` seconds, then
-    SIGTERM it (`firsttoken run` forwards it and writes its records) and, ``grace`` seconds on, SIGKILL
-    its process group. (exit code, None when it had to be stopped; stdout; stderr)."""
+class Ran(NamedTuple):
+    code: int | None  # its exit code; None when it had to be stopped
+    out: str
+    err: str
+    cpu: float  # CPU seconds it and the children it waited for used (user + system)
+    exited: float  # seconds from its start to its exit (or to its stop)
+
+
+def run_for(argv: list[str], env: dict[str, str], cwd: Path, limit: float, grace: float = 20.0,
+            until: Callable[[str, str], bool] | None = None) -> Ran:
+    """Run a command (``firsttoken run -- …`` or the client itself) for at most ``limit`` seconds, or until
+    ``until(stdout, stderr)`` holds (what it printed so far says the outcome is known), then SIGTERM it
+    (`firsttoken run` forwards it and writes its records) and, ``grace`` seconds on, SIGKILL its process
+    group. Its output is read while it runs; once it exited, what its leftover children still hold open is
+    read for at most ``grace`` seconds."""
+    t0 = time.monotonic()
     p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=limit)
-        return p.returncode, out, err
-    except subprocess.TimeoutExpired:
-        p.send_signal(signal.SIGTERM)
-    try:
-        out, err = p.communicate(timeout=grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-    return None, out, err
+                         stderr=subprocess.PIPE, start_new_session=True)
+    chunks: dict[int, list[bytes]] = {1: [], 2: []}
+    readers = [threading.Thread(target=_drain, args=(pipe, chunks[fd]), daemon=True)
+               for fd, pipe in ((1, p.stdout), (2, p.stderr))]
+    for r in readers:
+        r.start()
+
+    def text(fd: int) -> str:
+        return b"".join(chunks[fd]).decode(errors="replace")
+
+    stopped, killed, status, usage = False, False, None, None
+    while status is None:
+        pid, st, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            status, usage = st, ru
+            break
+        now = time.monotonic() - t0
+        if not stopped and (now >= limit or (until is not None and until(text(1), text(2)))):
+            p.send_signal(signal.SIGTERM)
+            stopped, stop_at = True, now
+        elif stopped and not killed and now >= stop_at + grace:
+            os.killpg(p.pid, signal.SIGKILL)
+            killed = True
+        time.sleep(0.05)
+    exited = time.monotonic() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    for r in readers:  # (a child it left behind may hold its output open)
+        r.join(timeout=max(0.0, grace - (time.monotonic() - t0 - exited)))
+    if any(r.is_alive() for r in readers):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        for r in readers:
+            r.join()
+    return Ran(None if stopped else p.returncode, text(1), text(2), usage.ru_utime + usage.ru_stime, exited)
+
+
+def _drain(pipe, into: list[bytes]) -> None:
+    with pipe:
+        while chunk := pipe.read1(65536):
+            into.append(chunk)
 
 
 def find_client(name: str, where: Path) -> str:

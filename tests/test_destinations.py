@@ -112,6 +112,10 @@ class Case:
     set_up: Callable[[World], list[str]] | None  # builds the set-up in a world; the client's arguments
     goes: str | None = "real"  # where the client itself sends its requests; None: its public default host
     limit: float = 150.0  # the longest one run may take (goes=None: how long it is watched, then stopped)
+    #: goes=None: what the client prints once its outcome is known (it tried each way it has to its public host,
+    #: and failed): the watch ends there rather than at ``limit``
+    until: tuple[str, ...] = ()
+    secs: float = 2.0  # about how long one run takes here unloaded: the longest start first
     offline: str | None = None  # why this set-up cannot run here, said instead of running it
     env: dict[str, str] = field(default_factory=dict)  # the client's quiet settings (no telemetry, no updates)
     says: str = SIM_TEXT  # what the client prints when its answer came (the simulator's text, or the Ollama's)
@@ -251,7 +255,8 @@ def opencode_like(style: str, name: str) -> Callable[[World], list[str]]:
 OPENCODE_ENV = {"OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1",
                 "OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1"}
 KILO_ENV = {"KILO_DISABLE_MODELS_FETCH": "1", "KILO_DISABLE_AUTOUPDATE": "1", "KILO_DISABLE_LSP_DOWNLOAD": "1",
-            "KILO_DISABLE_DEFAULT_PLUGINS": "1", "KILO_DISABLE_SESSION_INGEST": "1", "KILO_DISABLE_CLAUDE_CODE": "1"}
+            "KILO_DISABLE_DEFAULT_PLUGINS": "1", "KILO_DISABLE_SESSION_INGEST": "1", "KILO_DISABLE_CLAUDE_CODE": "1",
+            "KILO_TELEMETRY_LEVEL": "off"}  # (with telemetry on, every run waits 2 s at exit for PostHog, offline)
 
 
 def qwen(style: str) -> Callable[[World], list[str]]:
@@ -441,7 +446,10 @@ CASES: list[Case] = [
     *(case("codex", s, ("node", "codex"), codex(s), env={"OPENAI_API_KEY": KEY})
       for s in ("custom provider", "openai_base_url", "-c openai_base_url", "--profile (NAME.config.toml)",
                 "--oss (CODEX_OSS_BASE_URL)")),
-    case("codex", "OPENAI_BASE_URL only", ("node", "codex"), codex("OPENAI_BASE_URL only"), goes=None, limit=15,
+    # its Responses WebSocket first, then HTTPS: done once the HTTPS transport failed too (alone the host does
+    # not resolve; through `run` the proxy's 502 for it), and it only retries
+    case("codex", "OPENAI_BASE_URL only", ("node", "codex"), codex("OPENAI_BASE_URL only"), goes=None, limit=60,
+         until=("Falling back from WebSockets to HTTPS transport", "Reconnecting"), secs=10,
          env={"OPENAI_API_KEY": KEY}),
     case("codex", "ChatGPT login", ("node", "codex"), None,
          offline="`codex login` needs chatgpt.com; its requests go to chatgpt.com/backend-api (forward mode)"),
@@ -450,26 +458,27 @@ CASES: list[Case] = [
     case("cline", "sandbox (--data-dir, CLINE_SANDBOX)", ("node", "cline"), None,
          offline="nothing relocates a sandbox's settings and forward mode cannot carry a loopback upstream: `run` "
                  "refuses before starting (tests/test_run_destination.py)"),
-    *(case("opencode", s, ("node", "opencode"), opencode_like(s, "opencode"), env=OPENCODE_ENV, limit=300)
+    *(case("opencode", s, ("node", "opencode"), opencode_like(s, "opencode"), env=OPENCODE_ENV, limit=300, secs=6)
       for s in ("global", "OPENCODE_CONFIG", "project", "OPENCODE_CONFIG_CONTENT")),
-    *(case("kilo", s, ("node", "kilo"), opencode_like(s, "kilo"), env=KILO_ENV, limit=300)
+    *(case("kilo", s, ("node", "kilo"), opencode_like(s, "kilo"), env=KILO_ENV, limit=300, secs=12)
       for s in ("global", "KILO_CONFIG", "project", "KILO_CONFIG_CONTENT")),
-    *(case("qwen-code", s, ("node", "qwen"), qwen(s))
+    *(case("qwen-code", s, ("node", "qwen"), qwen(s), secs=3.5)
       for s in ("modelProviders", "--openai-base-url", "environment only", ".env", "security.auth.baseUrl")),
     case("qwen-code", "Qwen OAuth", ("node", "qwen"), None,
          offline="needs a login at chat.qwen.ai; `run` takes forward mode for it"),
-    *(case("aider", s, ("venv", "aider"), aider(s), env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    *(case("aider", s, ("venv", "aider"), aider(s), env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"}, secs=5)
       for s in ("--openai-api-base", ".aider.conf.yml", "OPENAI_BASE_URL", "--set-env")),
     *(case("llm", s, ("venv", "llm"), llm(s)) for s in ("extra-openai-models.yaml", "LLM_USER_PATH", "built-in model")),
     *(case("cn", s, ("node", "cn"), cn(s), env={"CONTINUE_CLI_ENABLE_TELEMETRY": "0", "CONTINUE_METRICS_ENABLED": "0"})
       for s in ("~/.continue", "--config", "CONTINUE_GLOBAL_DIR")),
     case("cn", "Continue Hub assistant", ("node", "cn"), None,
          offline="a Hub assistant is fetched from hub.continue.dev after a login; `run` takes forward mode for it"),
-    *(case("kimi", s, ("venv", "kimi"), kimi(s), env={"KIMI_CLI_NO_AUTO_UPDATE": "1", "KIMI_DISABLE_TELEMETRY": "1"})
+    *(case("kimi", s, ("venv", "kimi"), kimi(s), env={"KIMI_CLI_NO_AUTO_UPDATE": "1", "KIMI_DISABLE_TELEMETRY": "1"},
+           secs=3)
       for s in ("config.toml", "KIMI_BASE_URL", "OPENAI_BASE_URL")),
     *(case("copilot", s, ("node", "copilot"), copilot(s), env={"COPILOT_AUTO_UPDATE": "false"})
       for s in ("COPILOT_PROVIDER_BASE_URL (openai)", "COPILOT_PROVIDER_BASE_URL (anthropic)")),
-    case("copilot", "OPENAI_BASE_URL only", ("node", "copilot"), copilot("OPENAI_BASE_URL only"), goes=None, limit=30,
+    case("copilot", "OPENAI_BASE_URL only", ("node", "copilot"), copilot("OPENAI_BASE_URL only"), goes=None, limit=30, secs=5,
          env={"COPILOT_AUTO_UPDATE": "false"}),
     *(case("other", f"{f} SDK, {f.upper()}_BASE_URL", ("python", "python"), sdk(f)) for f in ("openai", "anthropic")),
     case("other", "ollama library, OLLAMA_HOST", ("python", "python"), ollama_sdk, says="".join(REPLY)),
@@ -477,6 +486,18 @@ CASES: list[Case] = [
          offline="no package registry ships Ollama's binary; it reads OLLAMA_HOST as the library does "
                  "(tests/test_run_ollama.py checks the rule against the library's own parser)"),
 ]
+
+
+def printed(marks: tuple[str, ...]) -> Callable[[str, str], bool]:
+    """Whether a run's output (its stdout, then its stderr) holds each of ``marks``, in that order."""
+    def seen(out: str, err: str) -> bool:
+        text, at = out + err, 0
+        for m in marks:
+            if (at := text.find(m, at)) < 0:
+                return False
+            at += len(m)
+        return True
+    return seen
 
 
 @dataclass
@@ -488,6 +509,7 @@ class Outcome:
     hits: collections.Counter
     recorded: collections.Counter | None = None  # firsttoken's records by place ("elsewhere": any other host)
     elsewhere: list[str] = field(default_factory=list)
+    cpu: float = 0.0  # the CPU seconds the run took (the client's, and through `run` firsttoken's too)
 
 
 def run_once(c: Case, root: Path, through: bool) -> Outcome:
@@ -501,8 +523,8 @@ def run_once(c: Case, root: Path, through: bool) -> Outcome:
         db = w.root / "ft.db"
         cmd = [FT, "run", "--no-join", "--db", str(db), "--", *argv] if through else argv
         t0 = time.monotonic()
-        code, out, err = run_for(cmd, w.env, w.cwd, c.limit)
-        o = Outcome(time.monotonic() - t0, code, out, err, w.hits())
+        ran = run_for(cmd, w.env, w.cwd, c.limit, until=printed(c.until) if c.until else None)
+        o = Outcome(time.monotonic() - t0, ran.code, ran.out, ran.err, w.hits(), cpu=ran.cpu)
         if through:
             recs = rows(db) if db.exists() else []
             o.recorded = collections.Counter(w.place_of(r["upstream_url"] or "") or "elsewhere" for r in recs)
@@ -532,7 +554,8 @@ def outcomes(request):
             results.setdefault(c.id, {})[through] = r
 
     # the two runs of a row are in worlds of their own: they run at once too
-    jobs = [(i, c, through) for i, c in enumerate(todo) for through in (False, True)]
+    jobs = sorted(((i, c, through) for i, c in enumerate(todo) for through in (False, True)),
+                  key=lambda job: -job[1].secs)  # the longest first: the last to end are short
     with ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("DESTINATION_JOBS") or 8))) as pool:
         list(pool.map(one, jobs))
     yield results
@@ -550,7 +573,7 @@ def test_destination(outcomes, c: Case):
     for result in (alone, through):
         if isinstance(result, BaseException):
             raise result
-    print(f"{c.id}: alone {alone.secs:.1f}s, through run {through.secs:.1f}s")
+    print(f"{c.id}: alone {alone.secs:.1f}s (CPU {alone.cpu:.1f}s), through run {through.secs:.1f}s (CPU {through.cpu:.1f}s)")
     said = f"\n-- alone:\n{alone.out[-1500:]}\n{alone.err[-3000:]}\n-- through run:\n{through.out[-1500:]}\n{through.err[-3000:]}"
     # what the installed client does on its own: the row's claim (a new release that moved fails here first)
     assert set(alone.hits) == ({c.goes} if c.goes else set()), f"alone it contacted {dict(alone.hits)}{said}"
