@@ -1016,17 +1016,44 @@ def test_chat_chunks_of_one_shape_read_as_if_parsed() -> None:
 
 
 def test_chat_shape_of_spaced_json_and_its_limit() -> None:
-    """A server that writes JSON with spaces has a shape too; a stream whose chunks all differ (OpenAI's
-    ``obfuscation``) stops being looked at for one after SHAPE_TRIES chunks."""
+    """A server that writes JSON with spaces has a shape too; a stream whose chunks all differ (here an
+    unknown field) stops being looked at for one after SHAPE_TRIES chunks."""
     from firsttoken.addon.apis.base import SHAPE_TRIES
 
     i = OpenAIChat()
     feed(i, json.dumps({"id": "x", "choices": [{"index": 0, "delta": {"content": "a b"}}]}))
-    assert i._shape == ('{"id": "x", "choices": [{"index": 0, "delta": {"content": "', '"}}]}', TEXT)
+    assert i._shape == ('{"id": "x", "choices": [{"index": 0, "delta": {"content": "', '"}}]}', TEXT, None, True)
     assert feed(i, '{"id": "x", "choices": [{"index": 0, "delta": {"content": "cd"}}]}') == [[(TEXT, "cd")]]
     j = OpenAIChat()
-    feed(j, *[{"id": "x", "obfuscation": str(n), "choices": [{"delta": {"content": "a"}}]} for n in range(20)])
+    feed(j, *[{"id": "x", "x_seq": n, "choices": [{"delta": {"content": "a"}}]} for n in range(20)])
     assert j._shape is None and j._shape_tries == 0 and SHAPE_TRIES < 20
+
+
+def test_chat_shape_with_openais_obfuscation() -> None:
+    """OpenAI pads each chunk with an ``obfuscation`` string of its own (no reader reads it): the shape has a
+    second value, before or after the text, and reads as parsing does whatever either holds."""
+    rng = random.Random(38)
+    alphabet = 'ab "\\{}:,\t\x7f€'
+    for order in ("after", "before"):
+        def chunk(t: str, obf: Any, order: str = order) -> str:
+            choices = [{"delta": {"content": t}, "finish_reason": None, "index": 0, "logprobs": None}]
+            d = {"choices": choices, "obfuscation": obf} if order == "after" else {"obfuscation": obf, "choices": choices}
+            return json.dumps({"id": "chatcmpl-1", **d, "model": "m", "object": "chat.completion.chunk",
+                               "usage": None}, separators=(",", ":"))
+
+        plain = chunk("hello", "XyZ")
+        a, rest = plain.split("hello") if order == "after" else plain.split("XyZ")
+        b, c = rest.split("XyZ") if order == "after" else rest.split("hello")
+        events = [ev(chunk("", "Q1")), ev(plain), ev(chunk("fox", "abcdef")), ev(chunk(" ", "")), ev(chunk("", "z")),
+                  ev(a + "t" + b + c[1:]), ev(a + b + c[1:])]  # (the middle's closing quote is the end's opening one)
+        for _ in range(300):
+            t = "".join(rng.choice(alphabet) for _ in range(rng.randrange(5)))
+            o = "".join(rng.choice(alphabet) for _ in range(rng.randrange(5)))
+            events.append(ev(rng.choice([a + t + b + o + c, a + o + b + t + c, chunk(t, o), a + t + c, a + t + b + c,
+                                         chunk(t, None), chunk(t, 5), chunk(t, "hello")])))
+        got, want, by_shape = _read_whole_and_by_shape(events)
+        assert got == want, order
+        assert by_shape >= 3, order  # (the shape was used)
 
 
 def test_anthropic_deltas_of_one_shape_read_as_if_parsed() -> None:

@@ -75,7 +75,7 @@ BODY_SAMPLE_CHARS = 2000
 ERROR_CHARS = 1000
 
 #: chunks a stream's shape is looked for in (``JsonInterpreter._learn_shape``): a stream whose chunks
-#: all differ (OpenAI's ``obfuscation``) stops being looked at
+#: all differ stops being looked at
 SHAPE_TRIES = 8
 _JSON_SPACE = " \t\n\r"
 
@@ -267,6 +267,26 @@ def plain_text(text: str) -> bool:
     return '"' not in text and "\\" not in text and text.isprintable()
 
 
+def _value_at(raw: str, key: str, value: str) -> int | None:
+    """Where the string ``value`` of ``key`` starts in ``raw`` (after its quote), when ``key`` occurs once
+    in ``raw`` and ``value`` is written there as it is; else None."""
+    quoted = f'"{key}"'
+    if raw.count(quoted) != 1:
+        return None
+    i = raw.index(quoted) + len(quoted)
+    n = len(raw)
+    while i < n and raw[i] in _JSON_SPACE:
+        i += 1
+    if raw[i:i + 1] != ":":
+        return None
+    i += 1
+    while i < n and raw[i] in _JSON_SPACE:
+        i += 1
+    if raw[i:i + 1] != '"' or not raw.startswith(value + '"', i + 1):
+        return None
+    return i + 1
+
+
 def _is_done_marker(data: str) -> bool:
     return data.startswith("[DONE]") or (len(data) < 64 and data.strip().startswith("[DONE]"))
 
@@ -291,9 +311,10 @@ class JsonInterpreter:
 
     def __init__(self) -> None:
         self.facts = ApiFacts()
-        #: (before, after, kind): the bytes around the text of a chunk read whole whose only effect was
-        #: that text, as a delta of ``kind`` (``_learn_shape``)
-        self._shape: tuple[str, str, str] | None = None
+        #: (before, after, kind, middle, text_first): the bytes around the text of a chunk read whole whose
+        #: only effect was that text, as a delta of ``kind``; with ``middle``, the bytes between the text
+        #: and a value no reader reads, ``text_first`` saying which comes first (``_learn_shape``)
+        self._shape: tuple[str, str, str, str | None, bool] | None = None
         self._shape_tries = SHAPE_TRIES
 
     # -- public ------------------------------------------------------------------
@@ -301,12 +322,21 @@ class JsonInterpreter:
         shape = self._shape
         if shape is not None:  # an earlier chunk of no other effect, with only its text changed: unparsed
             data = event.data
-            before, after, kind = shape
+            before, after, kind, middle, text_first = shape
             if (type(data) is str and data.startswith(before) and data.endswith(after)
                     and len(data) >= len(before) + len(after) and event.event != "error"):
-                text = data[len(before):len(data) - len(after)]
-                if plain_text(text):
-                    return [Delta(kind, text)] if text else []
+                end = len(data) - len(after)
+                if middle is None:
+                    text = data[len(before):end]
+                    if plain_text(text):
+                        return [Delta(kind, text)] if text else []
+                else:  # the first value ends at the first quote (a plain value has none)
+                    q = data.find('"', len(before), end)
+                    if q >= 0 and q + len(middle) <= end and data.startswith(middle, q):
+                        first, second = data[len(before):q], data[q + len(middle):end]
+                        if plain_text(first) and plain_text(second):
+                            text = first if text_first else second
+                            return [Delta(kind, text)] if text else []
         out: list[Delta] = []
         try:
             self._event(event, out)
@@ -412,28 +442,27 @@ class JsonInterpreter:
         note_ids(f, obj.get("model"), obj.get("id"))
         return main
 
-    def _learn_shape(self, raw: str, key: str, text: str, kind: str) -> None:
+    def _learn_shape(self, raw: str, key: str, text: str, kind: str, free: str | None = None,
+                     free_value: str | None = None) -> None:
         """Keep the bytes around ``text`` in ``raw``, a chunk the caller read whole and knows had no
         effect but a ``kind`` delta of ``text`` (the value of ``key``), and no other it would have again
         (what else it set, it set only if unset): a later chunk that is those bytes around another
-        plain text is that text's delta (``on_event``). Only a chunk with no escape anywhere, and
-        ``key`` once in it, has a shape."""
+        plain text is that text's delta (``on_event``). ``free``: a key whose string value
+        (``free_value``) no reader reads, which may differ from chunk to chunk (OpenAI's
+        ``obfuscation``). Only a chunk with no escape anywhere, and each key once in it, has a shape."""
         self._shape_tries -= 1
-        quoted = f'"{key}"'
-        if "\\" in raw or raw.count(quoted) != 1:  # (no escape: every key is written as it is)
+        if "\\" in raw:  # (no escape: every key is written as it is)
             return
-        i = raw.index(quoted) + len(quoted)
-        n = len(raw)
-        while i < n and raw[i] in _JSON_SPACE:
-            i += 1
-        if raw[i:i + 1] != ":":
+        at = _value_at(raw, key, text)
+        if at is None:
             return
-        i += 1
-        while i < n and raw[i] in _JSON_SPACE:
-            i += 1
-        if raw[i:i + 1] != '"' or not raw.startswith(text + '"', i + 1):
+        if free is None:
+            self._shape = (raw[:at], raw[at + len(text):], kind, None, True)
             return
-        self._shape = (raw[:i + 1], raw[i + 1 + len(text):], kind)
+        if free_value is None or (fat := _value_at(raw, free, free_value)) is None:
+            return
+        (a, alen), (b, blen) = sorted(((at, len(text)), (fat, len(free_value))))
+        self._shape = (raw[:a], raw[b + blen:], kind, raw[a + alen:b], at < fat)
 
     # -- for subclasses ----------------------------------------------------------
     def _done_marker(self) -> None:

@@ -28,6 +28,8 @@ from firsttoken.addon.engines import read_object as read_engine
 #: delta is text alone and with no finish reason has no effect but its text once a chunk of its shape was
 #: read: what else it sets is set only if unset (ids, an error, the engine's name), and was by that chunk
 _SHAPE_KEYS = frozenset({"id", "object", "created", "model", "service_tier", "system_fingerprint", "choices"})
+#: a key no reader reads, whose string value differs from chunk to chunk (OpenAI pads each chunk with it)
+_FREE_KEY = "obfuscation"
 
 
 def _content(c: Any, out: list[Delta]) -> None:
@@ -88,14 +90,15 @@ class OpenAIChat(JsonInterpreter):
         """Keep ``raw`` as the stream's shape (``_learn_shape``) if it is a chunk of no other effect than
         its text (see _SHAPE_KEYS)."""
         for k, v in obj.items():
-            if v is not None and k not in _SHAPE_KEYS:
+            if v is not None and k not in _SHAPE_KEYS and (k != _FREE_KEY or type(v) is not str):
                 self._shape_tries -= 1
                 return
         choices = obj.get("choices")
         if type(choices) is list and len(choices) == 1 and type(ch := choices[0]) is dict \
                 and ch.get("finish_reason") is None and type(d := ch.get("delta")) is dict and len(d) == 1 \
                 and type(text := d.get("content")) is str:
-            self._learn_shape(raw, "content", text, TEXT)
+            free = obj.get(_FREE_KEY)
+            self._learn_shape(raw, "content", text, TEXT, _FREE_KEY if free is not None else None, free)
         else:
             self._shape_tries -= 1
 
