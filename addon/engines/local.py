@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
@@ -9,6 +10,7 @@ from urllib.parse import urlsplit
 from firsttoken.addon.egress.rules import is_loopback
 
 
+@functools.lru_cache(maxsize=256)  # (a few routes, asked several times a request: the URL parse is the cost)
 def is_local(upstream: str | None) -> bool:
     """A loopback, private-network or ``.local`` host (``http://127.0.0.1:8080``, ``192.168.1.5``)."""
     if not upstream:
