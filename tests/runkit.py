@@ -69,6 +69,7 @@ def run_for(argv: list[str], env: dict[str, str], cwd: Path, limit: float, grace
     group. Its output is read while it runs; once it exited, what its leftover children still hold open is
     read for at most ``grace`` seconds."""
     t0 = time.monotonic()
+    env = {**env, "PWD": str(cwd)}  # as a shell's cd sets it (opencode and Kilo take their directory from it)
     p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, start_new_session=True)
     chunks: dict[int, list[bytes]] = {1: [], 2: []}

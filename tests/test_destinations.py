@@ -233,11 +233,8 @@ def opencode_like(style: str, name: str) -> Callable[[World], list[str]]:
         w.env["OPENAI_BASE_URL"] = w.url("OPENAI_BASE_URL")
         glob = w.home / ".config" / name / f"{name}.json"
         layers = ["global", f"{upper}_CONFIG", "project", f"{upper}_CONFIG_CONTENT"]
-        # the project's file, which the pinned versions load but do not apply to providers: a decoy over the
-        # real one in the global config (their docs' order would have it win)
-        real, chosen = ("global", ["global", "project"]) if style == "project" else (style, layers[: layers.index(style) + 1])
-        for layer in chosen:
-            text = conf(w.url("real" if layer == real else layer))
+        for layer in layers[: layers.index(style) + 1]:  # the real one where the style puts it, decoys below
+            text = conf(w.url("real" if layer == style else layer))
             if layer == "global":
                 w.write(glob, text)
             elif layer == "project":

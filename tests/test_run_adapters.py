@@ -179,7 +179,7 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
                                          '{"baseURL": "http://127.0.0.1:9200/v1",}}}\n}\n')
     bin_dir = fake_npm(tmp_path / "old", "opencode-ai", "1.17.0", "opencode")
     env = {"OPENCODE_CONFIG_CONTENT": json.dumps({"theme": "x"}), "PATH": str(bin_dir)}
-    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)  # before 1.18: the project wins
+    plan, r = plan_and_redirect(["opencode", "run", "hi"], env, home, proj)  # the project wins
     assert {n: (u.family, u.url) for n, u in plan.upstreams.items()} == {
         "openai": ("openai", "http://127.0.0.1:9200/v1"), "anthropic": ("anthropic", "https://gw.example")}
     inline = json.loads(r.env["OPENCODE_CONFIG_CONTENT"])
@@ -189,14 +189,11 @@ def test_opencode_merges_its_configs_and_redirects_inline(tmp_path):
     assert routing.parse_upstream("anthropic=https://gw.example").url == plan.routes()["anthropic"].url
     # no provider with a base URL: forward mode, not a guess
     assert make_plan(["opencode"], {}, tmp_path / "nobody", tmp_path).forward_reason
-    # 1.18 leaves the project's providers out (the real 1.18.33 goes where the global config says); a version
-    # that cannot be told, with a project that would change where it goes: forward mode
-    env["PATH"] = str(fake_npm(tmp_path / "new", "opencode-ai", "1.18.33", "opencode"))
-    plan = make_plan(["opencode", "run", "hi"], env, home, proj)
-    assert plan.upstreams["openai"].url == "http://127.0.0.1:9100/v1" and "does not apply the project" in plan.notes[-1]
-    plan = make_plan(["opencode", "run", "hi"], {**env, "PATH": str(tmp_path)}, home, proj)
-    assert plan.upstreams == {} or plan.forward_reason
-    assert "whether opencode unknown applies it cannot be told" in plan.forward_reason
+    # 1.18 applies the project's file too (the real 1.18.33 goes where it says, tests/test_destinations.py), and a
+    # version that cannot be told is read by the same order
+    for path in (str(fake_npm(tmp_path / "new", "opencode-ai", "1.18.33", "opencode")), str(tmp_path)):
+        plan = make_plan(["opencode", "run", "hi"], {**env, "PATH": path}, home, proj)
+        assert plan.upstreams["openai"].url == "http://127.0.0.1:9200/v1" and not plan.forward_reason
 
 
 def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
@@ -216,7 +213,7 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
         {"provider": {"gw": provider("http://127.0.0.1:9100/v1"), "mine": provider("http://127.0.0.1:9101/v1")}}))
     (proj / "kilo.jsonc").write_text('{"provider": {"gw": {"options": {"baseURL": "http://127.0.0.1:9200/v1",}}}}')
     (proj / "opencode.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9300/v1")}}))
-    old = {"PATH": str(fake_npm(tmp_path / "old", "@kilocode/cli", "7.6.0", "kilo"))}  # before 7.7: the project's too
+    old = {"PATH": str(fake_npm(tmp_path / "old", "@kilocode/cli", "7.6.0", "kilo"))}  # the project's too
     plan, r = plan_and_redirect(["kilo", "run", "hi"], old, home, proj)
     assert sorted(u.url for u in plan.upstreams.values()) == ["http://127.0.0.1:9101/v1", "http://127.0.0.1:9300/v1"]
     inline = json.loads(r.env["KILO_CONFIG_CONTENT"])
@@ -245,11 +242,13 @@ def test_kilo_reads_its_own_files_and_leaves_managed_providers_alone(tmp_path):
     plan = Plan(["kilo"], "kilo", {})
     Kilo(managed).find(plan, Context(env={}, home=home, cwd=tmp_path))
     assert plan.upstreams == {} and plan.forward_reason
-    # 7.7 leaves the project's providers out (7.7.7 goes where KILO_CONFIG says); unknown: forward mode
-    new = {"PATH": str(fake_npm(tmp_path / "new", "@kilocode/cli", "7.7.7", "kilo"))}
+    # 7.7 applies the project's kilo.json too (the real 7.7.7 goes where it says), and so does a version that
+    # cannot be told
     (home / ".config" / "kilo" / "kilo.json").write_text(json.dumps({"provider": {"gw": provider("http://127.0.0.1:9100/v1")}}))
-    assert make_plan(["kilo", "run", "hi"], new, home, proj).upstreams["openai"].url == "http://127.0.0.1:9100/v1"
-    assert "cannot be told" in make_plan(["kilo", "run", "hi"], {}, home, proj).forward_reason
+    (proj / ".kilo" / "kilo.json").unlink()
+    for new in ({"PATH": str(fake_npm(tmp_path / "new", "@kilocode/cli", "7.7.7", "kilo"))}, {}):
+        plan = make_plan(["kilo", "run", "hi"], new, home, proj)
+        assert plan.upstreams["openai"].url == "http://127.0.0.1:9300/v1" and not plan.forward_reason
 
 
 KIMI_TOML = """default_model = "local"

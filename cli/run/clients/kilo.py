@@ -24,7 +24,6 @@ class Kilo(Opencode):
     programs = ("kilo", "kilocode")
     packages = ("@kilocode/cli",)
     content_var = "KILO_CONFIG_CONTENT"
-    project_ignored_from = (7, 7)  # 7.7.7: a project kilo.json loses to KILO_CONFIG (tests/test_destinations.py)
     key_source = ("`kilo auth login` (~/.local/share/kilo/auth.json), the provider's options.apiKey in kilo.json, "
                   "or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
 

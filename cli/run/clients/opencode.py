@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 from firsttoken.addon import routing
-from firsttoken.cli.run.clients import installed
 from firsttoken.cli.run.clients.base import (
     Client,
     Context,
@@ -58,9 +57,6 @@ class Opencode(Client):
     programs = ("opencode",)
     packages = ("opencode-ai",)
     content_var = "OPENCODE_CONFIG_CONTENT"  # inline JSON that beats every config file
-    #: the version from which the project's config files no longer set its providers and model (1.18.33 loads
-    #: them, but its requests go where the global config and OPENCODE_CONFIG say: tests/test_destinations.py)
-    project_ignored_from: tuple[int, ...] = (1, 18)
     key_source = ("`opencode auth login` (~/.local/share/opencode/auth.json), the provider's options.apiKey in "
                   "opencode.json, or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
 
@@ -68,14 +64,6 @@ class Opencode(Client):
         """The client's config files, lowest precedence first, each with whether it is the project's (those
         that beat the inline config: not here)."""
         return config_files(ctx)
-
-    def reads_project(self, plan: Plan, ctx: Context) -> tuple[bool | None, str]:
-        """Whether the installed version applies the project's config files to its providers (None: it
-        cannot be told), and its version in words: before :attr:`project_ignored_from`, as its docs'
-        order says (above the global config and OPENCODE_CONFIG); from it on, not."""
-        v = installed.npm_version(plan, ctx.env, ctx.cwd, self.packages)
-        shown = ".".join(map(str, v)) if v else "unknown"
-        return (None if v is None else v < self.project_ignored_from), shown
 
     def overriding_files(self, ctx: Context) -> list[Path]:
         """Config files that beat the inline config (an enterprise's managed config): none for opencode."""
@@ -94,8 +82,7 @@ class Opencode(Client):
 
     def find(self, plan: Plan, ctx: Context) -> None:
         files = self.config_files(ctx)
-        layers = self._layers([f for f, _ in files], ctx)
-        mine = self._layers([f for f, project in files if not project], ctx)
+        layers = self._layers([f for f, _ in files], ctx)  # the project's too: they beat OPENCODE_CONFIG
         inline = ctx.var(self.content_var)
         if inline:
             try:
@@ -104,21 +91,9 @@ class Opencode(Client):
                 raise PlanError(f"{self.content_var} is not valid JSON ({e}): {self.title} would not start "
                                 "either; fix it first") from None
             layers.append((f"${self.content_var}", doc if isinstance(doc, dict) else {}))
-            mine.append(layers[-1])
         plan.key_source = self.key_source
         kinds: dict[str, str] = {}
         providers = provider_bases(layers, kinds)
-        if provider_bases(mine, {}) != providers:  # the project's files would change where it goes
-            reads, version = self.reads_project(plan, ctx)
-            if reads is None:
-                plan.forward_reason = (f"the project's config names a provider base URL, and whether {self.title} "
-                                       f"{version} applies it cannot be told: it runs through HTTPS_PROXY instead, "
-                                       "which keeps its destination (only known LLM API hosts are recorded)")
-                return
-            if not reads:
-                providers = provider_bases(mine, kinds)
-                plan.notes.append(f"{self.title} {version} does not apply the project's config to its providers: "
-                                  "firsttoken reads them as it does")
         fixed = provider_bases(self._layers(self.overriding_files(ctx), ctx), kinds)
         for pid, (base, where) in fixed.items():
             providers.pop(pid, None)
