@@ -1080,3 +1080,32 @@ def test_anthropic_deltas_of_one_shape_read_as_if_parsed() -> None:
     events = [ev(untyped, "content_block_delta"), ev(untyped.replace('"a"', '"b"'), "message")]
     got, want, _ = _read_whole_and_by_shape(events, AnthropicMessages)
     assert got == want and want[1].no_choices is not None
+
+
+def test_chat_reasoning_deltas_of_one_shape_read_as_if_parsed() -> None:
+    """Reasoning models' deltas (one string, the other fields null: DeepSeek's ``reasoning_content``, the
+    ``reasoning`` of others, then ``content``) keep a shape each phase, and read as parsing does."""
+    def chunk(delta: dict) -> str:
+        return json.dumps({"id": "c", "model": "m", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                          separators=(",", ":"))
+
+    rng = random.Random(39)
+    alphabet = 'ab "\\{}:\t€'
+    shapes = [lambda t: {"content": None, "reasoning_content": t}, lambda t: {"content": t, "reasoning_content": None},
+              lambda t: {"reasoning": t, "content": None}, lambda t: {"reasoning_content": t, "reasoning": None},
+              lambda t: {"reasoning_content": "", "reasoning": t}, lambda t: {"reasoning_content": t, "role": "assistant"},
+              lambda t: {"reasoning_content": t, "reasoning": t}, lambda t: {"content": t, "refusal": None, "tool_calls": None},
+              lambda t: {"reasoning_content": "x", "reasoning": t}, lambda t: {"content": [{"type": "text", "text": t}]},
+              lambda t: {"role": t, "content": None}]
+    for first in range(len(shapes)):
+        events = []
+        for phase in (first, rng.randrange(len(shapes)), first):
+            for _ in range(60):
+                t = "".join(rng.choice(alphabet) for _ in range(rng.randrange(5)))
+                events.append(ev(chunk(shapes[phase if rng.random() < 0.8 else rng.randrange(len(shapes))](t))))
+        got, want, by_shape = _read_whole_and_by_shape(events)
+        assert got == want, first
+    events = [ev(chunk(shapes[0](t))) for t in ("think", "ing", "")] + [ev(chunk(shapes[1](t))) for t in ("an", "swer")]
+    got, want, by_shape = _read_whole_and_by_shape(events)
+    assert got == want and by_shape == 3 and flat(want[0]) == [(REASONING, "think"), (REASONING, "ing"), (TEXT, "an"),
+                                                                 (TEXT, "swer")]

@@ -30,6 +30,8 @@ from firsttoken.addon.engines import read_object as read_engine
 _SHAPE_KEYS = frozenset({"id", "object", "created", "model", "service_tier", "system_fingerprint", "choices"})
 #: a key no reader reads, whose string value differs from chunk to chunk (OpenAI pads each chunk with it)
 _FREE_KEY = "obfuscation"
+#: a delta's one string, when its other fields are null: the delta it is (``_delta``: ``_content``, ``_reasoning``)
+_DELTA_KINDS = {"content": TEXT, "reasoning_content": REASONING, "reasoning": REASONING}
 
 
 def _content(c: Any, out: list[Delta]) -> None:
@@ -88,19 +90,28 @@ class OpenAIChat(JsonInterpreter):
     # -- stream ------------------------------------------------------------------
     def _text_only(self, obj: dict, raw: str) -> None:
         """Keep ``raw`` as the stream's shape (``_learn_shape``) if it is a chunk of no other effect than
-        its text (see _SHAPE_KEYS)."""
+        its text (see _SHAPE_KEYS): a delta of one string (``content``, or ``reasoning_content`` /
+        ``reasoning``: reasoning) whose other fields are all null, as reasoning models send them."""
         for k, v in obj.items():
             if v is not None and k not in _SHAPE_KEYS and (k != _FREE_KEY or type(v) is not str):
                 self._shape_tries -= 1
                 return
         choices = obj.get("choices")
         if type(choices) is list and len(choices) == 1 and type(ch := choices[0]) is dict \
-                and ch.get("finish_reason") is None and type(d := ch.get("delta")) is dict and len(d) == 1 \
-                and type(text := d.get("content")) is str:
-            free = obj.get(_FREE_KEY)
-            self._learn_shape(raw, "content", text, TEXT, _FREE_KEY if free is not None else None, free)
-        else:
-            self._shape_tries -= 1
+                and ch.get("finish_reason") is None and type(d := ch.get("delta")) is dict:
+            key = None
+            for k, v in d.items():
+                if v is not None:
+                    if key is not None or type(v) is not str or k not in _DELTA_KINDS:
+                        break
+                    key = k
+            else:
+                if key is not None:
+                    free = obj.get(_FREE_KEY)
+                    self._learn_shape(raw, key, d[key], _DELTA_KINDS[key], _FREE_KEY if free is not None else None,
+                                      free)
+                    return
+        self._shape_tries -= 1
 
     def _done_marker(self) -> None:
         self.facts.done = True
