@@ -29,7 +29,7 @@ from test_run_ollama import LocalServer
 from firsttoken.cli.simulate.config import SimConfig
 from firsttoken.cli.simulate.server import SimServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # (the first row waits for them all: 6 min here)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # (the first row waits for them all: ~3 min here)
 
 ANT_KEY = "sk-ant-test-1234567890123456789012"
 PROMPT = "Say hi"
