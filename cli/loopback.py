@@ -36,6 +36,16 @@ def wait_port(port: int, proc: subprocess.Popen | None = None, timeout: float = 
     raise NotListening(f"nothing listened on port {port} within {timeout:.0f} s")
 
 
+def shut_down(conns: list[socket.socket]) -> None:
+    """Shut down both ways each of these open connections (a server stopping: their handler threads' reads return
+    at once instead of waiting for the client). One already closed is passed over."""
+    for conn in conns:
+        try:
+            conn.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
 def loopback_host(host: str | bytes | None) -> bool:
     """Whether an HTTP request's Host header names the loopback interface (127.0.0.1, localhost,
     [::1], any port). firsttoken's own servers listen there only, so another name means a page

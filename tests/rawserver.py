@@ -12,6 +12,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import NamedTuple
 
+from firsttoken.cli.loopback import shut_down
+
 
 class LoopbackServer:
     """A threaded HTTP server on 127.0.0.1 (a free port, or ``port``) serving a handler class while in a with-block."""
@@ -323,11 +325,7 @@ class SocketUpstream:
         self._acceptor.join(5)
         with self._lock:
             still = list(self._open)
-        for conn in still:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_down(still)
         deadline = time.monotonic() + 5
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))

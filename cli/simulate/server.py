@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from firsttoken.addon.websocket import is_upgrade
+from firsttoken.cli.loopback import shut_down
 from firsttoken.cli.simulate import faults as errors
 from firsttoken.cli.simulate import tokens
 from firsttoken.cli.simulate import websocket as ws
@@ -392,11 +393,7 @@ class SimServer:
         self._httpd.shutdown()
         with self._lock:
             conns = list(self._conns)
-        for conn in conns:
-            try:
-                conn.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        shut_down(conns)
         self._httpd.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
