@@ -34,6 +34,30 @@ def test_migrations_create_every_record_column_and_are_idempotent(tmp_path):
     assert db2.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_processes_opening_one_new_database_at_once_all_start(tmp_path):
+    """Two proxies started on one new database at the same moment (`bench --workers`, two terminals): each takes
+    the write lock before a migration and looks again, so none fails on "table requests already exists" (which
+    it then reported as "not a SQLite database")."""
+    import time
+
+    code = ("import sys, time; from firsttoken.addon.store.db import open_db\n"
+            "t = float(sys.argv[2])\n"
+            "time.sleep(max(0.0, t - time.time()))\n"
+            "open_db(sys.argv[1]).conn.close()")
+    for round_ in range(6):
+        path = tmp_path / f"race{round_}.db"
+        at = str(time.time() + 1.0)  # every process imported, then all open at once
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(path), at], stderr=subprocess.PIPE, text=True)
+                 for _ in range(3)]
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0, 0], errors
+        conn = sqlite3.connect(path)
+        try:
+            assert conn.execute("SELECT count(*) FROM _migrations").fetchone()[0] == len(MIGRATIONS)
+        finally:
+            conn.close()
+
+
 def test_writer_upserts_partial_rows_and_keeps_good_rows_of_a_bad_batch(tmp_path):
     path = tmp_path / "w.db"
     w = Writer(str(path))

@@ -30,7 +30,12 @@ def migrate(db: sqlite_utils.Database) -> list[str]:
     for fn in MIGRATIONS:
         if fn.__name__ in done:
             continue
+        # The write lock first, then look again: two proxies opening one new database at once (`bench --workers`,
+        # two terminals) would otherwise both apply m001, and the second fail on "table requests already exists".
+        db.conn.execute("BEGIN IMMEDIATE")  # waits for the other writer (busy_timeout), whose commit it then sees
         with db.conn:
+            if db.execute("SELECT 1 FROM _migrations WHERE name = ?", [fn.__name__]).fetchone():
+                continue  # the other process applied it meanwhile
             fn(db)
             db.execute(
                 "INSERT INTO _migrations (name, applied_at) VALUES (?, ?)",
