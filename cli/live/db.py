@@ -47,6 +47,13 @@ def iso(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts, _dt.UTC).isoformat(timespec="milliseconds")
 
 
+def session_start() -> str:
+    """Now, as the store writes ``started_at``: where a session's rows begin (what its summary on exit reads back)."""
+    import time
+
+    return iso(time.time())
+
+
 def connect_ro(path: str | Path) -> sqlite3.Connection:
     """A read-only connection: never creates, migrates or writes the file. A database the proxy
     has created but not yet given its tables is fine (the view waits); a missing file or one

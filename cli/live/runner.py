@@ -28,7 +28,8 @@ from rich.text import Text
 
 from firsttoken.addon.diagnose.lang import LANGS, resolve
 from firsttoken.cli.live import render as view
-from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, iso, session_models, slim
+from firsttoken.cli.live.db import session_start
+from firsttoken.cli.live.state import DEFAULT_WINDOW, LiveSnapshot, Tally, from_capture, session_models, slim
 from firsttoken.cli.options import PORT
 
 log = logging.getLogger("firsttoken")
@@ -270,7 +271,7 @@ def serve_with_live(server: Any, console: Console, lang: str, *, window: int = D
     Raises what ``server.serve`` raises (ProxyStartError) after giving the terminal back.
     """
     tally = Tally()
-    since = iso(time.time())  # the session (as the store writes started_at): what the summary on exit reads back
+    since = session_start()
     cache: dict[str, Any] = {}
     runner = LiveRunner(
         lambda: from_capture(server.capture, listen_url=server.url, tally=tally, window=window, cache=cache),
@@ -331,7 +332,7 @@ def attach(db_path: str, lang: str, *, window: int = DEFAULT_WINDOW, interval: f
     from firsttoken.cli.live.feed import Follow
 
     console = console or Console(highlight=False)
-    since = iso(time.time())
+    since = session_start()
     src = Follow(db_path, window=window, interval=interval)
 
     def on_term(*_: Any) -> None:

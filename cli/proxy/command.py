@@ -140,11 +140,9 @@ def _serve(server, out, lang, no_live) -> None:
     server.capture.idle_listeners.append(on_idle)
     server.capture.store_listeners.append(on_store)
     server.on_drain.append(on_drain)
-    import time
+    from firsttoken.cli.live.db import session_start
 
-    from firsttoken.cli.live.db import iso
-
-    since = iso(time.time())  # the session (as the store writes started_at): what the summary on exit reads back
+    since = session_start()
     try:
         asyncio.run(server.serve(on_ready=lambda s: banner(s, out), handle_signals=True))
     except ProxyStartError as e:
