@@ -50,15 +50,25 @@ def workers_path(n: int) -> str:
     return f"firsttoken ×{n}"
 
 
+def is_firsttoken(path: str) -> bool:
+    """A path through firsttoken (one proxy, or :func:`workers_path`'s): its streams are recorded and matched."""
+    return path == "firsttoken" or path.startswith("firsttoken ×")
+
+
 def paths_of(workers: int) -> tuple[str, ...]:
     return PATHS + ((workers_path(workers),) if workers > 1 else ())
+
+
+def _summed(read: Callable[[int], float | None], pids: tuple[int, ...]) -> float | None:
+    """``read`` of several processes, added up (None if any cannot be read)."""
+    each = [read(p) for p in pids]
+    return None if any(v is None for v in each) else sum(each)  # type: ignore[arg-type]
 
 
 def cpu_seconds(pid: int | tuple[int, ...]) -> float | None:
     """User+system CPU time of a process and its threads (Linux /proc); of several processes, their sum."""
     if isinstance(pid, tuple):
-        each = [cpu_seconds(p) for p in pid]
-        return None if any(c is None for c in each) else sum(each)  # type: ignore[misc]
+        return _summed(cpu_seconds, pid)
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -68,8 +78,7 @@ def cpu_seconds(pid: int | tuple[int, ...]) -> float | None:
 
 def rss_mb(pid: int | tuple[int, ...]) -> float | None:
     if isinstance(pid, tuple):
-        each = [rss_mb(p) for p in pid]
-        return None if any(m is None for m in each) else sum(each)  # type: ignore[misc]
+        return _summed(rss_mb, pid)
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -242,7 +251,7 @@ def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefi
                 bursts = plan(n, target)
                 samples: dict[str, list[dict[str, Any]]] = {p: [] for p in paths}
                 cpu = {p: 0.0 for p in pids}
-                recorded: dict[str, dict[str, dict[str, Any]]] = {p: {} for p in paths if p.startswith("firsttoken")}
+                recorded: dict[str, dict[str, dict[str, Any]]] = {p: {} for p in paths if is_firsttoken(p)}
                 for b in range(bursts):
                     order = paths if b % 2 == 0 else paths[::-1]
                     for path in order:
@@ -313,26 +322,29 @@ def _summarise(n: int, bursts: int, samples: dict[str, list[dict[str, Any]]], cp
     for path, rows in recorded.items():
         paths[path].update(_truth(samples[path], rows))
     bare, fts = paths["bare mitmproxy"], paths["firsttoken"]
-    ratio = (fts["cpu_us_per_chunk"] / bare["cpu_us_per_chunk"]
-             if fts.get("cpu_us_per_chunk") and bare.get("cpu_us_per_chunk") else None)
-    out = {"concurrency": n, "bursts": bursts, "paths": paths, "cpu_ratio_vs_bare": ratio,
+    out = {"concurrency": n, "bursts": bursts, "paths": paths,
+           "cpu_ratio_vs_bare": _ratio(fts.get("cpu_us_per_chunk") or None, bare.get("cpu_us_per_chunk")),
            "added_gap_p99": (fts["gap_p99"] - bare["gap_p99"]) if fts["gap_p99"] is not None and bare["gap_p99"] is not None else None}
     direct = paths["direct"]
     for path, st in paths.items():  # what each proxy adds to the client's TTFT over going direct
         if path != "direct" and st["ttft_p50"] is not None and direct["ttft_p50"] is not None:
             st["added_ttft_p50"] = st["ttft_p50"] - direct["ttft_p50"]
             st["added_ttft_p99"] = st["ttft_p99"] - direct["ttft_p99"]
-    group = next((p for p in paths if p.startswith("firsttoken ×")), None)
+    group = next((p for p in paths if is_firsttoken(p) and p != "firsttoken"), None)
     if group is not None:
         one, many = paths["firsttoken"], paths[group]
         out["workers"] = {
             "path": group,
-            "added_ttft_p50_ratio": (many["added_ttft_p50"] / one["added_ttft_p50"]
-                                     if one.get("added_ttft_p50") and many.get("added_ttft_p50") is not None else None),
-            "cpu_ratio_vs_one": (many["cpu_us_per_chunk"] / one["cpu_us_per_chunk"]
-                                 if many.get("cpu_us_per_chunk") and one.get("cpu_us_per_chunk") else None),
+            "added_ttft_p50_ratio": _ratio(many.get("added_ttft_p50"), one.get("added_ttft_p50")),
+            "cpu_ratio_vs_one": _ratio(many.get("cpu_us_per_chunk") or None, one.get("cpu_us_per_chunk")),
         }
     return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    """a / b, or None when either is missing or b is zero (a CPU time of 0, below the clock's tick, is passed as
+    missing: no ratio rather than 0×)."""
+    return a / b if a is not None and b else None
 
 
 def _ms(v: float | None, sign: bool = False) -> str:
@@ -359,7 +371,7 @@ def level_table(levels: list[dict[str, Any]], title: str, caption: str, n_key: s
             cpu = f"{st[cpu_key]:.0f}" if st.get(cpu_key) is not None else ""
             rss = f"{st['rss_mb']:.0f}" if st.get("rss_mb") is not None else ""
             err = ""
-            if path.startswith("firsttoken") and st.get("recorded"):
+            if is_firsttoken(path) and st.get("recorded"):
                 err = f"{_ms(st['ttft_error_p50'], True)}/{_ms(st['ttft_error_abs_p99'])}"
             t.add_row(str(lv[n_key]) if i == 0 else "", short(path), _ms(st["ttft_p50"]), _ms(st["ttft_p99"]),
                       _ms(st["gap_p99"]), cpu, rss, err, end_section=i == len(order) - 1)
