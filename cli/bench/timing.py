@@ -60,7 +60,16 @@ def process(argv: list[str], port: int, **popen: Any) -> Iterator[subprocess.Pop
             raise click.ClickException(str(e)) from None
         yield proc
     finally:
-        proc.send_signal(signal.SIGINT)
+        stop([proc])
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    """Stop server processes as a user's Ctrl-C does (SIGINT to each at once, then wait for each), killing any
+    that has not stopped within 30 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+    for proc in procs:
         try:
             proc.wait(30)
         except subprocess.TimeoutExpired:

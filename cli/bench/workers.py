@@ -15,6 +15,8 @@ from collections.abc import Iterator
 
 import click
 
+from firsttoken.cli.bench.timing import stop
+
 HOST = "127.0.0.1"
 
 
@@ -34,7 +36,7 @@ def reuse_port_socket(port: int, host: str = HOST) -> socket.socket:
 
 
 @contextlib.contextmanager
-def workers(n: int, port: int, upstream: str, db: str, timeout: float = 60.0) -> Iterator[list[subprocess.Popen]]:
+def workers(n: int, port: int, upstream: str, db: str) -> Iterator[list[subprocess.Popen]]:
     """N worker processes serving ``port`` for the length of a with-block: each awaited until it listens,
     stopped with SIGINT after."""
     argv = [sys.executable, "-m", "firsttoken.cli.bench.workers", str(port), upstream, db]
@@ -50,15 +52,7 @@ def workers(n: int, port: int, upstream: str, db: str, timeout: float = 60.0) ->
                                            f"run `{' '.join(argv)}` to see why")
         yield procs
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(2)
-        for p in procs:
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(5)
+        stop(procs)
 
 
 def main(argv: list[str]) -> int:
