@@ -30,23 +30,23 @@ class Kilo(Opencode):
     def __init__(self, managed: Path = MANAGED) -> None:
         self.managed = managed
 
-    def config_files(self, ctx: Context) -> list[tuple[Path, bool]]:
-        files = [(Path(ctx.var("XDG_CONFIG_HOME") or ctx.home / ".config") / "kilo" / n, False) for n in GLOBAL_FILES]
+    def config_files(self, ctx: Context) -> list[Path]:
+        files = [Path(ctx.var("XDG_CONFIG_HOME") or ctx.home / ".config") / "kilo" / n for n in GLOBAL_FILES]
         if ctx.var("KILO_CONFIG"):
-            files.append((ctx.cwd / Path(ctx.var("KILO_CONFIG")).expanduser(), False))
+            files.append(ctx.cwd / Path(ctx.var("KILO_CONFIG")).expanduser())
         project = ctx.var("KILO_DISABLE_PROJECT_CONFIG").lower() not in ("1", "true")
         top = git_root(ctx.cwd) or Path(ctx.cwd.anchor)  # outside git, Kilo looks up to the root
         ups = [d for d in (ctx.cwd, *ctx.cwd.parents) if d == top or top in d.parents]  # the nearest first
-        dirs: dict[Path, bool] = {}
+        dirs: dict[Path, None] = {}  # (in order, each once)
         if project:
             for stem in ("kilo", "opencode"):  # the nearest last: it wins; .jsonc beats .json beside it
-                files += [(f, True) for d in reversed(ups) for f in (d / f"{stem}.json", d / f"{stem}.jsonc")]
-            dirs.update({d / n: True for d in ups for n in (".kilocode", ".kilo")})
+                files += [f for d in reversed(ups) for f in (d / f"{stem}.json", d / f"{stem}.jsonc")]
+            dirs.update({d / n: None for d in ups for n in (".kilocode", ".kilo")})
         for d in (ctx.home / ".kilocode", ctx.home / ".kilo"):
-            dirs.setdefault(d, False)
+            dirs.setdefault(d, None)
         if ctx.var("KILO_CONFIG_DIR"):
-            dirs.setdefault(ctx.cwd / Path(ctx.var("KILO_CONFIG_DIR")).expanduser(), False)
-        return files + [(d / n, project_dir) for d, project_dir in dirs.items() for n in DIR_FILES]
+            dirs.setdefault(ctx.cwd / Path(ctx.var("KILO_CONFIG_DIR")).expanduser(), None)
+        return files + [d / n for d in dirs for n in DIR_FILES]
 
     def overriding_files(self, ctx: Context) -> list[Path]:
         return [self.managed / n for n in DIR_FILES]

@@ -22,17 +22,17 @@ from firsttoken.cli.run.clients.base import (
 from firsttoken.cli.run.clients.files import ConfigError, git_root, read_json
 
 
-def config_files(ctx: Context) -> list[tuple[Path, bool]]:
-    """opencode's config files, lowest precedence first, each with whether it is the project's."""
+def config_files(ctx: Context) -> list[Path]:
+    """opencode's config files, lowest precedence first (the project's, found up from its directory, last)."""
     glob = Path(ctx.var("XDG_CONFIG_HOME") or ctx.home / ".config") / "opencode"
-    files = [(glob / n, False) for n in ("config.json", "opencode.json", "opencode.jsonc")]
+    files = [glob / n for n in ("config.json", "opencode.json", "opencode.jsonc")]
     if ctx.var("OPENCODE_CONFIG"):
-        files.append((ctx.cwd / ctx.var("OPENCODE_CONFIG"), False))
+        files.append(ctx.cwd / ctx.var("OPENCODE_CONFIG"))
     top = git_root(ctx.cwd) or ctx.cwd
     dirs = [d for d in (ctx.cwd, *ctx.cwd.parents) if d == top or top in d.parents]
     for d in reversed(dirs):  # the nearest last: it wins
-        files += [(d / "opencode.json", True), (d / "opencode.jsonc", True)]
-        files += [(d / ".opencode" / "opencode.json", True), (d / ".opencode" / "opencode.jsonc", True)]
+        files += [d / "opencode.json", d / "opencode.jsonc", d / ".opencode" / "opencode.json",
+                  d / ".opencode" / "opencode.jsonc"]
     return files
 
 
@@ -60,9 +60,8 @@ class Opencode(Client):
     key_source = ("`opencode auth login` (~/.local/share/opencode/auth.json), the provider's options.apiKey in "
                   "opencode.json, or its variable (OPENAI_API_KEY, ANTHROPIC_API_KEY…)")
 
-    def config_files(self, ctx: Context) -> list[tuple[Path, bool]]:
-        """The client's config files, lowest precedence first, each with whether it is the project's (those
-        that beat the inline config: not here)."""
+    def config_files(self, ctx: Context) -> list[Path]:
+        """The client's config files, lowest precedence first (those that beat the inline config: not here)."""
         return config_files(ctx)
 
     def overriding_files(self, ctx: Context) -> list[Path]:
@@ -82,7 +81,7 @@ class Opencode(Client):
 
     def find(self, plan: Plan, ctx: Context) -> None:
         files = self.config_files(ctx)
-        layers = self._layers([f for f, _ in files], ctx)  # the project's too: they beat OPENCODE_CONFIG
+        layers = self._layers(files, ctx)  # the project's too: they beat OPENCODE_CONFIG
         inline = ctx.var(self.content_var)
         if inline:
             try:
