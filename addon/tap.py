@@ -12,6 +12,7 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from firsttoken.addon.apis import BedrockInvoke, make_interpreter
@@ -82,6 +83,32 @@ def frame_trouble(decoder) -> str | None:
     if tail and not corrupt:
         return f"the stream ended inside frame {decoder.frames + 1} ({tail} bytes of it arrived)"
     return None
+
+
+@dataclass
+class TapReport:
+    """What the analysis reads of a finished tap (``StreamTap.report``): plain values only, no decoder, so a
+    worker process hands it to the process that analyses (addon/workers)."""
+
+    facts: ApiFacts
+    interpreted: bool = False  # an interpreter read it to the end (else the stream's end is unknown)
+    retry_after: float | None = None  # Google's RetryInfo, in the body
+    other_text: str | None = None
+    oversize_events: int = 0
+    frame_error: str | None = None
+    decode_error: str | None = None
+    error: str | None = None
+    output_chars: int = 0
+    reasoning_chars: int = 0
+    sse_comments: int = 0
+    sse_foreign_lines: int = 0
+    bytes: int = 0
+    text: list[str] = field(default_factory=list)
+    reasoning_text: list[str] = field(default_factory=list)
+    saved: bytes = b""
+
+    def report(self) -> TapReport:
+        return self
 
 
 class StreamTap:
@@ -296,6 +323,18 @@ class StreamTap:
                     self.interp.on_not_sse(self.decoder.foreign_text)
         except Exception as e:
             self.error = self.error or f"{type(e).__name__}: {e}"
+
+    def report(self) -> TapReport:
+        """Decode what is left (``drain``, ``parse_body``: the analysis thread) and say what the stream held."""
+        self.drain()
+        self.parse_body()
+        return TapReport(
+            facts=self.facts, interpreted=self.interp is not None, retry_after=getattr(self.interp, "retry_after", None),
+            other_text=self.other_text, oversize_events=self.oversize_events, frame_error=self.frame_error,
+            decode_error=self.decode_error, error=self.error, output_chars=self.output_chars,
+            reasoning_chars=self.reasoning_chars, sse_comments=self.sse_comments,
+            sse_foreign_lines=self.sse_foreign_lines, bytes=self.bytes, text=self.text,
+            reasoning_text=self.reasoning_text, saved=bytes(self.saved))
 
     def parse_body(self) -> None:
         """Parse a complete non-streamed body (on the analysis thread: it grows with the body)."""
