@@ -87,8 +87,9 @@ class Analyzer:
     def parse(self, flight: Flight) -> None:
         self.q.put(("parse", flight))
 
-    def finish(self, flight: Flight) -> None:
-        self.q.put(("finish", flight))
+    def finish(self, flight: Flight, before: Callable[[], None] | None = None) -> None:
+        """``before``: called on this thread just before (the hub: what a worker learnt since the parse)."""
+        self.q.put(("finish", flight) if before is None else ("finish", flight, before))
 
     def catch_up(self, flights: list[Flight], live: bool = False) -> None:
         """Decode what these flights' taps kept (``StreamTap.drain``): for the live view's
@@ -146,7 +147,7 @@ class Analyzer:
             if isinstance(job, threading.Event):
                 job.set()
                 continue
-            kind, flight = job
+            kind, flight = job[0], job[1]
             if kind == "catch_up":
                 try:
                     self._catch_up(*flight)
@@ -158,6 +159,8 @@ class Analyzer:
                 if kind == "parse":
                     self._parse(flight)
                 else:
+                    if len(job) > 2:
+                        job[2]()
                     self._finish(flight)
             except Exception as e:  # never lose the row
                 log.exception("firsttoken: analysis of %s failed", flight.record.id)
@@ -255,8 +258,7 @@ class Analyzer:
         # still ended with its last byte, not at its response hook
         abnormal_end = rec.client_aborted or rec.error is not None
         if tap is not None:
-            tap.drain()
-            tap.parse_body()
+            tap = tap.report()  # what the stream held (a worker process sends it ready-made)
             f = tap.facts
             rec.model = rec.model or f.model
             for k in ("usage_prompt_tokens", "usage_completion_tokens", "usage_cached_tokens",
@@ -266,7 +268,7 @@ class Analyzer:
             rec.upstream_error = _redact(f.error_message, flight.secrets)
             rec.upstream_error_type = f.error_type
             if rec.retry_after is None:  # Google says it in the body (RetryInfo), not in a header
-                rec.retry_after = getattr(tap.interp, "retry_after", None)
+                rec.retry_after = tap.retry_after
             rec.no_choices = _redact(f.no_choices, flight.secrets)
             rec.malformed_events = f.malformed
             rec.malformed_sample = _redact(f.malformed_sample, flight.secrets)
@@ -276,7 +278,7 @@ class Analyzer:
             rec.frame_error = tap.frame_error
             if f.reported:  # what the provider said of its own timings in the body (Bedrock's invocationMetrics)
                 rec.hop_headers = {**(rec.hop_headers or {}), **f.reported}
-            rec.stream_done = f.done if tap.interp is not None or tap.decode_error else None
+            rec.stream_done = f.done if tap.interpreted or tap.decode_error else None
             if rec.client_aborted and rec.stream_done:
                 # the client hung up after the stream's final event: the openai SDK closes on
                 # `[DONE]` without waiting for the chunked terminator. A complete response.

@@ -89,6 +89,17 @@ class Capture:
         self.egress: Any = None
         #: upgraded WebSocket connections by their upgrade's flow id (addon/websocket)
         self.ws_conns: dict[str, Connection] = {}
+        # several processes behind one port (addon/workers): set by ProxyServer before the proxy runs
+        #: a worker process: its connection to the analysing process (a Relay then stands for analyzer and writer)
+        self.relay_conn: Any = None
+        #: ... and what the hub's "stop" calls (``ProxyServer.drain``)
+        self.relay_on_stop: Callable[[float], None] | None = None
+        #: the analysing process: the workers' hand-overs (addon/workers/hub.py)
+        self.hub: Any = None
+        #: which process of a `--workers N` proxy forwards (0: the analysing one), None for a proxy of one process
+        self.worker_index: int | None = None
+        #: the proxy's pid on its records: the analysing process's in a worker (it closes the rows a dead proxy left)
+        self.owner_pid = os.getpid()
 
     # -- options -------------------------------------------------------------------
     def load(self, loader) -> None:
@@ -143,6 +154,13 @@ class Capture:
 
     def _open_store(self) -> None:
         path = str(ctx.options.firsttoken_db or default_db_path())
+        if self.relay_conn is not None:  # a worker: the analysing process owns the database
+            if self.analyzer is None:
+                from firsttoken.addon.workers import Relay
+
+                self.analyzer = self.writer = Relay(self.relay_conn, self.flights, on_stop=self.relay_on_stop)
+            self.db_path = path
+            return
         if self.analyzer is not None:
             self.analyzer.close()
         if self.writer is not None:
@@ -209,6 +227,8 @@ class Capture:
             flight.clock.end = now
             self._finish(flight)
         self.ws_conns.clear()
+        if self.hub is not None:
+            self.hub.close(timeout=30)  # the workers' last hand-overs reach the analyzer first
         if self.analyzer:
             self.analyzer.close(timeout=None)  # every pending row reaches the writer first
         if self.writer:
@@ -263,12 +283,11 @@ class Capture:
             return
         self._put({k: getattr(flight.record, k) for k in _START_FIELDS})
 
-    @staticmethod
-    def _record(flow_id: str, method: str, p: RequestPlan, hook: float, t0: float) -> Record:
+    def _record(self, flow_id: str, method: str, p: RequestPlan, hook: float, t0: float) -> Record:
         started = _dt.datetime.fromtimestamp(time.time() - (hook - t0), _dt.UTC).isoformat(timespec="milliseconds")
         k = p.key
         return Record(id=flow_id, started_at=started, method=method, path=p.stored_path, run_id=p.run_id,
-                      proxy_pid=os.getpid(), route=p.route, upstream=p.upstream, api=p.api, experiment=p.experiment,
+                      proxy_pid=self.owner_pid, proxy_worker=self.worker_index, route=p.route, upstream=p.upstream, api=p.api, experiment=p.experiment,
                       key_header=k.header, key_fingerprint=k.fingerprint, key_scheme=k.scheme, key_length=k.length,
                       key_facts=k.facts, error=p.refusal.message if p.refusal else None,
                       **url_facts(method, p.api, p.upstream_path))  # Gemini's and the clouds' model and stream: in the URL
@@ -642,11 +661,17 @@ class Capture:
         """The writer's health (``Writer.health()``), None before the store is open."""
         return self.writer.health() if self.writer is not None else None
 
+    def in_flight(self) -> int:
+        """Requests being forwarded: this process's and, with worker processes, theirs as handed over so far."""
+        return len(self.flights) + (len(self.hub.flights) if self.hub is not None else 0)
+
     # -- for the live view ---------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
         flights = list(self.flights.values())
         if self.analyzer is not None and any(f.tap is not None and f.tap.deferring for f in flights):
             self.analyzer.catch_up(flights, live=True)  # fresh counts for the next snapshot
+        if self.hub is not None:  # the workers' requests in flight, as handed over so far
+            flights += list(self.hub.flights.values())
         recent = list(self.analyzer.recent) if self.analyzer else []
         return {
             "now": time.perf_counter(),
@@ -743,10 +768,10 @@ def _annotate(flow: http.HTTPFlow, findings: list[dict[str, Any]]) -> None:
 
 #: what every turn of a WebSocket takes from its upgrade
 _WS_BASE = ("route", "upstream", "path", "upstream_url", "experiment", "run_id", "egress_proxy", "proxy_pid",
-            "key_header", "key_fingerprint", "key_scheme", "key_length", "server", "via", "upstream_request_id")
+            "proxy_worker", "key_header", "key_fingerprint", "key_scheme", "key_length", "server", "via", "upstream_request_id")
 
 _START_FIELDS = (
-    "id", "started_at", "state", "phase", "proxy_pid", "route", "upstream", "method", "path", "upstream_url",
+    "id", "started_at", "state", "phase", "proxy_pid", "proxy_worker", "route", "upstream", "method", "path", "upstream_url",
     "api", "model", "stream", "experiment", "run_id", "egress_proxy", "key_header", "key_fingerprint", "key_scheme", "key_length", "key_facts", "error",
 )
 _WS_START_FIELDS = (*_START_FIELDS, "stream", "status", "transport", "ws_connection_id", "ws_turn", "ws_connection",

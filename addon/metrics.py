@@ -98,7 +98,7 @@ class Metrics:
     def attach(self, capture: Any) -> Metrics:
         """Observe every finished record of a Capture; report its in-flight count."""
         capture.listeners.append(self.observe)
-        self.in_flight.set_function(lambda: len(capture.flights))
+        self.in_flight.set_function(capture.in_flight)
         return self
 
     def observe(self, rec: Record) -> None:

@@ -118,6 +118,7 @@ class Record:
     error: str | None = None  # mitmproxy's error text
     client_aborted: bool = False
     proxy_pid: int | None = None  # the proxy process that recorded it (closes rows a dead proxy left in flight)
+    proxy_worker: int | None = None  # which process of a `--workers N` proxy forwarded it (0: the analysing one)
     request_bytes: int = 0
     response_bytes: int = 0
     # key fingerprint (never the key)

@@ -530,3 +530,10 @@ def m030_engine_rows(db: sqlite_utils.Database) -> None:
     # the WHERE is split.ENGINE_ROWS_SQL as it was written then (a query must name it word for word)
     db.execute("CREATE INDEX idx_requests_engine ON requests (model, engine) WHERE (engine IS NOT NULL OR "
                "engine_queue_ms IS NOT NULL OR engine_load_ms IS NOT NULL OR engine_prefill_ms IS NOT NULL)")
+
+
+@migration
+def m031_proxy_worker(db: sqlite_utils.Database) -> None:
+    """Which process of a `firsttoken proxy --workers N` forwarded a request (0: the one that analyses and records;
+    NULL: a proxy of one process): a worker that was late, or ended, is found by it."""
+    db["requests"].add_column("proxy_worker", int)

@@ -7,6 +7,7 @@ or a pipe/file gives one plain line per finished request (cli/output.py).
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import click
@@ -36,6 +37,9 @@ def banner(server: ProxyServer, out: Console) -> None:
     for what, d in server.egress():
         if server.egress_shown(d):
             out.print(f"  upstream leg to {what}: {d.describe()}", markup=False)
+    if server.workers > 1:
+        out.print(f"  {server.workers} processes accept on this port (--workers); this one (pid {os.getpid()}) "
+                  "also analyses and records what they all forward", markup=False)
     if server.forward_mode:
         for line in fwd.client_hints(server.url, server.options.get("confdir")):
             out.print(line, markup=False)
@@ -53,7 +57,7 @@ def banner(server: ProxyServer, out: Console) -> None:
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
         forward_mode=False, host_match=(), metrics_port=None, otlp_endpoint=None,
         drain_seconds=DRAIN_SECONDS, otlp_metrics_endpoint=None, upstream_proxy=None, no_upstream_proxy=False,
-        upstream_ca=None) -> None:
+        upstream_ca=None, workers=1) -> None:
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
     lang = resolve_lang(lang)  # one decision for the findings and the live view's labels
@@ -65,6 +69,7 @@ def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_
             forward_mode=forward_mode, host_match=host_match, metrics_port=metrics_port,
             otlp_endpoint=otlp_endpoint, drain_seconds=drain_seconds, otlp_metrics_endpoint=otlp_metrics_endpoint,
             upstream_proxy=upstream_proxy, no_upstream_proxy=no_upstream_proxy, upstream_ca=upstream_ca,
+            workers=workers,
         )
     except RouteError as e:
         fail(str(e), 2)
@@ -187,18 +192,29 @@ def _serve(server, out, lang, no_live) -> None:
 @click.option("--upstream-ca", default=None, metavar="FILE",
               help="Also trust this CA (PEM) for the upstream's TLS, e.g. your company proxy's; the system store, "
                    "SSL_CERT_FILE and REQUESTS_CA_BUNDLE are trusted already.")
+@click.option("--workers", default="auto", show_default=True, metavar="N|auto",
+              help="Processes accepting on the port: one of them also analyses and records for all. auto: half the "
+                   "cores, at most 8 (one on a machine of two cores or fewer). More pays under many concurrent "
+                   "streams (docs/performance.md has the figures).")
 @click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
               help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
                    "finish before cutting them (a second Ctrl-C cuts at once).")
 def proxy(upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,
           forward_mode, host_match, metrics_port, otlp_endpoint, otlp_metrics_endpoint, upstream_proxy, no_upstream_proxy,
-          upstream_ca, drain_seconds):
+          upstream_ca, workers, drain_seconds):
     """Run the proxy in front of one or more upstreams (or, with --forward, as an HTTPS proxy)."""
     if not upstreams and not forward_mode:
         raise click.UsageError("pass --upstream URL (or --forward for forward-proxy mode)")
+    from firsttoken.cli.proxy.workers import parse_workers
+
+    try:
+        n_workers = parse_workers(workers)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--workers") from None
     run(upstreams=list(upstreams), port=port if port is not None else (8080 if forward_mode else 8787), host=host,
         db_path=db_path, save_bodies=save_bodies, insecure_upstream=insecure_upstream,
         warn_prompt_tokens=warn_prompt_tokens, stall_ms=stall_ms, lang=lang, no_live=no_live,
         forward_mode=forward_mode, host_match=list(host_match), metrics_port=metrics_port,
         otlp_endpoint=otlp_endpoint, otlp_metrics_endpoint=otlp_metrics_endpoint, drain_seconds=drain_seconds,
-        upstream_proxy=upstream_proxy, no_upstream_proxy=no_upstream_proxy, upstream_ca=upstream_ca)
+        upstream_proxy=upstream_proxy, no_upstream_proxy=no_upstream_proxy, upstream_ca=upstream_ca,
+        workers=n_workers)

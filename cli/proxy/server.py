@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -125,9 +126,24 @@ class ProxyServer:
         upstream_proxy: str | None = None,
         no_upstream_proxy: bool = False,
         upstream_ca: str | None = None,
+        workers: int = 1,
+        relay: tuple[Any, int, int] | None = None,
     ) -> None:
         """``sock``: a loopback TCP socket already listening (on ``host``:``port``) to serve on
-        instead of opening one (`run` opens it before this slow start-up: :func:`hand_over`)."""
+        instead of opening one (`run` opens it before this slow start-up: :func:`hand_over`).
+
+        ``workers``: processes accepting on the port (cli/proxy/workers.py); this one also analyses and records.
+        ``relay``: this process is such a worker: (its connection to the analysing process, its index, that
+        process's pid)."""
+        #: what a worker process is started with (``worker_spec``): the same proxy, minus the exporters
+        self._spec = dict(upstreams=list(upstreams), db=str(db), host=host, save_bodies=save_bodies,
+                          insecure_upstream=insecure_upstream, warn_prompt_tokens=warn_prompt_tokens,
+                          stall_ms=stall_ms, lang=lang, extra_options=dict(extra_options or {}),
+                          forward_mode=forward_mode, host_match=list(host_match), drain_seconds=drain_seconds,
+                          upstream_proxy=upstream_proxy, no_upstream_proxy=no_upstream_proxy, upstream_ca=upstream_ca)
+        self.workers = max(1, int(workers))
+        if self.workers > 1 and addon is not None:
+            raise ValueError("workers > 1 runs firsttoken's own addons")
         self.routes = routing.parse_upstreams(upstreams)  # raises RouteError with a clear message
         if forward_mode and self.routes:
             raise routing.RouteError("--forward records whichever LLM host the client asks for: drop --upstream "
@@ -174,9 +190,24 @@ class ProxyServer:
         if addon is not None:  # another addon instead of firsttoken's (benchmarks: bare mitmproxy)
             self.addons: list[Any] = [addon]
             self.options = {k: v for k, v in self.options.items() if not k.startswith("firsttoken_")}
+        elif relay is not None:  # a worker: it forwards and stamps; the analysing process exports
+            self.addons = [a for a in addons() if not isinstance(a, (MetricsAddon, OtelAddon))]
         else:
             self.addons = addons()
         self.capture = next((a for a in self.addons if isinstance(a, Capture)), addon)
+        self.relay = relay
+        #: the worker processes (``workers`` > 1), once started, by index - 1
+        self.worker_procs: list[Any] = []
+        self.stopped_workers = False
+        self._spawned: dict[int, float] = {}  # worker index -> when it was last started (time.monotonic)
+        if relay is not None:
+            self.capture.relay_conn, self.capture.worker_index, self.capture.owner_pid = relay
+            self.capture.relay_on_stop = self.drain
+        elif self.workers > 1:
+            from firsttoken.addon.workers import Hub
+
+            self.capture.worker_index = 0
+            self.capture.hub = Hub(self.capture)
         self.metrics = next((a for a in self.addons if isinstance(a, MetricsAddon)), None)
         self.otel = next((a for a in self.addons if isinstance(a, OtelAddon)), None)
         #: the live feed `firsttoken live` reads (cli/proxy/feed.py), when `firsttoken proxy` serves one
@@ -190,6 +221,8 @@ class ProxyServer:
         self._ready = threading.Event()
         self._start_error: BaseException | None = None
         self.on_listen: list[Callable[[ProxyServer], None]] = []  # called once listening
+        if self.workers > 1:
+            self.on_listen.append(self._spawn_workers)
         #: called just before the port opens (mitmproxy and the addons are set up): startup work
         #: done here keeps no client waiting
         self.before_listen: list[Callable[[ProxyServer], None]] = []
@@ -232,12 +265,19 @@ class ProxyServer:
         from mitmproxy.master import Master
 
         self.loop = asyncio.get_running_loop()
+        if self.workers > 1 and self.sock is None:  # one socket for every process: opened here, inherited by them
+            from firsttoken.cli.proxy.workers import listening_socket
+
+            self._check_port()
+            self.sock = listening_socket(self.host or "127.0.0.1", self.port)
+            self.port = self.sock.getsockname()[1]
+            self.options.update(listen_host=self.host, listen_port=self.port)
         # mitmproxy installs its own handler while it runs and puts this one back after; the
         # connections it leaves are cancelled after that, when asyncio.run() ends.
         self.loop.set_exception_handler(_quiet_cancelled)
         if self.sock is None:
             self._check_port()
-        if isinstance(self.capture, Capture):
+        if isinstance(self.capture, Capture) and self.relay is None:
             self._check_db()
         for name in ("mitmproxy", "firsttoken", "opentelemetry"):
             logging.getLogger(name).addHandler(self._log)
@@ -256,6 +296,10 @@ class ProxyServer:
         try:
             await self._run(master, on_ready, handle_signals)
         finally:
+            if self.worker_procs:
+                from firsttoken.cli.proxy.workers import reap
+
+                reap(self.worker_procs)
             for name in ("mitmproxy", "firsttoken", "opentelemetry"):
                 logging.getLogger(name).removeHandler(self._log)
 
@@ -293,6 +337,56 @@ class ProxyServer:
         if on_ready:
             on_ready(self)
         await task
+
+    # -- worker processes (``workers`` > 1) ------------------------------------------------
+    def _spawn_workers(self, _server: ProxyServer | None = None) -> None:
+        from firsttoken.cli.proxy.workers import spawn
+
+        self._spawned = {i: time.monotonic() for i in range(1, self.workers)}
+        self.capture.hub.on_worker_end.append(self._worker_ended)
+        self.worker_procs = spawn(self)
+
+    def _worker_ended(self, index: int, _left: int) -> None:
+        """A hub thread: worker ``index``'s link ended. Unless the proxy stops, start it again on the loop."""
+        if not self.draining and self.loop is not None:
+            try:
+                self.loop.call_soon_threadsafe(self._respawn, index)
+            except RuntimeError:  # the loop has ended
+                pass
+
+    def _respawn(self, index: int) -> None:
+        from firsttoken.cli.proxy.workers import RESPAWN_MIN_S, spawn_one
+
+        if self.draining or self.master is None or self.stopped_workers:
+            return
+        log = logging.getLogger("firsttoken")
+        if time.monotonic() - self._spawned.get(index, 0.0) < RESPAWN_MIN_S:
+            log.error("firsttoken: worker %d ended within %.0f s of its start; it is not started again (the other "
+                      "processes serve the port; restart the proxy to get it back)", index, RESPAWN_MIN_S)
+            return
+        old = self.worker_procs[index - 1]
+        if old.poll() is None:
+            old.kill()  # its link broke but it runs: it can no longer hand anything over
+        old.wait()
+        self._spawned[index] = time.monotonic()
+        try:
+            self.worker_procs[index - 1] = spawn_one(self, index)
+        except OSError as e:
+            log.error("firsttoken: worker %d could not be started again: %s", index, e)
+            return
+        log.warning("firsttoken: worker %d ended; a new one was started in its place", index)
+
+    def worker_spec(self) -> dict[str, Any]:
+        """What a worker process builds its ProxyServer from (sent over its link, never on a command line)."""
+        return {**self._spec, "port": self.port}
+
+    def workers_ready(self, timeout: float = 60.0) -> bool:
+        """Wait until every worker process listens (the analysing process serves from the start)."""
+        hub = getattr(self.capture, "hub", None)
+        return hub.ready(timeout) if hub is not None else True
+
+    def _workers_alive(self) -> bool:
+        return any(p.poll() is None for p in self.worker_procs)
 
     def _check_port(self) -> None:
         """Fail at once, in firsttoken's words, when the port is taken (mitmproxy would log its
@@ -353,8 +447,15 @@ class ProxyServer:
 
     def shutdown(self) -> None:
         """Stop now: requests in flight are cut (thread-safe)."""
+        self._cut_workers()
         if self.master is not None:
             self.master.shutdown()
+
+    def _cut_workers(self) -> None:
+        self.stopped_workers = True  # none is started again from now on
+        hub = getattr(self.capture, "hub", None)
+        if hub is not None:
+            hub.stop(0.0)  # they record what they cut, then end; Capture.done waits for their last hand-overs
 
     def drain(self, seconds: float | None = None) -> None:
         """Stop gracefully (thread-safe): refuse new connections, give requests in flight up to
@@ -376,8 +477,9 @@ class ProxyServer:
         self._drain_task = asyncio.ensure_future(self._drain(seconds))
 
     def in_flight(self) -> int:
-        """Requests the proxy is still forwarding."""
-        return len(getattr(self.capture, "flights", None) or ())
+        """Requests the proxy is still forwarding (its workers' too, as far as they have handed them over)."""
+        count = getattr(self.capture, "in_flight", None)
+        return count() if count is not None else len(getattr(self.capture, "flights", None) or ())
 
     async def _drain(self, seconds: float) -> None:
         master = self.master
@@ -388,6 +490,9 @@ class ProxyServer:
             # connections running, so requests in flight go on while new clients are refused.
             ps = master.addons.get("proxyserver")
             await ps.servers.update([])
+            hub = getattr(self.capture, "hub", None)
+            if hub is not None:
+                hub.stop(seconds)  # the workers close the port too, and drain as this process does
             n = self.in_flight()
             for fn in list(self.on_drain):
                 try:
@@ -395,8 +500,13 @@ class ProxyServer:
                 except Exception:  # noqa: BLE001 - a message is never a reason not to stop
                     pass
             deadline = self.loop.time() + seconds
-            while self.in_flight() and self.loop.time() < deadline:
+            while (self.in_flight() or self._workers_alive()) and self.loop.time() < deadline:
                 await asyncio.sleep(0.02)
+            if self._workers_alive():
+                self._cut_workers()
+                cut = self.loop.time() + 5.0  # they record what they cut and end
+                while self._workers_alive() and self.loop.time() < cut:
+                    await asyncio.sleep(0.02)
         finally:
             master.shutdown()  # Capture.done() cuts (and records) whatever is still running
 
@@ -438,8 +548,12 @@ class ProxyServer:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.loop is not None and self.master is not None:
-            self.loop.call_soon_threadsafe(self.master.shutdown)
+        self._cut_workers()
+        if self.loop is not None and self.master is not None and not self.stopped:
+            try:
+                self.loop.call_soon_threadsafe(self.master.shutdown)
+            except RuntimeError:  # it ended meanwhile (a drain)
+                pass
         if self._thread is not None:
             self._thread.join(timeout)
 
@@ -455,8 +569,6 @@ class ProxyServer:
         has run, so first wait for requests still in flight: ``settle`` seconds of the proxy's
         own event loop (a loop starved on a busy machine runs its hooks late, and its seconds
         pass slower), at most ``timeout`` seconds in all."""
-        import time
-
         flights = getattr(self.capture, "flights", None)
         watch = getattr(self.capture, "loadwatch", None)
         start = time.monotonic()
@@ -468,6 +580,9 @@ class ProxyServer:
             elif time.monotonic() - start >= settle:  # no loop clock (the watch never ran): wall time
                 break
             time.sleep(0.005)
+        hub = getattr(self.capture, "hub", None)
+        if hub is not None:  # what the workers forwarded so far, handed over
+            hub.sync(timeout, settle)
         if getattr(self.capture, "analyzer", None) is not None:
             self.capture.analyzer.flush(timeout)
 
