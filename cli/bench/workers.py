@@ -24,15 +24,9 @@ def reuse_port_socket(port: int, host: str = HOST) -> socket.socket:
     """A listening TCP socket on ``host:port`` that other sockets of this user may share (``SO_REUSEPORT``)."""
     if not hasattr(socket, "SO_REUSEPORT"):
         raise click.ClickException("--workers needs SO_REUSEPORT (Linux, BSD, macOS); this system has none")
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        s.bind((host, port))
-        s.listen(socket.SOMAXCONN)
-    except OSError:
-        s.close()
-        raise
-    return s
+    from firsttoken.cli.proxy.workers import listening_socket
+
+    return listening_socket(host, port, reuse_port=True)
 
 
 @contextlib.contextmanager

@@ -39,12 +39,13 @@ def parse_workers(value: str | int | None) -> int:
     return n
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
-    """The one TCP socket every process accepts on (one accept queue: a busy process accepts less)."""
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """The one TCP socket every process accepts on (one accept queue: a process busy forwarding accepts less).
+    ``reuse_port``: other sockets may bind the same port (``SO_REUSEPORT``: `bench --workers`'s experiment)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT if reuse_port else socket.SO_REUSEADDR, 1)
         s.bind((host, port))
         s.listen(socket.SOMAXCONN)
     except OSError:
