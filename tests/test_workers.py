@@ -17,7 +17,7 @@ from conftest import FAST, rows, start_proxy_process
 
 from firsttoken.addon.workers import WORKER_GONE_ERROR
 from firsttoken.cli.proxy.server import ProxyServer
-from firsttoken.cli.proxy.workers import default_workers, parse_workers
+from firsttoken.cli.proxy.workers import default_workers, parse_workers, worker_pids
 from firsttoken.cli.simulate import SimConfig, SimServer
 
 KEY = "sk-test-workers-0123456789abcd"
@@ -202,8 +202,8 @@ def test_firsttoken_proxy_workers_serves_records_and_stops_with_its_workers(tmp_
     with SimServer(SimConfig(**FAST)) as sim:
         proc, port = start_proxy_process(["--workers", "2", "-u", sim.url, "--db", str(db)])
         try:
-            wait_for(lambda: _children(proc.pid), 30)
-            kids = _children(proc.pid)
+            wait_for(lambda: worker_pids(proc.pid), 30)
+            kids = worker_pids(proc.pid)
             time.sleep(1.0)  # the worker's start-up (it accepts once it listens)
             with concurrent.futures.ThreadPoolExecutor(6) as ex:
                 assert {s for s, _ in ex.map(lambda i: ask(port, i, stream=True), range(30))} == {200}
@@ -212,28 +212,12 @@ def test_firsttoken_proxy_workers_serves_records_and_stops_with_its_workers(tmp_
             out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
     assert "2 processes accept on this port" in out
+    assert "all 2 processes accept connections" in out  # once the worker said it listens
     assert "30 requests" in out
     rs = rows(db)
     assert len(rs) == 30 and all(r["state"] == "done" for r in rs)
     for pid in kids:  # no worker stays behind
         assert not os.path.exists(f"/proc/{pid}") or "Z" in open(f"/proc/{pid}/stat").read().split()[2]
-
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            out += [int(x) for x in open(f"/proc/{pid}/task/{task}/children").read().split()]
-        except OSError:
-            pass
-    return [c for c in out if "firsttoken.cli.proxy.worker " in _cmdline(c)]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
-    except OSError:
-        return ""
 
 
 def test_the_worker_entry_point_refuses_a_link_that_closes(tmp_path):

@@ -46,7 +46,7 @@ PATHS = ("direct", "bare mitmproxy", "firsttoken")
 
 
 def workers_path(n: int) -> str:
-    """The path of ``--workers N``: N firsttoken proxies sharing one port (cli/bench/workers.py)."""
+    """The path of ``--workers N``: `firsttoken proxy --workers N`, N processes on one port (cli/bench/workers.py)."""
     return f"firsttoken ×{n}"
 
 
@@ -204,9 +204,10 @@ def plan(concurrency: int, target: int) -> int:
 def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float, bare: bool = True,
                 proxy_args: tuple[str, ...] = (), workers: int = 1) -> Iterator[tuple[dict[str, int], dict[str, Any], Path]]:
     """The simulated upstream, bare mitmproxy (unless not ``bare``) and firsttoken (recording into a
-    temporary database, ``proxy_args`` added to its command), each in its own process, and with ``workers`` > 1
-    that many firsttoken processes on one more port (:func:`workers_path`, recording into the same database):
-    yields the ports by path, the proxies' pids (a tuple for the workers) and the database."""
+    temporary database, ``proxy_args`` added to its command; one process, whatever the machine's cores), each in
+    its own process, and with ``workers`` > 1 `firsttoken proxy --workers N` on one more port (:func:`workers_path`,
+    recording into the same database; the two are never under load at once): yields the ports by path, the proxies'
+    pids (a tuple of the workers' processes) and the database."""
     from firsttoken.cli.bench.workers import workers as worker_procs
 
     sp, bp, fp, wp = free_port(), free_port(), free_port(), free_port()
@@ -219,15 +220,17 @@ def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float, bare: boo
         bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
                      "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
         ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db), *proxy_args]
+        group_argv = [*ft_argv[:ft_argv.index("--port") + 1], str(wp), *ft_argv[ft_argv.index("--port") + 2:]]
+        if "--workers" not in proxy_args:
+            ft_argv += ["--workers", "1"]
         with process(sim_argv, sp), (process(bare_argv, bp) if bare else contextlib.nullcontext()) as mitm, \
                 process(ft_argv, fp) as ft, \
-                (worker_procs(workers, wp, f"http://127.0.0.1:{sp}", str(db)) if workers > 1
-                 else contextlib.nullcontext()) as group:
+                (worker_procs(group_argv, workers) if workers > 1 else contextlib.nullcontext()) as group:
             ports, pids = {"direct": sp, "firsttoken": fp}, {"firsttoken": ft.pid}
             if mitm is not None:
                 ports["bare mitmproxy"], pids["bare mitmproxy"] = bp, mitm.pid
             if group is not None:
-                ports[workers_path(workers)], pids[workers_path(workers)] = wp, tuple(p.pid for p in group)
+                ports[workers_path(workers)], pids[workers_path(workers)] = wp, group.pids()
             yield ports, pids, db
 
 
@@ -264,6 +267,8 @@ def run(levels: list[int], output_tokens: int = 50, tpot_ms: float = 20.0, prefi
                             time.sleep(0.1)  # what the proxy does right after the burst (closing) counts
                             cpu[path] += (cpu_seconds(pids[path]) or 0.0) - c0
                 level = _summarise(n, bursts, samples, cpu, recorded, {p: rss_mb(pid) for p, pid in pids.items()})
+                for p, pid in pids.items():  # whose CPU and memory were counted
+                    level["paths"][p]["processes"] = len(pid) if isinstance(pid, tuple) else 1
                 out["levels"].append(level)
                 say(f"{n} concurrent: done ({bursts} bursts per path)")
         finally:

@@ -79,8 +79,8 @@ def sizes(port: int, small: bytes, big: bytes, n: int) -> tuple[tuple[float, flo
                    "[default: stream=8,json=1,401=2,ws=1].")
 @click.option("--save-bodies", is_flag=True, help="With --soak: run the proxy with --save-bodies.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="With --concurrency: also N firsttoken proxies sharing one port (SO_REUSEPORT), alternated "
-                   "with one proxy: what they add to TTFT over direct and their CPU per chunk.")
+              help="With --concurrency: also `firsttoken proxy --workers N`, alternated with one firsttoken process: "
+                   "what each adds to TTFT over direct and their CPU per chunk (all N processes counted).")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED, metavar="[-- CMD ARGS...]")
 @json_option("summary")
 def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int = 5, wrapper: bool = False, pairs: int = 7, client_startup_ms: float = 1500.0,
@@ -93,8 +93,8 @@ def bench(n: int, concurrency: str | None, websocket: bool = False, turns: int =
     per level: client TTFT and chunk gaps for direct / bare mitmproxy / firsttoken, the
     proxies' CPU per chunk and memory, and how far firsttoken's recorded TTFT is from the
     client's. With --websocket as well: N connections per level, each running --turns
-    Responses turns over a WebSocket, and the proxies' CPU per frame. With --workers N as well: N firsttoken
-    processes sharing one port, alternated burst by burst with one proxy.
+    Responses turns over a WebSocket, and the proxies' CPU per frame. With --workers N as well: `firsttoken
+    proxy --workers N`, alternated burst by burst with one firsttoken process.
 
     With --soak N: N requests (streams, JSON answers, 401s and WebSocket turns, --mix) through one
     firsttoken proxy while its live feed is read, the proxy's RSS after each tenth, the rows written

@@ -1,66 +1,64 @@
-"""`firsttoken bench --concurrency … --workers N`: N firsttoken proxies, each a process of its own, sharing one port
-through ``SO_REUSEPORT`` and recording into one database, alternated with one proxy (issue 37's experiment; its
-figures and what a real ``--workers`` needs: docs/performance.md, 2026-12-07). ``python -m
-firsttoken.cli.bench.workers PORT UPSTREAM DB`` runs one worker: it prints ``ready`` once it listens, stops on SIGINT.
+"""`firsttoken bench --concurrency … --workers N`: `firsttoken proxy --workers N` (N processes on one port, one of
+them analysing and recording for all: cli/proxy/workers.py) alternated with one firsttoken process, on the same
+upstream; the figures: docs/performance.md ("Worker processes").
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import socket
 import subprocess
-import sys
+import threading
+import time
 from collections.abc import Iterator
 
 import click
 
 from firsttoken.cli.bench.timing import stop
+from firsttoken.cli.proxy.workers import worker_pids
 
-HOST = "127.0.0.1"
+#: the line `firsttoken proxy` prints once every worker process accepts (cli/proxy/command.py)
+READY = "processes accept connections"
+START_S = 90.0
 
 
-def reuse_port_socket(port: int, host: str = HOST) -> socket.socket:
-    """A listening TCP socket on ``host:port`` that other sockets of this user may share (``SO_REUSEPORT``)."""
-    if not hasattr(socket, "SO_REUSEPORT"):
-        raise click.ClickException("--workers needs SO_REUSEPORT (Linux, BSD, macOS); this system has none")
-    from firsttoken.cli.proxy.workers import listening_socket
+class Group:
+    """A running `firsttoken proxy --workers N`: its pids (the analysing process first) once all accept."""
 
-    return listening_socket(host, port, reuse_port=True)
+    def __init__(self, proc: subprocess.Popen, n: int) -> None:
+        self.proc, self.n = proc, n
+        self.ready = threading.Event()
+        self.lines: list[str] = []
+        # its stdout is read all along: one line per record, which would fill a pipe left unread
+        threading.Thread(target=self._read, name="bench-workers-stdout", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if len(self.lines) < 50:
+                self.lines.append(line.rstrip())
+            if READY in line:
+                self.ready.set()
+
+    def pids(self) -> tuple[int, ...]:
+        return (self.proc.pid, *worker_pids(self.proc.pid))
 
 
 @contextlib.contextmanager
-def workers(n: int, port: int, upstream: str, db: str) -> Iterator[list[subprocess.Popen]]:
-    """N worker processes serving ``port`` for the length of a with-block: each awaited until it listens,
-    stopped with SIGINT after."""
-    argv = [sys.executable, "-m", "firsttoken.cli.bench.workers", str(port), upstream, db]
-    procs: list[subprocess.Popen] = []
+def workers(argv: list[str], n: int) -> Iterator[Group]:
+    """`firsttoken proxy` (``argv``) with ``--workers n`` for the length of a with-block: awaited until every one of
+    its processes accepts, stopped with SIGINT after."""
+    proc = subprocess.Popen([*argv, "--workers", str(n)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace")
     try:
-        for _ in range(n):
-            procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=subprocess.DEVNULL, text=True))
-        for p in procs:
-            line = p.stdout.readline() if p.stdout else ""  # blocks until the worker listens or exits
-            if line.strip() != "ready":
-                raise click.ClickException(f"a proxy worker did not start (exit code {p.poll()}): "
-                                           f"run `{' '.join(argv)}` to see why")
-        yield procs
+        group = Group(proc, n)
+        end = time.monotonic() + START_S
+        while not group.ready.wait(0.2):
+            if proc.poll() is not None or time.monotonic() > end:
+                said = "\n".join(group.lines[-10:])
+                raise click.ClickException(f"`firsttoken proxy --workers {n}` did not start its processes (exit code "
+                                           f"{proc.poll()}); it said:\n{said}")
+        if len(group.pids()) != n:
+            raise click.ClickException(f"`firsttoken proxy --workers {n}` runs {len(group.pids())} processes")
+        yield group
     finally:
-        stop(procs)
-
-
-def main(argv: list[str]) -> int:
-    from firsttoken.cli.proxy.server import ProxyServer
-
-    port, upstream, db = int(argv[0]), argv[1], argv[2]
-    server = ProxyServer([upstream], db, sock=reuse_port_socket(port))
-
-    def ready(_server: ProxyServer) -> None:
-        print("ready", flush=True)
-
-    asyncio.run(server.serve(on_ready=ready, handle_signals=True))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        stop([proc])

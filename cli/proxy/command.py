@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 
 import click
 from rich.console import Console
@@ -40,6 +41,9 @@ def banner(server: ProxyServer, out: Console) -> None:
     if server.workers > 1:
         out.print(f"  {server.workers} processes accept on this port (--workers); this one (pid {os.getpid()}) "
                   "also analyses and records what they all forward", markup=False)
+    if server.workers > 1:
+        threading.Thread(target=announce_workers, args=(server, out), name="firsttoken-workers-ready",
+                         daemon=True).start()
     if server.forward_mode:
         for line in fwd.client_hints(server.url, server.options.get("confdir")):
             out.print(line, markup=False)
@@ -52,6 +56,23 @@ def banner(server: ProxyServer, out: Console) -> None:
         out.print(f"  {cb.text}", markup=False)
         for w in cb.warnings:
             out.print(f"    [yellow]warning:[/] {escape(w)}")
+
+
+#: how long the worker processes get to start before the proxy says some did not
+WORKERS_START_S = 60.0
+
+
+def announce_workers(server: ProxyServer, out: Console) -> None:
+    """Once every worker process accepts, say so (a benchmark waits for this line); if some did not within
+    WORKERS_START_S, say that the others carry the port meanwhile, and what to look at."""
+    if server.workers_ready(WORKERS_START_S):
+        out.print(f"firsttoken: all {server.workers} processes accept connections", markup=False)
+        out.file.flush()
+        return
+    out.print(f"firsttoken: not every worker process started within {WORKERS_START_S:g} s; the ones that did serve "
+              "the port meanwhile. Their errors are logged above; `--workers 1` runs the proxy in one process.",
+              markup=False, soft_wrap=True, style="yellow")
+    out.file.flush()
 
 
 def run(*, upstreams, port, host, db_path, save_bodies, insecure_upstream, warn_prompt_tokens, stall_ms, lang, no_live,

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 #: at most this many processes by default (each costs ~60 MB; the analysing one is shared)
@@ -55,6 +56,30 @@ def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.s
     return s
 
 
+#: the module a worker process runs (its command line: ``python -m WORKER_MODULE …``)
+WORKER_MODULE = "firsttoken.cli.proxy.worker"
+
+
+def worker_pids(pid: int) -> list[int]:
+    """The worker processes a `firsttoken proxy` (``pid``) runs now, by their command line (Linux /proc; none
+    elsewhere)."""
+    kids: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids += [int(k) for k in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            pass
+    out = []
+    for k in sorted(set(kids)):
+        try:
+            argv = Path(f"/proc/{k}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if WORKER_MODULE.encode() in argv:
+            out.append(k)
+    return out
+
+
 def spawn(server: Any) -> list[subprocess.Popen]:
     """Start ``server.workers - 1`` worker processes on ``server.sock``, each linked to ``server.capture.hub``."""
     return [spawn_one(server, index) for index in range(1, server.workers)]
@@ -63,7 +88,7 @@ def spawn(server: Any) -> list[subprocess.Popen]:
 def spawn_one(server: Any, index: int) -> subprocess.Popen:
     """Start worker ``index`` (again, after one ended): its link to the hub first, then the process."""
     ours, theirs = socket.socketpair()
-    argv = [sys.executable, "-m", "firsttoken.cli.proxy.worker", str(theirs.fileno()), str(server.sock.fileno()),
+    argv = [sys.executable, "-m", WORKER_MODULE, str(theirs.fileno()), str(server.sock.fileno()),
             str(index), str(os.getpid())]
     try:
         p = subprocess.Popen(argv, pass_fds=(theirs.fileno(), server.sock.fileno()), stdin=subprocess.DEVNULL,
