@@ -213,10 +213,10 @@ def _serve(server, out, lang, no_live) -> None:
 @click.option("--upstream-ca", default=None, metavar="FILE",
               help="Also trust this CA (PEM) for the upstream's TLS, e.g. your company proxy's; the system store, "
                    "SSL_CERT_FILE and REQUESTS_CA_BUNDLE are trusted already.")
-@click.option("--workers", default="auto", show_default=True, metavar="N|auto",
+@click.option("--workers", default="1", show_default=True, metavar="N|auto",
               help="Processes accepting on the port: one of them also analyses and records for all. auto: half the "
-                   "cores, at most 8 (one on a machine of two cores or fewer). More pays under many concurrent "
-                   "streams (docs/performance.md has the figures).")
+                   "cores, at most 8. On two cores a second process cut what the proxy adds to TTFT only from ~200 "
+                   "concurrent streams, for 1.1-1.3x the CPU (docs/performance.md): one is the default.")
 @click.option("--drain-seconds", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="N",
               help="On Ctrl-C/SIGTERM, refuse new connections and give requests in flight up to N seconds to "
                    "finish before cutting them (a second Ctrl-C cuts at once).")

@@ -19,9 +19,9 @@ DEFAULT_MAX = 8
 
 
 def default_workers(cores: int | None = None) -> int:
-    """How many processes `firsttoken proxy` runs when not told: half the cores, at most DEFAULT_MAX, at least one.
-    Half, because the clients, a local engine and the tokenizer share the machine; with two cores or fewer that is
-    one process, whose added TTFT only grows past ~50 concurrent streams (docs/performance.md)."""
+    """How many processes ``--workers auto`` runs: half the cores, at most DEFAULT_MAX, at least one. Half, because
+    the clients, a local engine and the tokenizer share the machine. Not the default (one process is): on two cores
+    a second process paid only from ~200 concurrent streams (docs/performance.md, "Worker processes")."""
     n = cores if cores is not None else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                                          else os.cpu_count() or 1)
     return max(1, min(DEFAULT_MAX, n // 2))
