@@ -16,7 +16,7 @@ import statistics
 import threading
 import types
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -67,8 +67,9 @@ class DiagnosisInput:
     #: (``conversations.divergence``); applied only when its ``id`` is the record's
     prompt_change: Mapping[str, Any] | None = None
     route_cached: bool = False  # this request's route reported cached prompt tokens before it
-    #: the other exchanges to the same engine that overlapped this one (``engines.Span``: ms from its t0)
-    neighbours: Sequence[Any] = ()
+    #: the other exchanges to the same engine that overlapped this one (``engines.Span``: ms from its t0), or a
+    #: call that returns them (built only if a rule reads them: ``Ctx.neighbours``)
+    neighbours: Sequence[Any] | Callable[[], Sequence[Any]] = ()
 
     def __post_init__(self) -> None:
         fix = functools.partial(object.__setattr__, self)
@@ -93,7 +94,8 @@ class Ctx:
         self.warn_prompt_tokens = inp.warn_prompt_tokens
         self.proxy_url = inp.proxy_url
         self.route_cached = inp.route_cached
-        self.neighbours = tuple(inp.neighbours or ())
+        self._neighbours_of = inp.neighbours
+        self._neighbours: tuple[Any, ...] | None = None
         self._recent_of = inp.recent
         self._recent: list[Any] | None = None
         change = inp.prompt_change  # only for this very record
@@ -111,6 +113,14 @@ class Ctx:
             except Exception:
                 self._recent = []
         return self._recent
+
+    @property
+    def neighbours(self) -> tuple[Any, ...]:
+        """The other exchanges to the same engine that overlapped this one (built on first use)."""
+        if self._neighbours is None:
+            of = self._neighbours_of
+            self._neighbours = tuple((of() if callable(of) else of) or ())
+        return self._neighbours
 
     # -- findings ---------------------------------------------------------------------
     def add(self, code: str, severity: str, **params: Any) -> None:

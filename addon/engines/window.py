@@ -89,3 +89,23 @@ class Window:
         for rid in gone:
             del d[rid]
         return tuple(out)
+
+    def ahead(self, key: str | None, flight: Any, until_ms: float) -> int:
+        """How many other exchanges to ``key`` overlapping ``flight`` (as :meth:`around` finds them) had started
+        before ``until_ms`` from its t0 and not ended by its t0: a count, no spans built (the analysis thread asks it
+        of every request to an engine that did not report its queue; the spans only when a rule reads them)."""
+        d = self._by.get(key or "")
+        if not d:
+            return 0
+        t0, _, _, end = _stamps(flight)
+        me = flight.record.id
+        n = 0
+        for rid, v in d.items():
+            if rid == me:
+                continue
+            s, _, _, e = v[:4] if type(v) is tuple else _stamps(v)
+            if (end is not None and s >= end) or (e is not None and e <= t0):
+                continue
+            if round((s - t0) * 1000.0, 1) < until_ms and (e is None or round((e - t0) * 1000.0, 1) > 0):
+                n += 1
+        return n
