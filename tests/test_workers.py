@@ -187,6 +187,22 @@ def test_stopping_drains_the_workers_streams_to_their_end(tmp_path):
     assert {r["proxy_worker"] for r in rs} >= {1}
 
 
+def test_workers_listen_on_a_host_given_by_name(tmp_path):
+    """`--host localhost --workers 2`: the shared socket is found by the address it is bound to, in every process."""
+    db = str(tmp_path / "localhost.db")
+    with SimServer(SimConfig(**FAST)) as sim:
+        p = ProxyServer([sim.url], db, host="localhost", port=0, workers=2)
+        p.start()
+        try:
+            assert p.workers_ready(60)
+            with concurrent.futures.ThreadPoolExecutor(4) as ex:
+                assert {s for s, _ in ex.map(lambda i: ask(p.bound_port, i, stream=True), range(12))} == {200}
+            p.flush()
+        finally:
+            p.stop()
+    assert len(rows(db)) == 12
+
+
 def test_the_workers_option_says_what_to_pass():
     assert default_workers(1) == default_workers(2) == 1
     assert default_workers(4) == 2 and default_workers(64) == 8

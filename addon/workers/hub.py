@@ -55,6 +55,7 @@ class Hub:
         self.links: dict[int, Link] = {}
         self._tokens = itertools.count(1)
         self._synced: dict[int, threading.Event] = {}
+        self._finishing = threading.Lock()
         #: called (a hub thread) when a worker's connection ends: (worker index, requests it left in flight)
         self.on_worker_end: list[Callable[[int, int], None]] = []
 
@@ -124,6 +125,10 @@ class Hub:
                 except Exception:  # noqa: BLE001 - one message's trouble never loses the rest
                     log.exception("firsttoken: could not take over a worker's %s", msg[0] if msg else "message")
         self._ended(link, why)
+        try:
+            link.conn.close()  # (a respawned worker gets a new link: this one's descriptor goes)
+        except OSError:
+            pass
 
     def _handle(self, link: Link, msg: tuple) -> None:
         kind = msg[0]
@@ -198,7 +203,10 @@ class Hub:
                     setattr(rec, k, v)
             flight.clock, flight.tap = clock, report
 
-        flight.finished = True
+        with self._finishing:  # once: a worker's own finish and close()'s cut of a link that did not end in time
+            if flight.finished:
+                return
+            flight.finished = True
         a = self.capture.analyzer
         try:
             if a is not None:

@@ -129,7 +129,11 @@ class Relay:
             out.append(("parse", record_state(x.record), clock, None if body is None else bytes(body),
                         x.body_encoding, list(x.secrets)))
         elif kind == "finish":
-            report = x.tap.report() if x.tap is not None else None  # decoded here: off the loop, in this process
+            try:
+                report = x.tap.report() if x.tap is not None else None  # decoded here: off the loop, in this process
+            except Exception:  # noqa: BLE001 - the row still goes, without what the stream held
+                log.exception("firsttoken worker: could not read a finished stream; its row goes without it")
+                report = None
             out.append(("finish", record_state(x.record), x.clock, report))
             x.body = None
         elif kind == "drain":
@@ -144,6 +148,9 @@ class Relay:
             return
         try:
             data = pickle.dumps(out, pickle.HIGHEST_PROTOCOL)
+        except Exception:  # noqa: BLE001 - a value that does not pickle: send the others, one by one
+            data = pickle.dumps([m for m in out if _pickles(m)], pickle.HIGHEST_PROTOCOL)
+        try:
             with self._send_lock:
                 self.conn.send_bytes(data)
         except (OSError, EOFError, ValueError) as e:
@@ -188,3 +195,13 @@ class RelayLog(logging.Handler):
             self.relay.send("log", record.levelno, record.getMessage())
         except Exception:  # noqa: BLE001 - logging never breaks the proxy
             pass
+
+
+def _pickles(msg: tuple) -> bool:
+    """Whether ``msg`` pickles; logged when not (that one message is lost, not the batch or the relay)."""
+    try:
+        pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+        return True
+    except Exception:  # noqa: BLE001
+        log.exception("firsttoken worker: could not hand a %s over to the analysing process", msg[0] if msg else "message")
+        return False

@@ -270,7 +270,8 @@ class ProxyServer:
 
             self._check_port()
             self.sock = listening_socket(self.host or "127.0.0.1", self.port)
-            self.port = self.sock.getsockname()[1]
+            # mitmproxy asks for the socket by the address it is bound to (``localhost`` is 127.0.0.1 there)
+            self.host, self.port = self.sock.getsockname()[:2]
             self.options.update(listen_host=self.host, listen_port=self.port)
         # mitmproxy installs its own handler while it runs and puts this one back after; the
         # connections it leaves are cancelled after that, when asyncio.run() ends.
@@ -360,14 +361,14 @@ class ProxyServer:
         if self.draining or self.master is None or self.stopped_workers:
             return
         log = logging.getLogger("firsttoken")
+        old = self.worker_procs[index - 1]
+        if old.poll() is None:
+            old.kill()  # its link broke but it runs: it can no longer hand anything over, so it must not accept
+        old.wait()
         if time.monotonic() - self._spawned.get(index, 0.0) < RESPAWN_MIN_S:
             log.error("firsttoken: worker %d ended within %.0f s of its start; it is not started again (the other "
                       "processes serve the port; restart the proxy to get it back)", index, RESPAWN_MIN_S)
             return
-        old = self.worker_procs[index - 1]
-        if old.poll() is None:
-            old.kill()  # its link broke but it runs: it can no longer hand anything over
-        old.wait()
         self._spawned[index] = time.monotonic()
         try:
             self.worker_procs[index - 1] = spawn_one(self, index)
@@ -378,7 +379,7 @@ class ProxyServer:
 
     def worker_spec(self) -> dict[str, Any]:
         """What a worker process builds its ProxyServer from (sent over its link, never on a command line)."""
-        return {**self._spec, "port": self.port}
+        return {**self._spec, "host": self.host, "port": self.port}
 
     def workers_ready(self, timeout: float = 60.0) -> bool:
         """Wait until every worker process listens (the analysing process serves from the start)."""
@@ -469,7 +470,8 @@ class ProxyServer:
     def _begin_drain(self, seconds: float | None) -> None:
         if self.master is None:
             return
-        if self.draining:  # the second Ctrl-C: cut what is still running
+        if self.draining:  # the second Ctrl-C: cut what is still running, the workers' too
+            self._cut_workers()
             self.master.shutdown()
             return
         self.draining = True
