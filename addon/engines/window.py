@@ -99,11 +99,15 @@ class Window:
             return 0
         t0, _, _, end = _stamps(flight)
         me = flight.record.id
+        stale = None if end is None else end - KEEP_S
         n = 0
         for rid, v in d.items():
             if rid == me:
                 continue
-            s, _, _, e = v[:4] if type(v) is tuple else _stamps(v)
+            finished = type(v) is tuple
+            s, _, _, e = v[:4] if finished else _stamps(v)
+            if finished and e is not None and stale is not None and e < stale:
+                continue  # (around lets it go)
             if (end is not None and s >= end) or (e is not None and e <= t0):
                 continue
             if round((s - t0) * 1000.0, 1) < until_ms and (e is None or round((e - t0) * 1000.0, 1) > 0):
