@@ -53,7 +53,8 @@ QUOTE_CHARS = 300
 @dataclass(frozen=True)
 class DiagnosisInput:
     """Everything the rules read besides the record, fixed before they run (built per request by
-    the analysis thread, ``Analyzer.diagnosis_input``; tests build their own). Values are
+    the analysis thread, ``Analyzer.diagnosis_input``; tests build their own), except the engine's
+    neighbours, which may be a call the diagnosis makes on that thread if a rule reads them. Values are
     normalised here, so a missing or odd setting means the documented default."""
 
     stall_ms: float = 1000.0  # a silence longer than this inside a stream is a stall

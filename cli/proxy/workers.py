@@ -42,7 +42,7 @@ def parse_workers(value: str | int | None) -> int:
 
 def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     """The one TCP socket every process accepts on (one accept queue: a process busy forwarding accepts less).
-    ``reuse_port``: other sockets may bind the same port (``SO_REUSEPORT``: `bench --workers`'s experiment)."""
+    ``reuse_port``: other sockets may bind the same port (``SO_REUSEPORT``: several independent proxies)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     try:
