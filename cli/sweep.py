@@ -76,7 +76,8 @@ def build_prompt(api: str, model: str, n_tokens: int, max_tokens: int, tag: str 
     prompts differ from their first token on, so a prefix cache (llama.cpp's slot cache, vLLM's prefix
     caching, Ollama's, OpenAI's) cannot serve any of one from another, and TTFT measures the prefill."""
     enc, _ = tokens.load_encoding(tokens.encoding_for_model(model)[0])
-    nonce = nonce or secrets.token_hex(4)
+    if not nonce:  # the fewest tokens of 8 draws: a hex nonce takes 1 to 6, and a small size must not hang on the draw
+        nonce = min((secrets.token_hex(4) for _ in range(8)), key=lambda s: len(enc.encode_ordinary(s)))
     head = f"{nonce} " + (f"[{tag}] " if tag else "") + INSTRUCTION
 
     def count(text: str) -> int:
