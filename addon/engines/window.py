@@ -5,6 +5,7 @@ Kept by the analysis thread only; bounded per upstream and in upstreams."""
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 PER_UPSTREAM = 64
@@ -57,16 +58,18 @@ class Window:
             rec = flight.record
             d[rid] = (*_stamps(flight), rec.engine_prompt_tokens or rec.usage_prompt_tokens or rec.prompt_tokens_est)
 
-    def around(self, key: str | None, flight: Any) -> tuple[Span, ...]:
-        """The other exchanges to ``key`` that overlapped ``flight``, in ms from its t0. Runs once per request over up
-        to PER_UPSTREAM entries, on the analysis thread: plain arithmetic, no per-entry closure (bench, 120 streams)."""
+    def _overlapping(self, key: str | None, flight: Any) -> Iterator[tuple[str, float, float | None, float | None,
+                                                                     float | None, int | None]]:
+        """``(id, start, headers, first token, end, prompt tokens)`` of each other exchange to ``key`` that
+        overlapped ``flight`` (``perf_counter`` stamps); the finished ones that ended KEEP_S before it are let go
+        once the walk ends. The one walk :meth:`around` and :meth:`ahead` share: plain arithmetic, no per-entry
+        closure (it runs once per request over up to PER_UPSTREAM entries on the analysis thread)."""
         d = self._by.get(key or "")
         if not d:
-            return ()
+            return
         t0, _, _, end = _stamps(flight)
         me = flight.record.id
         stale = None if end is None else end - KEEP_S
-        out = []
         gone = []
         for rid, v in d.items():
             if rid == me:
@@ -82,34 +85,23 @@ class Window:
                 n = r.engine_prompt_tokens or r.usage_prompt_tokens or r.prompt_tokens_est
             if (end is not None and s >= end) or (e is not None and e <= t0):
                 continue
-            out.append(Span(rid, round((s - t0) * 1000.0, 1),
-                            None if h is None else round((h - t0) * 1000.0, 1),
-                            None if f is None else round((f - t0) * 1000.0, 1),
-                            None if e is None else round((e - t0) * 1000.0, 1), n))
+            yield rid, s, h, f, e, n
         for rid in gone:
             del d[rid]
-        return tuple(out)
+
+    def around(self, key: str | None, flight: Any) -> tuple[Span, ...]:
+        """The other exchanges to ``key`` that overlapped ``flight``, in ms from its t0."""
+        t0 = flight.clock.t0
+        return tuple(Span(rid, round((s - t0) * 1000.0, 1),
+                          None if h is None else round((h - t0) * 1000.0, 1),
+                          None if f is None else round((f - t0) * 1000.0, 1),
+                          None if e is None else round((e - t0) * 1000.0, 1), n)
+                     for rid, s, h, f, e, n in self._overlapping(key, flight))
 
     def ahead(self, key: str | None, flight: Any, until_ms: float) -> int:
-        """How many other exchanges to ``key`` overlapping ``flight`` (as :meth:`around` finds them) had started
-        before ``until_ms`` from its t0 and not ended by its t0: a count, no spans built (the analysis thread asks it
-        of every request to an engine that did not report its queue; the spans only when a rule reads them)."""
-        d = self._by.get(key or "")
-        if not d:
-            return 0
-        t0, _, _, end = _stamps(flight)
-        me = flight.record.id
-        stale = None if end is None else end - KEEP_S
-        n = 0
-        for rid, v in d.items():
-            if rid == me:
-                continue
-            finished = type(v) is tuple
-            s, _, _, e = v[:4] if finished else _stamps(v)
-            if finished and e is not None and stale is not None and e < stale:
-                continue  # (around lets it go)
-            if (end is not None and s >= end) or (e is not None and e <= t0):
-                continue
-            if round((s - t0) * 1000.0, 1) < until_ms and (e is None or round((e - t0) * 1000.0, 1) > 0):
-                n += 1
-        return n
+        """How many of :meth:`around`'s exchanges had started before ``until_ms`` from ``flight``'s t0 and not ended
+        by its t0: a count, no spans built (the analysis thread asks it of every request to an engine that did not
+        report its queue; the spans only when a rule reads them)."""
+        t0 = flight.clock.t0
+        return sum(1 for _, s, _, _, e, _ in self._overlapping(key, flight)
+                   if round((s - t0) * 1000.0, 1) < until_ms and (e is None or round((e - t0) * 1000.0, 1) > 0))
