@@ -219,13 +219,15 @@ def three_paths(output_tokens: int, tpot_ms: float, prefill_ms: float, bare: boo
         db = Path(tmp) / "bench.db"
         bare_argv = [str(BIN / "mitmdump"), "-q", "-s", str(script), "--mode", f"reverse:http://127.0.0.1:{sp}",
                      "--listen-host", "127.0.0.1", "--listen-port", str(bp), "--set", "connection_strategy=lazy"]
-        ft_argv = CLI + ["proxy", "--no-live", "--port", str(fp), "-u", f"http://127.0.0.1:{sp}", "--db", str(db), *proxy_args]
-        group_argv = [*ft_argv[:ft_argv.index("--port") + 1], str(wp), *ft_argv[ft_argv.index("--port") + 2:]]
-        if "--workers" not in proxy_args:
-            ft_argv += ["--workers", "1"]
+
+        def ft_argv(port: int) -> list[str]:  # firsttoken on ``port``, recording into ``db``
+            return CLI + ["proxy", "--no-live", "--port", str(port), "-u", f"http://127.0.0.1:{sp}", "--db", str(db),
+                          *proxy_args]
+
+        one_argv = ft_argv(fp) + ([] if "--workers" in proxy_args else ["--workers", "1"])
         with process(sim_argv, sp), (process(bare_argv, bp) if bare else contextlib.nullcontext()) as mitm, \
-                process(ft_argv, fp) as ft, \
-                (worker_procs(group_argv, workers) if workers > 1 else contextlib.nullcontext()) as group:
+                process(one_argv, fp) as ft, \
+                (worker_procs(ft_argv(wp), workers) if workers > 1 else contextlib.nullcontext()) as group:
             ports, pids = {"direct": sp, "firsttoken": fp}, {"firsttoken": ft.pid}
             if mitm is not None:
                 ports["bare mitmproxy"], pids["bare mitmproxy"] = bp, mitm.pid

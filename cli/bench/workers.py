@@ -24,8 +24,8 @@ START_S = 90.0
 class Group:
     """A running `firsttoken proxy --workers N`: its pids (the analysing process first) once all accept."""
 
-    def __init__(self, proc: subprocess.Popen, n: int) -> None:
-        self.proc, self.n = proc, n
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
         self.ready = threading.Event()
         self.lines: list[str] = []
         # its stdout is read all along: one line per record, which would fill a pipe left unread
@@ -50,7 +50,7 @@ def workers(argv: list[str], n: int) -> Iterator[Group]:
     proc = subprocess.Popen([*argv, "--workers", str(n)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace")
     try:
-        group = Group(proc, n)
+        group = Group(proc)
         end = time.monotonic() + START_S
         while not group.ready.wait(0.2):
             if proc.poll() is not None or time.monotonic() > end:

@@ -41,7 +41,6 @@ def banner(server: ProxyServer, out: Console) -> None:
     if server.workers > 1:
         out.print(f"  {server.workers} processes accept on this port (--workers); this one (pid {os.getpid()}) "
                   "also analyses and records what they all forward", markup=False)
-    if server.workers > 1:
         threading.Thread(target=announce_workers, args=(server, out), name="firsttoken-workers-ready",
                          daemon=True).start()
     if server.forward_mode:
